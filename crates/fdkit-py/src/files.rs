@@ -1,0 +1,264 @@
+//! Files, pipes and fd housekeeping: `open`, `close`, `pipe`, `dup`, `dup2`, `fcntl`,
+//! blocking and cloexec flags, `mkstemp`, `mkdtemp`, `stat`, `poll`.
+
+use crate::args::{Fd, PathArg};
+use crate::errors::{blocking, os_error, Signals};
+use fdkit::fd::{self, DupFlags, FcntlCmd, FileStat, Mode, OFlags, PipeFlags};
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyList, PyTuple};
+use rustix::event::{PollFd, PollFlags};
+use std::ffi::OsStr;
+use std::os::fd::{FromRawFd, IntoRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+use std::time::Duration;
+
+/// `open(path, flags, mode=0o777)`: returns a new fd, close-on-exec unless `cloexec=False`.
+/// Releases the GIL (opening a FIFO or a file on a slow filesystem can block). See open(2).
+#[pyfunction]
+#[pyo3(signature = (path, flags, mode=0o777, *, cloexec=true))]
+pub fn open(
+    py: Python<'_>,
+    path: &Bound<'_, PyAny>,
+    flags: i32,
+    mode: u32,
+    cloexec: bool,
+) -> PyResult<RawFd> {
+    let path = PathArg::extract(path)?;
+    let mut flags = OFlags::from_bits_retain(flags as u32);
+    if cloexec {
+        flags |= OFlags::CLOEXEC;
+    }
+    let mode = Mode::from_bits_retain(mode);
+    let bytes: &[u8] = &path.0;
+    blocking(py, || fd::open(bytes, flags, mode)).map(IntoRawFd::into_raw_fd)
+}
+
+/// `close(fd)`: raises `OSError(EBADF)` for an fd that is not open. Releases the GIL (a socket
+/// with `SO_LINGER` can block in close). See close(2).
+#[pyfunction]
+pub fn close(py: Python<'_>, fd: Fd) -> PyResult<()> {
+    // SAFETY: the Python caller hands over ownership of `fd`, as with `os.close`; `fd.0` is
+    // non-negative (checked at extraction). A number that is not open gives EBADF.
+    let owned = unsafe { OwnedFd::from_raw_fd(fd.0) };
+    py.detach(|| fd::close(owned)).map_err(os_error)
+}
+
+/// `pipe2(flags)`: returns `(read_fd, write_fd)`, both close-on-exec unless `cloexec=False`.
+/// `flags` may add `os.O_NONBLOCK` and `os.O_DIRECT`. See pipe(2).
+#[pyfunction]
+#[pyo3(signature = (flags=0, *, cloexec=true))]
+pub fn pipe(flags: u32, cloexec: bool) -> PyResult<(RawFd, RawFd)> {
+    let mut flags = PipeFlags::from_bits_retain(flags);
+    if cloexec {
+        flags |= PipeFlags::CLOEXEC;
+    }
+    let (r, w) = fd::pipe2(flags).map_err(os_error)?;
+    Ok((r.into_raw_fd(), w.into_raw_fd()))
+}
+
+/// `dup(fd)`: a new fd for the same file, close-on-exec unless `cloexec=False`. See dup(2).
+#[pyfunction]
+#[pyo3(signature = (fd, *, cloexec=true))]
+pub fn dup(fd: Fd, cloexec: bool) -> PyResult<RawFd> {
+    fd::dup(fd.borrow(), cloexec)
+        .map(IntoRawFd::into_raw_fd)
+        .map_err(os_error)
+}
+
+/// `dup3(fd, fd2, flags)`: makes `fd2` a copy of `fd` (closing what `fd2` held) and returns
+/// `fd2`; close-on-exec unless `cloexec=False`. `fd == fd2` returns `fd2`, as dup2 does.
+/// See dup2(2).
+#[pyfunction]
+#[pyo3(signature = (fd, fd2, *, cloexec=true))]
+pub fn dup2(fd: Fd, fd2: Fd, cloexec: bool) -> PyResult<RawFd> {
+    let flags = if cloexec {
+        DupFlags::CLOEXEC
+    } else {
+        DupFlags::empty()
+    };
+    fd::dup3(fd.borrow(), fd2.0, flags).map_err(os_error)
+}
+
+/// `fcntl(fd, cmd, arg=0)` for the commands that take and return an int (`F_GETFL`,
+/// `F_SETFL`, `F_GETFD`, `F_SETFD`, `F_DUPFD_CLOEXEC`, `F_GETPIPE_SZ`, `F_SETPIPE_SZ`, …).
+/// Pointer-taking commands raise `ValueError`: an int would become an address the kernel
+/// writes to. See fcntl(2).
+#[pyfunction]
+#[pyo3(signature = (fd, cmd, arg=0))]
+pub fn fcntl(fd: Fd, cmd: i32, arg: i32) -> PyResult<i32> {
+    let cmd = FcntlCmd::from_raw(cmd).ok_or_else(|| {
+        PyValueError::new_err(format!(
+            "fcntl command {cmd} is not supported (only commands with an int argument are)"
+        ))
+    })?;
+    fd::fcntl_int(fd.borrow(), cmd, arg).map_err(os_error)
+}
+
+/// Whether `fd` is in blocking mode (`O_NONBLOCK` clear). See fcntl(2).
+#[pyfunction]
+pub fn get_blocking(fd: Fd) -> PyResult<bool> {
+    fd::get_blocking(fd.borrow()).map_err(os_error)
+}
+
+/// Sets or clears `O_NONBLOCK`. See fcntl(2).
+#[pyfunction]
+pub fn set_blocking(fd: Fd, blocking: bool) -> PyResult<()> {
+    fd::set_blocking(fd.borrow(), blocking).map_err(os_error)
+}
+
+/// Whether `fd` is close-on-exec. See fcntl(2).
+#[pyfunction]
+pub fn get_cloexec(fd: Fd) -> PyResult<bool> {
+    fd::get_cloexec(fd.borrow()).map_err(os_error)
+}
+
+/// Sets or clears `FD_CLOEXEC` (for fds fdkit did not create). See fcntl(2).
+#[pyfunction]
+#[pyo3(signature = (fd, cloexec=true))]
+pub fn set_cloexec(fd: Fd, cloexec: bool) -> PyResult<()> {
+    fd::set_cloexec(fd.borrow(), cloexec).map_err(os_error)
+}
+
+fn temp_dir(dir: Option<&Bound<'_, PyAny>>) -> PyResult<std::path::PathBuf> {
+    match dir {
+        Some(d) => Ok(Path::new(OsStr::from_bytes(&PathArg::extract(d)?.0)).to_path_buf()),
+        None => Ok(std::env::temp_dir()),
+    }
+}
+
+fn name_part(part: &Bound<'_, PyAny>) -> PyResult<std::ffi::OsString> {
+    let bytes = PathArg::extract(part)?;
+    Ok(OsStr::from_bytes(&bytes.0).to_os_string())
+}
+
+/// `mkstemp(suffix="", prefix="tmp", dir=None)`: creates a new file with a random name, mode
+/// 0600, opened read-write and close-on-exec; returns `(fd, path)`. `dir` defaults to
+/// `$TMPDIR` or `/tmp`. See mkstemp(3).
+#[pyfunction]
+#[pyo3(signature = (suffix=None, prefix=None, dir=None, *, cloexec=true))]
+pub fn mkstemp(
+    py: Python<'_>,
+    suffix: Option<&Bound<'_, PyAny>>,
+    prefix: Option<&Bound<'_, PyAny>>,
+    dir: Option<&Bound<'_, PyAny>>,
+    cloexec: bool,
+) -> PyResult<(RawFd, Py<PyAny>)> {
+    let dir = temp_dir(dir)?;
+    let suffix = suffix.map(name_part).transpose()?.unwrap_or_default();
+    let prefix = prefix
+        .map(name_part)
+        .transpose()?
+        .unwrap_or_else(|| "tmp".into());
+    let (fd, path) = blocking(py, || fd::mkstemp(&dir, &prefix, &suffix, cloexec))?;
+    let fd = fd.into_raw_fd();
+    Ok((fd, path.into_pyobject(py)?.into_any().unbind()))
+}
+
+/// `mkdtemp(suffix="", prefix="tmp", dir=None)`: creates a new directory with a random name,
+/// mode 0700; returns its path. See mkdtemp(3).
+#[pyfunction]
+#[pyo3(signature = (suffix=None, prefix=None, dir=None))]
+pub fn mkdtemp(
+    py: Python<'_>,
+    suffix: Option<&Bound<'_, PyAny>>,
+    prefix: Option<&Bound<'_, PyAny>>,
+    dir: Option<&Bound<'_, PyAny>>,
+) -> PyResult<Py<PyAny>> {
+    let dir = temp_dir(dir)?;
+    let suffix = suffix.map(name_part).transpose()?.unwrap_or_default();
+    let prefix = prefix
+        .map(name_part)
+        .transpose()?
+        .unwrap_or_else(|| "tmp".into());
+    let path = blocking(py, || fd::mkdtemp(&dir, &prefix, &suffix))?;
+    Ok(path.into_pyobject(py)?.into_any().unbind())
+}
+
+/// The 13 fields in `fdkit.fd.StatResult`'s order.
+fn stat_tuple(py: Python<'_>, s: FileStat) -> PyResult<Bound<'_, PyTuple>> {
+    let head = (s.dev, s.ino, s.mode, s.nlink, s.uid, s.gid, s.rdev).into_pyobject(py)?;
+    let tail = (
+        s.size, s.blksize, s.blocks, s.atime_ns, s.mtime_ns, s.ctime_ns,
+    )
+        .into_pyobject(py)?;
+    let fields: Vec<Bound<'_, PyAny>> = head.iter().chain(tail.iter()).collect();
+    PyTuple::new(py, fields)
+}
+
+/// `stat(path)` as a plain tuple; `fdkit.fd.stat` wraps it in a `StatResult`. See stat(2).
+#[pyfunction]
+pub fn stat<'py>(py: Python<'py>, path: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyTuple>> {
+    let path = PathArg::extract(path)?;
+    let bytes: &[u8] = &path.0;
+    stat_tuple(py, blocking(py, || fd::stat(bytes))?)
+}
+
+/// `lstat(path)` as a plain tuple (a symlink itself). See stat(2).
+#[pyfunction]
+pub fn lstat<'py>(py: Python<'py>, path: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyTuple>> {
+    let path = PathArg::extract(path)?;
+    let bytes: &[u8] = &path.0;
+    stat_tuple(py, blocking(py, || fd::lstat(bytes))?)
+}
+
+/// `fstat(fd)` as a plain tuple. See stat(2).
+#[pyfunction]
+pub fn fstat(py: Python<'_>, fd: Fd) -> PyResult<Bound<'_, PyTuple>> {
+    stat_tuple(py, fd::fstat(fd.borrow()).map_err(os_error)?)
+}
+
+/// `poll(fds, timeout=None)`: `fds` is an iterable of `(fd, events)` pairs (events from
+/// `select.POLLIN`, …); waits up to `timeout` seconds (`None` forever, 0 not at all) and
+/// returns `[(fd, revents), …]` for the fds with events, `[]` on timeout. Keeps its deadline
+/// across signals; Ctrl-C interrupts it. See poll(2).
+#[pyfunction]
+#[pyo3(signature = (fds, timeout=None))]
+pub fn poll<'py>(
+    py: Python<'py>,
+    fds: &Bound<'py, PyAny>,
+    timeout: Option<f64>,
+) -> PyResult<Bound<'py, PyList>> {
+    let timeout = match timeout {
+        None => None,
+        Some(t) if t.is_nan() => return Err(PyValueError::new_err("timeout must not be NaN")),
+        Some(t) if t < 0.0 => {
+            return Err(PyValueError::new_err(
+                "timeout must be >= 0 (None waits forever)",
+            ))
+        }
+        Some(t) => Some(Duration::try_from_secs_f64(t).unwrap_or(Duration::MAX)),
+    };
+    let mut wanted: Vec<(Fd, u16)> = Vec::new();
+    for item in fds.try_iter()? {
+        let item = item?;
+        let pair = item
+            .cast::<PyTuple>()
+            .map_err(|_| PyTypeError::new_err("poll() wants (fd, events) pairs"))?;
+        if pair.len() != 2 {
+            return Err(PyTypeError::new_err("poll() wants (fd, events) pairs"));
+        }
+        let fd: Fd = pair.get_item(0)?.extract()?;
+        let events: u16 = pair
+            .get_item(1)?
+            .extract()
+            .map_err(|_| PyValueError::new_err("poll() events must be an int in 0..=65535"))?;
+        wanted.push((fd, events));
+    }
+    let mut pollfds: Vec<PollFd<'_>> = wanted
+        .iter()
+        .map(|(fd, ev)| PollFd::from_borrowed_fd(fd.borrow(), PollFlags::from_bits_retain(*ev)))
+        .collect();
+    let mut signals = Signals::default();
+    let result = py.detach(|| fd::poll(&mut pollfds, timeout, signals.checkpoint()));
+    signals.finish(result)?;
+    let ready = PyList::empty(py);
+    for (pfd, (fd, _)) in pollfds.iter().zip(&wanted) {
+        let revents = pfd.revents().bits();
+        if revents != 0 {
+            ready.append((fd.0, revents))?;
+        }
+    }
+    Ok(ready)
+}

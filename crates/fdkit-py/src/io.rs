@@ -1,0 +1,243 @@
+//! Reading and writing: `read`, `readinto`, `write`, `pread`, `pwrite`, `recv`, `recv_into`,
+//! `send`, `sendfile`, `lseek`. All release the GIL; all take any bytes-like object.
+
+use crate::args::{Count, Fd};
+use crate::errors::{blocking, os_error, Signals};
+use fdkit::fd::{self, RecvFlags, SeekFrom, SendFlags};
+use pyo3::buffer::PyBuffer;
+use pyo3::exceptions::{PyMemoryError, PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::PyBytes;
+use std::mem::MaybeUninit;
+
+/// A bytes-like argument, read-only, borrowed for the length of one call.
+enum ByteArg<'py> {
+    Bytes(Bound<'py, PyBytes>),
+    Buffer(PyBuffer<u8>),
+}
+
+impl<'py> ByteArg<'py> {
+    fn extract(obj: &Bound<'py, PyAny>) -> PyResult<Self> {
+        if let Ok(b) = obj.cast::<PyBytes>() {
+            return Ok(ByteArg::Bytes(b.clone()));
+        }
+        let buf = PyBuffer::<u8>::get(obj).map_err(|_| {
+            PyTypeError::new_err(format!(
+                "a bytes-like object is required, not {}",
+                crate::args::type_name(obj)
+            ))
+        })?;
+        if !buf.is_c_contiguous() {
+            return Err(PyValueError::new_err("buffer must be C-contiguous"));
+        }
+        Ok(ByteArg::Buffer(buf))
+    }
+
+    /// The bytes. For a buffer, valid while `self` holds the export (which also stops a
+    /// `bytearray` from resizing).
+    fn as_slice(&self) -> &[u8] {
+        match self {
+            ByteArg::Bytes(b) => b.as_bytes(),
+            // SAFETY: the buffer is C-contiguous (checked) and exported for as long as `self`
+            // lives, so `buf_ptr` points at `len_bytes` readable bytes that cannot be freed or
+            // moved meanwhile. Python code writing into the same buffer from another thread
+            // during the call races on the bytes, exactly as with `os.write`; it cannot make
+            // the pointer dangle.
+            ByteArg::Buffer(b) => unsafe {
+                std::slice::from_raw_parts(b.buf_ptr().cast::<u8>(), b.len_bytes())
+            },
+        }
+    }
+}
+
+/// A writable buffer argument (`bytearray`, `memoryview`, `array`, `mmap`…).
+struct WritableArg(PyBuffer<u8>);
+
+impl WritableArg {
+    fn extract(obj: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let buf = PyBuffer::<u8>::get(obj).map_err(|_| {
+            PyTypeError::new_err(format!(
+                "a writable bytes-like object is required, not {}",
+                crate::args::type_name(obj)
+            ))
+        })?;
+        if buf.readonly() {
+            return Err(PyTypeError::new_err("buffer is read-only"));
+        }
+        if !buf.is_c_contiguous() {
+            return Err(PyValueError::new_err("buffer must be C-contiguous"));
+        }
+        Ok(WritableArg(buf))
+    }
+
+    /// The first `limit` bytes (all when 0) as uninitialised memory the kernel may fill.
+    fn as_uninit(&mut self, limit: usize) -> PyResult<&mut [MaybeUninit<u8>]> {
+        let len = self.0.len_bytes();
+        if limit > len {
+            return Err(PyValueError::new_err(format!(
+                "nbytes {limit} is larger than the buffer ({len} bytes)"
+            )));
+        }
+        let len = if limit == 0 { len } else { limit };
+        // SAFETY: the buffer is writable and C-contiguous (checked) and stays exported while
+        // `self` lives, so `len` bytes at `buf_ptr` are ours to write and cannot move. Viewing
+        // initialised bytes as `MaybeUninit` is always allowed. Concurrent Python writers race
+        // on the contents as they would with `socket.recv_into`, never on the allocation.
+        Ok(unsafe { std::slice::from_raw_parts_mut(self.0.buf_ptr().cast(), len) })
+    }
+}
+
+/// Reads into a fresh `bytes` of at most `n` bytes, with the GIL released.
+fn read_to_bytes<'py>(
+    py: Python<'py>,
+    n: Count,
+    mut call: impl FnMut(&mut [MaybeUninit<u8>]) -> Result<usize, fd::Errno> + Send,
+) -> PyResult<Bound<'py, PyBytes>> {
+    let n = n.clamped();
+    let mut buf: Vec<u8> = Vec::new();
+    buf.try_reserve_exact(n)
+        .map_err(|_| PyMemoryError::new_err(format!("cannot allocate a {n}-byte buffer")))?;
+    let got = blocking(py, || call(&mut buf.spare_capacity_mut()[..n]))?;
+    // SAFETY: the kernel initialised the first `got` bytes (got <= n <= capacity).
+    unsafe { buf.set_len(got) };
+    Ok(PyBytes::new(py, &buf))
+}
+
+/// `read(fd, n)`: at most `n` bytes; `b""` at end of file. See read(2).
+#[pyfunction]
+pub fn read<'py>(py: Python<'py>, fd: Fd, n: Count) -> PyResult<Bound<'py, PyBytes>> {
+    read_to_bytes(py, n, |buf| {
+        fd::read(fd.borrow(), buf).map(|(init, _)| init.len())
+    })
+}
+
+/// `pread(fd, n, offset)`: at most `n` bytes at `offset`, the file position untouched.
+/// See pread(2).
+#[pyfunction]
+pub fn pread<'py>(
+    py: Python<'py>,
+    fd: Fd,
+    n: Count,
+    offset: Count,
+) -> PyResult<Bound<'py, PyBytes>> {
+    read_to_bytes(py, n, |buf| {
+        fd::pread(fd.borrow(), buf, offset.0).map(|(init, _)| init.len())
+    })
+}
+
+/// `recv(fd, n, flags)`: at most `n` bytes from a socket. See recv(2).
+#[pyfunction]
+#[pyo3(signature = (fd, n, flags=0))]
+pub fn recv<'py>(py: Python<'py>, fd: Fd, n: Count, flags: u32) -> PyResult<Bound<'py, PyBytes>> {
+    let flags = RecvFlags::from_bits_retain(flags);
+    read_to_bytes(py, n, |buf| {
+        fd::recv(fd.borrow(), buf, flags).map(|((init, _), _)| init.len())
+    })
+}
+
+/// `readinto(fd, buffer)`: reads into a writable buffer, returns the count. See read(2).
+#[pyfunction]
+pub fn readinto(py: Python<'_>, fd: Fd, buffer: &Bound<'_, PyAny>) -> PyResult<usize> {
+    let mut buf = WritableArg::extract(buffer)?;
+    let slice = buf.as_uninit(0)?;
+    blocking(py, || {
+        fd::read(fd.borrow(), &mut *slice).map(|(init, _)| init.len())
+    })
+}
+
+/// `recv_into(fd, buffer, nbytes=0, flags=0)`: receives into a writable buffer (its first
+/// `nbytes` bytes, all of it when 0), returns the count. See recv(2).
+#[pyfunction]
+#[pyo3(signature = (fd, buffer, nbytes=Count(0), flags=0), text_signature = "(fd, buffer, nbytes=0, flags=0)")]
+pub fn recv_into(
+    py: Python<'_>,
+    fd: Fd,
+    buffer: &Bound<'_, PyAny>,
+    nbytes: Count,
+    flags: u32,
+) -> PyResult<usize> {
+    let mut buf = WritableArg::extract(buffer)?;
+    let slice = buf.as_uninit(usize::try_from(nbytes.0).unwrap_or(usize::MAX))?;
+    let flags = RecvFlags::from_bits_retain(flags);
+    // The kernel's own count, as `socket.recv_into` returns it (with MSG_TRUNC it can exceed
+    // the buffer).
+    blocking(py, || {
+        fd::recv(fd.borrow(), &mut *slice, flags).map(|(_, n)| n)
+    })
+}
+
+/// `write(fd, data)`: returns how many bytes the kernel took (possibly fewer). See write(2).
+#[pyfunction]
+pub fn write(py: Python<'_>, fd: Fd, data: &Bound<'_, PyAny>) -> PyResult<usize> {
+    let data = ByteArg::extract(data)?;
+    let bytes = data.as_slice();
+    let bytes = &bytes[..bytes.len().min(fd::MAX_RW_COUNT)];
+    blocking(py, || fd::write(fd.borrow(), bytes))
+}
+
+/// `pwrite(fd, data, offset)`: writes at `offset`, the file position untouched. See pwrite(2).
+#[pyfunction]
+pub fn pwrite(py: Python<'_>, fd: Fd, data: &Bound<'_, PyAny>, offset: Count) -> PyResult<usize> {
+    let data = ByteArg::extract(data)?;
+    let bytes = data.as_slice();
+    let bytes = &bytes[..bytes.len().min(fd::MAX_RW_COUNT)];
+    blocking(py, || fd::pwrite(fd.borrow(), bytes, offset.0))
+}
+
+/// `send(fd, data, flags=0)`: always with `MSG_NOSIGNAL`, so a closed peer gives
+/// `BrokenPipeError` rather than a `SIGPIPE` that kills an embedding process. See send(2).
+#[pyfunction]
+#[pyo3(signature = (fd, data, flags=0))]
+pub fn send(py: Python<'_>, fd: Fd, data: &Bound<'_, PyAny>, flags: u32) -> PyResult<usize> {
+    let data = ByteArg::extract(data)?;
+    let bytes = data.as_slice();
+    let bytes = &bytes[..bytes.len().min(fd::MAX_RW_COUNT)];
+    let flags = SendFlags::from_bits_retain(flags) | SendFlags::NOSIGNAL;
+    blocking(py, || fd::send(fd.borrow(), bytes, flags))
+}
+
+/// `sendfile(out_fd, in_fd, offset=None, count=None)`: file to socket (or any fd) in the
+/// kernel. `count=None` sends to the end of the file, looping over partial sends and the
+/// kernel's 2 GiB cap. Returns the bytes sent: fewer than asked when the input ended or a
+/// non-blocking output filled up (it raises `BlockingIOError` only when nothing went out).
+/// With `offset` the input's file position is untouched. See sendfile(2).
+#[pyfunction]
+#[pyo3(signature = (out_fd, in_fd, offset=None, count=None))]
+pub fn sendfile(
+    py: Python<'_>,
+    out_fd: Fd,
+    in_fd: Fd,
+    offset: Option<Count>,
+    count: Option<Count>,
+) -> PyResult<u64> {
+    let mut off = offset.map(|o| o.0);
+    let mut signals = Signals::default();
+    let result = py.detach(|| {
+        fd::sendfile_all(
+            out_fd.borrow(),
+            in_fd.borrow(),
+            off.as_mut(),
+            count.map(|c| c.0),
+            signals.checkpoint(),
+        )
+    });
+    signals.finish(result)
+}
+
+/// `lseek(fd, offset, whence)`: moves the file position; returns the new one. `whence` is
+/// `os.SEEK_SET`/`SEEK_CUR`/`SEEK_END`/`SEEK_DATA`/`SEEK_HOLE`. See lseek(2).
+#[pyfunction]
+#[pyo3(signature = (fd, offset, whence=0))]
+pub fn lseek(fd: Fd, offset: i64, whence: i32) -> PyResult<u64> {
+    // A negative absolute offset is the kernel's EINVAL, as `os.lseek` reports it.
+    let absolute = || u64::try_from(offset).map_err(|_| os_error(fd::Errno::INVAL));
+    let pos = match whence {
+        0 => SeekFrom::Start(absolute()?),
+        1 => SeekFrom::Current(offset),
+        2 => SeekFrom::End(offset),
+        3 => SeekFrom::Data(absolute()?),
+        4 => SeekFrom::Hole(absolute()?),
+        _ => return Err(PyValueError::new_err(format!("invalid whence {whence}"))),
+    };
+    fd::lseek(fd.borrow(), pos).map_err(os_error)
+}

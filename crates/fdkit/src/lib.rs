@@ -1,0 +1,14 @@
+//! fdkit: Linux I/O at kernel speed.
+//!
+//! The core crate is pure Rust and knows nothing of Python. It wraps the kernel's fast paths
+//! behind small, syscall-named functions that take [`BorrowedFd`](std::os::fd::BorrowedFd) and
+//! return [`OwnedFd`](std::os::fd::OwnedFd), so a Rust program can use it on its own and the
+//! Python binding (`fdkit-py`) stays thin glue.
+//!
+//! Families:
+//! - [`fd`]: fd-native syscalls (sockets, files, pipes, `accept_many`, `sendfile`).
+
+pub mod error;
+pub mod fd;
+
+pub use error::Error;

@@ -1,0 +1,199 @@
+"""fd-native syscalls: plain integer fds in, plain integer fds out.
+
+Every function here is the native one from the Rust core (no Python wrapper in the way) except
+the three ``stat`` calls, which wrap the kernel's fields in :class:`StatResult`.
+
+* Every fd created here is close-on-exec from birth; pass ``cloexec=False`` to opt out.
+* Kernel errors raise ``OSError`` subclasses with ``.errno`` set; misuse raises ``ValueError``
+  or ``TypeError``. Calls that can block release the GIL and honour Ctrl-C.
+* Addresses are spelled as in :mod:`socket`: ``(host, port)`` for IPv4,
+  ``(host, port, flowinfo, scope_id)`` for IPv6, ``str``/``bytes`` paths for AF_UNIX (a
+  leading NUL for the abstract namespace).
+"""
+
+from __future__ import annotations
+
+import os as _os
+import select as _select
+import socket as _socket
+from typing import NamedTuple
+
+from fdkit._fdkit import (
+    accept,
+    accept4,
+    accept_many,
+    bind,
+    close,
+    connect,
+    dup,
+    dup2,
+    fcntl,
+    get_blocking,
+    get_cloexec,
+    getpeername,
+    getsockname,
+    getsockopt,
+    listen,
+    lseek,
+    mkdtemp,
+    mkstemp,
+    open,
+    pipe,
+    poll,
+    pread,
+    pwrite,
+    read,
+    readinto,
+    recv,
+    recv_into,
+    send,
+    sendfile,
+    set_blocking,
+    set_cloexec,
+    setsockopt,
+    shutdown,
+    socket,
+    socketpair,
+    write,
+)
+from fdkit._fdkit import fstat as _fstat
+from fdkit._fdkit import lstat as _lstat
+from fdkit._fdkit import stat as _stat
+
+# The constants callers pass, re-exported so `from fdkit import fd` is enough.
+AF_INET = _socket.AF_INET
+AF_INET6 = _socket.AF_INET6
+AF_UNIX = _socket.AF_UNIX
+SOCK_STREAM = _socket.SOCK_STREAM
+SOCK_DGRAM = _socket.SOCK_DGRAM
+SOCK_NONBLOCK = _socket.SOCK_NONBLOCK
+SOCK_CLOEXEC = _socket.SOCK_CLOEXEC
+NONBLOCK = SOCK_NONBLOCK
+CLOEXEC = SOCK_CLOEXEC
+SOL_SOCKET = _socket.SOL_SOCKET
+SO_REUSEADDR = _socket.SO_REUSEADDR
+SO_REUSEPORT = _socket.SO_REUSEPORT
+SHUT_RD = _socket.SHUT_RD
+SHUT_WR = _socket.SHUT_WR
+SHUT_RDWR = _socket.SHUT_RDWR
+O_RDONLY = _os.O_RDONLY
+O_WRONLY = _os.O_WRONLY
+O_RDWR = _os.O_RDWR
+O_CREAT = _os.O_CREAT
+O_EXCL = _os.O_EXCL
+O_TRUNC = _os.O_TRUNC
+O_APPEND = _os.O_APPEND
+O_NONBLOCK = _os.O_NONBLOCK
+O_CLOEXEC = _os.O_CLOEXEC
+POLLIN = _select.POLLIN
+POLLOUT = _select.POLLOUT
+POLLERR = _select.POLLERR
+POLLHUP = _select.POLLHUP
+
+
+class StatResult(NamedTuple):
+    """What ``stat``/``fstat``/``lstat`` report, every field at the kernel's full width.
+
+    Times are integer nanoseconds since the epoch (no float rounding).
+    """
+
+    st_dev: int
+    st_ino: int
+    st_mode: int
+    st_nlink: int
+    st_uid: int
+    st_gid: int
+    st_rdev: int
+    st_size: int
+    st_blksize: int
+    st_blocks: int
+    st_atime_ns: int
+    st_mtime_ns: int
+    st_ctime_ns: int
+
+
+def stat(path: str | bytes | _os.PathLike[str] | _os.PathLike[bytes]) -> StatResult:
+    """``stat(2)``: describe the file at ``path``, following symlinks."""
+    return StatResult._make(_stat(path))
+
+
+def lstat(path: str | bytes | _os.PathLike[str] | _os.PathLike[bytes]) -> StatResult:
+    """``lstat(2)``: describe a symlink itself rather than its target."""
+    return StatResult._make(_lstat(path))
+
+
+def fstat(fd: int) -> StatResult:
+    """``fstat(2)``: describe the open file ``fd``."""
+    return StatResult._make(_fstat(fd))
+
+
+__all__ = [
+    "AF_INET",
+    "AF_INET6",
+    "AF_UNIX",
+    "CLOEXEC",
+    "NONBLOCK",
+    "O_APPEND",
+    "O_CLOEXEC",
+    "O_CREAT",
+    "O_EXCL",
+    "O_NONBLOCK",
+    "O_RDONLY",
+    "O_RDWR",
+    "O_TRUNC",
+    "O_WRONLY",
+    "POLLERR",
+    "POLLHUP",
+    "POLLIN",
+    "POLLOUT",
+    "SHUT_RD",
+    "SHUT_RDWR",
+    "SHUT_WR",
+    "SOCK_CLOEXEC",
+    "SOCK_DGRAM",
+    "SOCK_NONBLOCK",
+    "SOCK_STREAM",
+    "SOL_SOCKET",
+    "SO_REUSEADDR",
+    "SO_REUSEPORT",
+    "StatResult",
+    "accept",
+    "accept4",
+    "accept_many",
+    "bind",
+    "close",
+    "connect",
+    "dup",
+    "dup2",
+    "fcntl",
+    "fstat",
+    "get_blocking",
+    "get_cloexec",
+    "getpeername",
+    "getsockname",
+    "getsockopt",
+    "listen",
+    "lseek",
+    "lstat",
+    "mkdtemp",
+    "mkstemp",
+    "open",
+    "pipe",
+    "poll",
+    "pread",
+    "pwrite",
+    "read",
+    "readinto",
+    "recv",
+    "recv_into",
+    "send",
+    "sendfile",
+    "set_blocking",
+    "set_cloexec",
+    "setsockopt",
+    "shutdown",
+    "socket",
+    "socketpair",
+    "stat",
+    "write",
+]
