@@ -153,7 +153,10 @@ pub fn mkstemp(
         .unwrap_or_else(|| "tmp".into());
     let (fd, path) = blocking(py, || fd::mkstemp(&dir, &prefix, &suffix, cloexec))?;
     let fd = fd.into_raw_fd();
-    Ok((fd, path.into_pyobject(py)?.into_any().unbind()))
+    Ok((
+        fd,
+        path.into_os_string().into_pyobject(py)?.into_any().unbind(),
+    ))
 }
 
 /// `mkdtemp(suffix="", prefix="tmp", dir=None)`: creates a new directory with a random name,
@@ -173,7 +176,7 @@ pub fn mkdtemp(
         .transpose()?
         .unwrap_or_else(|| "tmp".into());
     let path = blocking(py, || fd::mkdtemp(&dir, &prefix, &suffix))?;
-    Ok(path.into_pyobject(py)?.into_any().unbind())
+    Ok(path.into_os_string().into_pyobject(py)?.into_any().unbind())
 }
 
 /// The 13 fields in `fdkit.fd.StatResult`'s order.

@@ -8,6 +8,7 @@ mod errors;
 mod files;
 mod io;
 mod net;
+mod uring;
 
 use pyo3::prelude::*;
 
@@ -55,5 +56,6 @@ fn _fdkit(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(files::lstat, m)?)?;
     m.add_function(wrap_pyfunction!(files::fstat, m)?)?;
     m.add_function(wrap_pyfunction!(files::poll, m)?)?;
+    m.add_function(wrap_pyfunction!(uring::uring_probe, m)?)?;
     Ok(())
 }

@@ -7,8 +7,10 @@
 //!
 //! Families:
 //! - [`fd`]: fd-native syscalls (sockets, files, pipes, `accept_many`, `sendfile`).
+//! - [`uring`]: io_uring, starting with the probe that says whether and how it works here.
 
 pub mod error;
 pub mod fd;
+pub mod uring;
 
 pub use error::Error;

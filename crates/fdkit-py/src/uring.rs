@@ -1,0 +1,21 @@
+//! The io_uring probe for Python: `fdkit.uring.probe()` and `fdkit doctor` read it.
+
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+
+/// `uring_probe()`: `{"available": bool, "reason": str | None, "ops": {name: bool},
+/// "defer_taskrun": bool}`. Releases the GIL while the kernel is asked.
+#[pyfunction]
+pub fn uring_probe(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
+    let a = py.detach(fdkit::uring::probe);
+    let d = PyDict::new(py);
+    d.set_item("available", a.available)?;
+    d.set_item("reason", a.reason)?;
+    let ops = PyDict::new(py);
+    for op in &a.ops {
+        ops.set_item(op.name, op.supported)?;
+    }
+    d.set_item("ops", ops)?;
+    d.set_item("defer_taskrun", a.defer_taskrun)?;
+    Ok(d)
+}

@@ -1,0 +1,112 @@
+//! Probing io_uring once: is it usable here, and which operations does the kernel know?
+//!
+//! io_uring can be missing (old kernel, compiled out: `ENOSYS`), forbidden (a seccomp filter in
+//! a container, or `kernel.io_uring_disabled`: `EPERM`), or present with only some opcodes. A
+//! caller picks its engine from this answer instead of failing mid-flight.
+
+use io_uring::{opcode, IoUring, Probe};
+
+/// One opcode and whether this kernel supports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OpSupport {
+    /// The operation's name as fdkit spells it (`"accept"`, `"splice"`, …).
+    pub name: &'static str,
+    /// Whether `IORING_REGISTER_PROBE` lists it as supported.
+    pub supported: bool,
+}
+
+/// The probe's answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Availability {
+    /// Whether a ring could be set up at all.
+    pub available: bool,
+    /// Why not, when it could not (names the errno and its likely cause).
+    pub reason: Option<String>,
+    /// The opcodes fdkit uses, each with its support.
+    pub ops: Vec<OpSupport>,
+    /// Whether `IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN` rings can be built
+    /// (Linux 6.1+): the fast setup for one-thread servers.
+    pub defer_taskrun: bool,
+}
+
+/// The opcodes fdkit's ring and servers use, by name.
+const OPS: &[(&str, u8)] = &[
+    ("nop", opcode::Nop::CODE),
+    ("socket", opcode::Socket::CODE),
+    ("accept", opcode::Accept::CODE),
+    ("connect", opcode::Connect::CODE),
+    ("recv", opcode::Recv::CODE),
+    ("send", opcode::Send::CODE),
+    ("send_zc", opcode::SendZc::CODE),
+    ("read", opcode::Read::CODE),
+    ("write", opcode::Write::CODE),
+    ("splice", opcode::Splice::CODE),
+    ("tee", opcode::Tee::CODE),
+    ("shutdown", opcode::Shutdown::CODE),
+    ("close", opcode::Close::CODE),
+    ("poll_add", opcode::PollAdd::CODE),
+    ("timeout", opcode::Timeout::CODE),
+    ("cancel", opcode::AsyncCancel::CODE),
+    ("provide_buffers", opcode::ProvideBuffers::CODE),
+];
+
+/// Sets up a small ring, asks the kernel which opcodes it supports (`IORING_REGISTER_PROBE`),
+/// and tries the `DEFER_TASKRUN` setup. See io_uring_setup(2), io_uring_register(2).
+pub fn probe() -> Availability {
+    let ring = match IoUring::new(2) {
+        Ok(ring) => ring,
+        Err(e) => {
+            return Availability {
+                available: false,
+                reason: Some(explain(&e)),
+                ops: OPS
+                    .iter()
+                    .map(|&(name, _)| OpSupport {
+                        name,
+                        supported: false,
+                    })
+                    .collect(),
+                defer_taskrun: false,
+            }
+        }
+    };
+    let mut probe = Probe::new();
+    let registered = ring.submitter().register_probe(&mut probe).is_ok();
+    let ops = OPS
+        .iter()
+        .map(|&(name, code)| OpSupport {
+            name,
+            supported: registered && probe.is_supported(code),
+        })
+        .collect();
+    let defer_taskrun = IoUring::<io_uring::squeue::Entry>::builder()
+        .setup_single_issuer()
+        .setup_defer_taskrun()
+        .build(2)
+        .is_ok();
+    Availability {
+        available: true,
+        reason: None,
+        ops,
+        defer_taskrun,
+    }
+}
+
+fn explain(e: &std::io::Error) -> String {
+    let disabled = std::fs::read_to_string("/proc/sys/kernel/io_uring_disabled")
+        .ok()
+        .map(|s| s.trim().to_owned());
+    match e.raw_os_error() {
+        Some(libc::ENOSYS) => {
+            "io_uring_setup: ENOSYS (kernel too old or built without io_uring)".into()
+        }
+        Some(libc::EPERM) => match disabled.as_deref() {
+            Some("2") => "io_uring_setup: EPERM (sysctl kernel.io_uring_disabled=2)".into(),
+            Some("1") => "io_uring_setup: EPERM (sysctl kernel.io_uring_disabled=1 and this \
+                          process is not in kernel.io_uring_group)"
+                .into(),
+            _ => "io_uring_setup: EPERM (blocked by a seccomp filter or a security module)".into(),
+        },
+        _ => format!("io_uring_setup: {e}"),
+    }
+}

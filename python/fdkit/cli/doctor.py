@@ -1,0 +1,165 @@
+"""``fdkit doctor``: what this kernel and process allow, checked by trying it.
+
+Each check performs the real call (a small splice, a copy_file_range between two temporary
+files, an io_uring setup) rather than trusting the kernel version: containers and seccomp
+filters can forbid what the version promises.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import resource
+import sys
+import tempfile
+from collections.abc import Callable
+from typing import Any
+
+from fdkit import __version__, fd, uring
+
+
+def _read_sysctl(path: str) -> str | None:
+    try:
+        with open(path) as f:
+            return f.read().strip()
+    except OSError:
+        return None
+
+
+def _try(check: Callable[[], object]) -> tuple[bool, str]:
+    """Run a check; (True, detail) when it works, (False, the error) when it does not."""
+    try:
+        detail = check()
+    except OSError as e:
+        return False, f"{type(e).__name__}: {e}"
+    return True, str(detail) if detail is not None else "works"
+
+
+def _check_splice() -> str:
+    with tempfile.TemporaryFile() as src:
+        src.write(b"x" * 4096)
+        src.flush()
+        r, w = fd.pipe()
+        try:
+            n = os.splice(src.fileno(), w, 4096, offset_src=0)
+            if n != 4096:
+                raise OSError(0, f"splice moved {n} of 4096 bytes")
+        finally:
+            fd.close(r)
+            fd.close(w)
+    return "file → pipe works"
+
+
+def _check_copy_file_range() -> str:
+    with tempfile.TemporaryFile() as src, tempfile.TemporaryFile() as dst:
+        src.write(b"y" * 65536)
+        src.flush()
+        n = os.copy_file_range(src.fileno(), dst.fileno(), 65536, 0, 0)
+        if n != 65536:
+            raise OSError(0, f"copy_file_range moved {n} of 65536 bytes")
+    return f"works on {tempfile.gettempdir()}"
+
+
+def _check_sendfile() -> str:
+    with tempfile.TemporaryFile() as src:
+        src.write(b"z" * 4096)
+        src.flush()
+        a, b = fd.socketpair()
+        try:
+            n = fd.sendfile(a, src.fileno(), 0, 4096)
+            if n != 4096:
+                raise OSError(0, f"sendfile moved {n} of 4096 bytes")
+        finally:
+            fd.close(a)
+            fd.close(b)
+    return "file → socket works"
+
+
+def _pipe_default_size() -> int:
+    r, w = fd.pipe()
+    try:
+        return fd.fcntl(w, 1032)  # F_GETPIPE_SZ
+    finally:
+        fd.close(r)
+        fd.close(w)
+
+
+def collect() -> dict[str, Any]:
+    """Everything doctor reports, as a dict (``--json`` prints it as is)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    probe = uring.probe()
+    checks = {
+        "splice": _try(_check_splice),
+        "copy_file_range": _try(_check_copy_file_range),
+        "sendfile": _try(_check_sendfile),
+    }
+    return {
+        "fdkit": __version__,
+        "python": sys.version.split()[0],
+        "kernel": platform.release(),
+        "machine": platform.machine(),
+        "cpus": os.cpu_count(),
+        "io_uring": probe,
+        "pipe_default_size": _pipe_default_size(),
+        "pipe_max_size": _read_sysctl("/proc/sys/fs/pipe-max-size"),
+        "rlimit_nofile": {"soft": soft, "hard": hard},
+        "somaxconn": _read_sysctl("/proc/sys/net/core/somaxconn"),
+        "checks": {name: {"ok": ok, "detail": d} for name, (ok, d) in checks.items()},
+    }
+
+
+def _mark(ok: bool) -> str:
+    return "yes" if ok else "NO "
+
+
+def render(info: dict[str, Any]) -> str:
+    lines = [
+        f"fdkit {info['fdkit']}  python {info['python']}  "
+        f"kernel {info['kernel']} ({info['machine']}, {info['cpus']} cpus)",
+    ]
+    u = info["io_uring"]
+    if u["available"]:
+        ops = u["ops"]
+        have = [name for name, ok in ops.items() if ok]
+        missing = [name for name, ok in ops.items() if not ok]
+        lines.append(f"io_uring          yes  ops: {' '.join(have)}")
+        if missing:
+            lines.append(f"                       missing: {' '.join(missing)}")
+        lines.append(
+            f"                       SINGLE_ISSUER|DEFER_TASKRUN: "
+            f"{'yes' if u['defer_taskrun'] else 'no'}"
+        )
+    else:
+        lines.append(f"io_uring          NO   {u['reason']} (fdkit falls back to epoll)")
+    lines.append(
+        f"pipes             default {info['pipe_default_size']} bytes, "
+        f"max {info['pipe_max_size']} bytes (fs.pipe-max-size)"
+    )
+    nofile = info["rlimit_nofile"]
+    lines.append(f"RLIMIT_NOFILE     soft {nofile['soft']}, hard {nofile['hard']}")
+    lines.append(f"somaxconn         {info['somaxconn']}")
+    for name, c in info["checks"].items():
+        lines.append(f"{name:<17} {_mark(c['ok'])}  {c['detail']}")
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    info = collect()
+    if args.json:
+        print(json.dumps(info, indent=2))
+    else:
+        print(render(info))
+    return 0
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "doctor",
+        help="report kernel features fdkit uses (io_uring ops, pipe limits, splice…)",
+        description="Check what this kernel and process allow: io_uring and its ops, pipe "
+        "sizes, RLIMIT_NOFILE, and whether splice, copy_file_range and sendfile work here.",
+    )
+    p.add_argument("--json", action="store_true", help="print machine-readable JSON")
+    p.set_defaults(run=run)
