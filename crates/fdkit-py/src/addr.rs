@@ -184,6 +184,11 @@ pub fn to_py<'py>(py: Python<'py>, addr: Option<&SocketAddrAny>) -> PyResult<Bou
                 .map(Bound::into_any);
         }
     } else if family == AddressFamily::UNIX {
+        // An unnamed address is just the family field (length 2). rustix reads it back as an
+        // abstract address with an empty name, so tell the two apart by length first.
+        if addr.addr_len() as usize <= std::mem::size_of::<u16>() {
+            return Ok(PyString::new(py, "").into_any());
+        }
         if let Ok(unix) = SocketAddrUnix::try_from(addr.clone()) {
             if let Some(name) = unix.abstract_name() {
                 let mut bytes = Vec::with_capacity(name.len() + 1);

@@ -22,8 +22,9 @@ def run(args: argparse.Namespace) -> int:
     unknown = [n for n in args.names if n not in benchmarks.BENCHES]
     if unknown:
         known = ", ".join(benchmarks.BENCHES)
-        print(f"fdkit bench: unknown benchmark {', '.join(unknown)} (known: {known})",
-              file=sys.stderr)
+        print(
+            f"fdkit bench: unknown benchmark {', '.join(unknown)} (known: {known})", file=sys.stderr
+        )
         return 2
     results = benchmarks.run_benches(args.names or None, args.quick)
     if args.json:
