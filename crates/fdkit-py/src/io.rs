@@ -5,7 +5,8 @@ use crate::args::{Count, Fd};
 use crate::errors::{blocking, os_error, Signals};
 use fdkit::fd::{self, RecvFlags, SeekFrom, SendFlags};
 use pyo3::buffer::PyBuffer;
-use pyo3::exceptions::{PyMemoryError, PyTypeError, PyValueError};
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 use std::mem::MaybeUninit;
@@ -88,19 +89,42 @@ impl WritableArg {
 }
 
 /// Reads into a fresh `bytes` of at most `n` bytes, with the GIL released.
+///
+/// The kernel writes straight into the new `bytes` object's storage (no second buffer, no
+/// copy), which is then shrunk to what arrived, as `os.read` does.
 fn read_to_bytes<'py>(
     py: Python<'py>,
     n: Count,
     mut call: impl FnMut(&mut [MaybeUninit<u8>]) -> Result<usize, fd::Errno> + Send,
 ) -> PyResult<Bound<'py, PyBytes>> {
     let n = n.clamped();
-    let mut buf: Vec<u8> = Vec::new();
-    buf.try_reserve_exact(n)
-        .map_err(|_| PyMemoryError::new_err(format!("cannot allocate a {n}-byte buffer")))?;
-    let got = blocking(py, || call(&mut buf.spare_capacity_mut()[..n]))?;
-    // SAFETY: the kernel initialised the first `got` bytes (got <= n <= capacity).
-    unsafe { buf.set_len(got) };
-    Ok(PyBytes::new(py, &buf))
+    // SAFETY: `n` fits `Py_ssize_t` (clamped to 2 GiB). The writer owns an uninitialised
+    // n-byte buffer, or is NULL with MemoryError set.
+    let writer = unsafe { ffi::compat::PyBytesWriter_Create(n as ffi::Py_ssize_t) };
+    if writer.is_null() {
+        return Err(PyErr::fetch(py));
+    }
+    // SAFETY: `writer` is live and its data pointer addresses `n` writable bytes. No other
+    // code can see the writer, so lending the bytes to the kernel with the GIL released is
+    // sound; viewing them as `MaybeUninit` makes no claim about their contents.
+    let buf = unsafe {
+        std::slice::from_raw_parts_mut(ffi::compat::PyBytesWriter_GetData(writer).cast(), n)
+    };
+    match blocking(py, || call(&mut *buf)) {
+        Ok(got) => {
+            // SAFETY: the kernel initialised `got <= n` bytes; finishing consumes `writer`
+            // and returns a new reference to the bytes (or NULL with an exception set).
+            let obj = unsafe { ffi::compat::PyBytesWriter_FinishWithSize(writer, got as _) };
+            // SAFETY: `obj` is an owned reference from the call above, checked for NULL.
+            let any = unsafe { Bound::from_owned_ptr_or_err(py, obj) }?;
+            Ok(any.cast_into::<PyBytes>()?)
+        }
+        Err(e) => {
+            // SAFETY: `writer` is live and not yet finished; discarding frees it.
+            unsafe { ffi::compat::PyBytesWriter_Discard(writer) };
+            Err(e)
+        }
+    }
 }
 
 /// `read(fd, n)`: at most `n` bytes; `b""` at end of file. See read(2).
