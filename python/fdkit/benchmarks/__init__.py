@@ -1,0 +1,100 @@
+"""fdkit's benchmarks: every capability against its standard-library baseline (and C).
+
+``BENCHES`` is the registry ``fdkit bench`` runs. A bench is a module with a function
+``run(quick: bool) -> list[Result]``; adding one is one line in ``BENCHES`` below. Modules are
+imported only when their bench runs, so ``fdkit bench --list`` stays instant.
+
+Every result row follows one contract (see :class:`Result`): ``ratio`` is "times better than
+the baseline", above 1 means fdkit wins, and ``goal`` is the ratio the issue asks for.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import platform
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import cast
+
+from fdkit.benchmarks._common import TINY_ENV, Result, note, tiny
+
+__all__ = ["BENCHES", "Bench", "Result", "machine_info", "run_benches"]
+
+
+@dataclass(frozen=True)
+class Bench:
+    """A registered benchmark: ``module`` is imported lazily and its ``run`` called."""
+
+    name: str
+    description: str
+    module: str
+
+    def run(self, quick: bool) -> list[Result]:
+        """Run the bench (``quick``: the short tour) and return its result rows."""
+        mod = importlib.import_module(self.module)
+        fn = cast(Callable[[bool], list[Result]], mod.run)
+        return fn(quick)
+
+
+def _bench(name: str, description: str) -> tuple[str, Bench]:
+    return name, Bench(name, description, f"fdkit.benchmarks.{name}")
+
+
+BENCHES: dict[str, Bench] = dict(
+    [
+        _bench("accept", "drain a pre-filled backlog: stdlib accept/selectors vs fdkit vs C"),
+        _bench("socket_create", "socket create+close per CPU-second: socket.socket vs fdkit vs C"),
+        _bench("memory", "RSS per held socket: socket.socket objects vs fdkit int fds"),
+        _bench("file_open", "file open+close per CPU-second: open(), os.open, fdkit, C"),
+    ]
+)
+
+
+def run_benches(names: list[str] | None, quick: bool) -> list[Result]:
+    """Run the named benches (all when ``names`` is empty or None), in registry order.
+
+    Progress goes to stderr so stdout carries only the table or the JSON.
+    """
+    chosen = list(BENCHES) if not names else list(dict.fromkeys(names))
+    unknown = [n for n in chosen if n not in BENCHES]
+    if unknown:
+        raise ValueError(f"unknown benchmark {', '.join(unknown)} (known: {', '.join(BENCHES)})")
+    if tiny():
+        note(f"{TINY_ENV} is set: smoke-test sizes, the figures mean nothing")
+    results: list[Result] = []
+    for name in chosen:
+        t0 = time.monotonic()
+        rows = BENCHES[name].run(quick)
+        note(f"{name}: {len(rows)} rows in {time.monotonic() - t0:.1f} s")
+        results.extend(rows)
+    return results
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                if key.strip() in ("model name", "Hardware", "cpu model"):
+                    return value.strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def machine_info() -> dict[str, object]:
+    """Where the figures were measured: kernel, CPUs, Python and fdkit versions."""
+    from fdkit import __version__
+
+    return {
+        "kernel": platform.release(),
+        "machine": platform.machine(),
+        "cpu_count": os.cpu_count(),
+        "cpu_model": _cpu_model(),
+        "python": sys.version.split()[0],
+        "python_implementation": platform.python_implementation(),
+        "fdkit": __version__,
+    }

@@ -1,0 +1,108 @@
+"""Memory per held socket: RSS growth while holding N open TCP sockets.
+
+Each measurement runs in a fresh Python process (so one contender's freed memory cannot be
+reused by the other): it imports both ``socket`` and ``fdkit.fd``, warms up, reads its RSS
+from ``/proc/self/statm``, builds a list of N sockets (``socket.socket`` objects, or the plain
+int fds ``fd.socket()`` returns), reads RSS again and reports the growth divided by N. The
+list's own storage counts in both. Kernel-side socket memory is not in RSS and is the same
+for both. Processes alternate between the contenders, round after round.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+
+from fdkit.benchmarks._common import Result, alternate, compare, median, pick
+
+BENCH = "memory"
+GOAL = 3.0
+LABELS = {"stdlib": "socket.socket objects", "fdkit": "int fds"}
+
+# Run with: python -c CHILD KIND N. Prints {"bytes": growth, "n": N}.
+CHILD = r"""
+import json, os, resource, socket, sys
+from fdkit import fd
+
+kind, n = sys.argv[1], int(sys.argv[2])
+soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+if soft < n + 64:
+    resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, n + 64), hard))
+page = os.sysconf("SC_PAGE_SIZE")
+
+def rss():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * page
+
+make_std = socket.socket
+make_fd = fd.socket
+if kind == "stdlib":
+    warm = [make_std() for _ in range(16)]
+    for s in warm:
+        s.close()
+else:
+    warm = [make_fd() for _ in range(16)]
+    for x in warm:
+        fd.close(x)
+del warm
+before = rss()
+if kind == "stdlib":
+    held = [make_std() for _ in range(n)]
+else:
+    held = [make_fd() for _ in range(n)]
+after = rss()
+if kind == "stdlib":
+    for s in held:
+        s.close()
+else:
+    for x in held:
+        fd.close(x)
+print(json.dumps({"bytes": after - before, "n": n}))
+"""
+
+
+def _child(kind: str, n: int) -> float:
+    """Bytes of RSS per held socket, measured in a fresh process."""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", CHILD, kind, str(n)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        out, err = proc.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        raise RuntimeError(f"memory child ({kind}) took over 60 s") from None
+    if proc.returncode != 0:
+        raise RuntimeError(f"memory child ({kind}) failed: {err.strip()}")
+    data = json.loads(out)
+    return float(data["bytes"]) / int(data["n"])
+
+
+def run(quick: bool) -> list[Result]:
+    """Bytes per held socket for each contender: medians over alternating fresh processes."""
+    n = pick(quick, 10000, 10000, 4000)
+    rounds = pick(quick, 7, 5, 1)
+    per = alternate(
+        {"stdlib": lambda: _child("stdlib", n), "fdkit": lambda: _child("fdkit", n)},
+        rounds,
+        warmup=0,
+    )
+    return [
+        compare(
+            "fd_memory",
+            BENCH,
+            f"{LABELS['fdkit']} [{n} held]",
+            "memory per held socket",
+            "B/socket",
+            median(per["fdkit"]),
+            median(per["stdlib"]),
+            LABELS["stdlib"],
+            GOAL,
+        )
+    ]

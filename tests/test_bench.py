@@ -1,0 +1,234 @@
+"""The benchmarks' contract, at smoke-test size: result schema, headline ids, ratios, JSON.
+
+Speed is never asserted here (the figures at this size mean nothing); what is checked is that
+every bench runs, cleans up after itself, and reports rows ``fdkit bench`` can print.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from functools import partial
+from pathlib import Path
+
+import pytest
+
+from fdkit import benchmarks
+from fdkit.benchmarks import _common, report
+from fdkit.benchmarks._common import TINY_ENV, Result, is_rate
+
+REPO = Path(__file__).resolve().parent.parent
+FIELDS = [
+    "id",
+    "bench",
+    "case",
+    "metric",
+    "unit",
+    "fdkit",
+    "baseline",
+    "baseline_name",
+    "ratio",
+    "goal",
+]
+HAVE_GCC = shutil.which("gcc") is not None or shutil.which("cc") is not None
+# bench -> its headline ids; the *_vs_c ones need gcc.
+HEADLINES = {
+    "accept": ["accept_cpu", "accept_vs_c"],
+    "socket_create": ["socket_create", "socket_vs_c"],
+    "memory": ["fd_memory"],
+    "file_open": ["file_open", "file_vs_c"],
+}
+
+
+def _expected_headlines(bench: str) -> list[str]:
+    return [i for i in HEADLINES.get(bench, []) if HAVE_GCC or not i.endswith("_vs_c")]
+
+
+def _open_fds() -> set[str]:
+    return set(os.listdir("/proc/self/fd"))
+
+
+@pytest.fixture(scope="module")
+def tiny_env() -> Iterator[None]:
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(TINY_ENV, "1")
+        yield
+
+
+@pytest.fixture(scope="module")
+def results(tiny_env: None) -> dict[str, list[Result]]:
+    """Every registered bench, run once at smoke-test size; no fd may be left open."""
+    before = _open_fds()
+    out = {name: b.run(quick=True) for name, b in benchmarks.BENCHES.items()}
+    leaked = _open_fds() - before
+    assert not leaked, f"benches left fds open: {sorted(leaked)}"
+    return out
+
+
+def test_registry_lists_the_four_benches() -> None:
+    assert set(HEADLINES) <= set(benchmarks.BENCHES)
+    for name, b in benchmarks.BENCHES.items():
+        assert b.name == name
+        assert b.description
+
+
+@pytest.mark.parametrize("bench", list(benchmarks.BENCHES))
+def test_rows_follow_the_schema(results: dict[str, list[Result]], bench: str) -> None:
+    rows = results[bench]
+    assert rows, f"{bench} returned no rows"
+    for r in rows:
+        assert isinstance(r, Result)
+        assert [f.name for f in dataclasses.fields(r)] == FIELDS
+        assert r.bench == bench
+        for text in (r.id, r.case, r.metric, r.unit, r.baseline_name):
+            assert isinstance(text, str) and text
+        for figure in (r.fdkit, r.baseline, r.ratio):
+            assert isinstance(figure, float)
+            assert math.isfinite(figure) and figure > 0, r
+        expected = r.fdkit / r.baseline if is_rate(r.unit) else r.baseline / r.fdkit
+        assert math.isclose(r.ratio, expected, rel_tol=1e-9), r
+        assert r.goal is None or (isinstance(r.goal, float) and r.goal > 0)
+
+
+@pytest.mark.parametrize("bench", list(HEADLINES))
+def test_headline_ids_exist_once_with_goals(results: dict[str, list[Result]], bench: str) -> None:
+    ids = [r.id for r in results[bench]]
+    for headline in _expected_headlines(bench):
+        assert ids.count(headline) == 1, f"{headline} in {ids}"
+    all_headlines = {i for v in HEADLINES.values() for i in v}
+    for r in results[bench]:
+        assert (r.goal is not None) == (r.id in all_headlines), r
+
+
+def test_ids_unique_across_benches(results: dict[str, list[Result]]) -> None:
+    ids = [r.id for rows in results.values() for r in rows]
+    assert len(ids) == len(set(ids))
+
+
+def test_accept_has_every_contender_and_variant(results: dict[str, list[Result]]) -> None:
+    ids = {r.id for r in results["accept"]}
+    contenders = ["stdlib_accept", "stdlib_selectors", "fd_accept"]
+    contenders += ["c_accept4"] if HAVE_GCC else []
+    for variant in ("reset", "live"):
+        for key in contenders:
+            for metric in ("cpu", "rate"):
+                assert f"accept_{variant}_{key}_{metric}" in ids
+
+
+def test_goals_match_the_issue(results: dict[str, list[Result]]) -> None:
+    goals = {r.id: r.goal for rows in results.values() for r in rows if r.goal is not None}
+    expected = {
+        "accept_cpu": 1.6,
+        "accept_vs_c": 0.9,
+        "socket_create": 1.0,
+        "socket_vs_c": 0.9,
+        "fd_memory": 3.0,
+        "file_open": 1.0,
+        "file_vs_c": 0.9,
+    }
+    assert goals == {k: v for k, v in expected.items() if HAVE_GCC or not k.endswith("_vs_c")}
+
+
+def test_json_round_trips(results: dict[str, list[Result]]) -> None:
+    rows = [r for v in results.values() for r in v]
+    machine = benchmarks.machine_info()
+    doc = json.loads(report.to_json(rows, machine))
+    assert set(doc) == {"machine", "results"}
+    assert doc["machine"] == json.loads(json.dumps(machine))
+    for key in ("kernel", "cpu_count", "cpu_model", "python", "fdkit"):
+        assert key in doc["machine"]
+    assert [list(d) for d in doc["results"]] == [FIELDS] * len(rows)
+    assert [Result(**d) for d in doc["results"]] == rows
+
+
+def test_json_has_no_nan() -> None:
+    bad = _common.compare("x", "b", "c", "m", "us/op", math.nan, 1.0, "base")
+    doc = json.loads(report.to_json([bad], {}))
+    assert doc["results"][0]["fdkit"] is None
+    assert doc["results"][0]["ratio"] is None
+
+
+def test_table_shows_every_row_and_verdict(results: dict[str, list[Result]]) -> None:
+    rows = [r for v in results.values() for r in v]
+    table = report.format_table(rows)
+    lines = table.splitlines()
+    for r in rows:
+        (line,) = [ln for ln in lines if ln.split(" ", 1)[0] == r.id]
+        assert r.baseline_name in line
+        if r.goal is not None:
+            assert line.rstrip().endswith(("✓", "✗"))
+    assert "goals met" in lines[-1]
+
+
+def test_ratio_direction() -> None:
+    rate = _common.compare("r", "b", "c", "m", "ops/s", 300.0, 100.0, "base")
+    cost = _common.compare("c", "b", "c", "m", "us/op", 1.0, 4.0, "base", goal=3.0)
+    assert rate.ratio == 3.0
+    assert cost.ratio == 4.0 and cost.met
+
+
+def test_alternate_is_round_robin() -> None:
+    calls: list[str] = []
+    contenders: dict[str, Callable[[], None]] = {k: partial(calls.append, k) for k in "abc"}
+    out = _common.alternate(contenders, rounds=3, warmup=1)
+    assert calls == list("abc" + "bca" + "cab" + "abc")
+    assert {k: len(v) for k, v in out.items()} == {"a": 3, "b": 3, "c": 3}
+
+
+def test_unknown_bench_is_a_value_error() -> None:
+    with pytest.raises(ValueError, match="unknown benchmark"):
+        benchmarks.run_benches(["no-such-bench"], quick=True)
+
+
+def test_missing_gcc_skips_the_c_contender(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+    assert _common.compile_c("never_built", "int f(void) { return 1; }") is None
+    assert "gcc not found" in capsys.readouterr().err
+
+
+def test_bad_c_source_is_skipped_not_fatal(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    if not HAVE_GCC:
+        pytest.skip("gcc not installed")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert _common.compile_c("broken", "this is not C") is None
+    assert "gcc failed" in capsys.readouterr().err
+    assert list((tmp_path / "fdkit-bench").iterdir()) == []
+
+
+def test_compile_c_caches(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    if not HAVE_GCC:
+        pytest.skip("gcc not installed")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    lib = _common.compile_c("answer", "int answer(void) { return 42; }")
+    assert lib is not None and lib.answer() == 42
+    (so,) = (tmp_path / "fdkit-bench").iterdir()
+    monkeypatch.setattr(shutil, "which", lambda name: None)  # a cache hit needs no gcc
+    again = _common.compile_c("answer", "int answer(void) { return 42; }")
+    assert again is not None and again.answer() == 42
+    assert list((tmp_path / "fdkit-bench").iterdir()) == [so]
+
+
+def test_bench_script_prints_json() -> None:
+    env = dict(os.environ, **{TINY_ENV: "1"})
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "bench" / "memory.py"), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert [r["id"] for r in doc["results"]] == ["fd_memory"]
