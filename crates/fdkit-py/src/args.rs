@@ -7,6 +7,7 @@ use pyo3::exceptions::{PyOverflowError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyString};
 use std::borrow::Cow;
+use std::ffi::{CStr, CString};
 use std::os::fd::{BorrowedFd, RawFd};
 
 /// A file descriptor argument: a non-negative `int` that fits a C `int`.
@@ -76,37 +77,63 @@ fn int_arg(obj: Borrowed<'_, '_, PyAny>, what: &str) -> PyResult<i64> {
 }
 
 /// A filesystem path: `str` (UTF-8 fast path, else the filesystem encoding with
-/// surrogateescape, as `os.fsencode` does), `bytes`, or any `os.PathLike`. Borrowed from the
-/// Python object when it can be, so the common case copies nothing.
-pub struct PathArg<'a>(pub Cow<'a, [u8]>);
+/// surrogateescape, as `os.fsencode` does), `bytes`, or any `os.PathLike`.
+///
+/// Held as a C string borrowed from the Python object when it can be: CPython keeps a NUL
+/// after the UTF-8 form of a `str` and after the data of a `bytes`, so the common case costs
+/// one scan for interior NULs and no copy before the syscall.
+pub struct PathArg<'a>(pub Cow<'a, CStr>);
 
 impl<'a> PathArg<'a> {
     /// Extracts a path; an embedded NUL is a `ValueError`, as in `os.open`.
     pub fn extract(obj: &'a Bound<'_, PyAny>) -> PyResult<Self> {
-        let bytes: Cow<'a, [u8]> = if let Ok(s) = obj.cast::<PyString>() {
-            match s.to_str() {
-                Ok(utf8) => Cow::Borrowed(utf8.as_bytes()),
-                Err(_) => Cow::Owned(fsencode(obj)?),
+        if let Ok(s) = obj.cast::<PyString>() {
+            if let Ok(utf8) = s.to_str() {
+                // SAFETY: `to_str` uses PyUnicode_AsUTF8AndSize, whose buffer is documented to
+                // carry a terminating NUL after its `len` bytes; the buffer lives as long as
+                // the string object, which `obj` keeps alive for `'a`.
+                let with_nul = unsafe { std::slice::from_raw_parts(utf8.as_ptr(), utf8.len() + 1) };
+                return Self::borrowed(with_nul);
             }
-        } else if let Ok(b) = obj.cast::<PyBytes>() {
-            Cow::Borrowed(b.as_bytes())
-        } else {
-            let fspath = obj
-                .py()
-                .import("os")?
-                .call_method1("fspath", (obj,))
-                .map_err(|_| {
-                    PyTypeError::new_err(format!(
-                        "path must be str, bytes or os.PathLike, not {}",
-                        type_name(obj)
-                    ))
-                })?;
-            Cow::Owned(PathArg::extract(&fspath)?.0.into_owned())
-        };
-        if bytes.contains(&0) {
-            return Err(PyValueError::new_err("embedded null byte in path"));
+            return Self::owned(fsencode(obj)?);
         }
-        Ok(PathArg(bytes))
+        if let Ok(b) = obj.cast::<PyBytes>() {
+            let data = b.as_bytes();
+            // SAFETY: a `bytes` object's storage always has a NUL after its `len` bytes
+            // (PyBytes_AsString's contract); it lives as long as `obj`, i.e. for `'a`.
+            let with_nul = unsafe { std::slice::from_raw_parts(data.as_ptr(), data.len() + 1) };
+            return Self::borrowed(with_nul);
+        }
+        let fspath = obj
+            .py()
+            .import("os")?
+            .call_method1("fspath", (obj,))
+            .map_err(|_| {
+                PyTypeError::new_err(format!(
+                    "path must be str, bytes or os.PathLike, not {}",
+                    type_name(obj)
+                ))
+            })?;
+        Ok(PathArg(Cow::Owned(
+            PathArg::extract(&fspath)?.0.into_owned(),
+        )))
+    }
+
+    fn borrowed(with_nul: &'a [u8]) -> PyResult<Self> {
+        CStr::from_bytes_with_nul(with_nul)
+            .map(|c| PathArg(Cow::Borrowed(c)))
+            .map_err(|_| PyValueError::new_err("embedded null byte in path"))
+    }
+
+    fn owned(bytes: Vec<u8>) -> PyResult<Self> {
+        CString::new(bytes)
+            .map(|c| PathArg(Cow::Owned(c)))
+            .map_err(|_| PyValueError::new_err("embedded null byte in path"))
+    }
+
+    /// The path's bytes, without the terminating NUL.
+    pub fn as_bytes(&self) -> &[u8] {
+        self.0.to_bytes()
     }
 }
 

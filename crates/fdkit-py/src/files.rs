@@ -2,20 +2,21 @@
 //! blocking and cloexec flags, `mkstemp`, `mkdtemp`, `stat`, `poll`.
 
 use crate::args::{Fd, PathArg};
-use crate::errors::{blocking, os_error, Signals};
+use crate::errors::{fs_call, os_error, Signals};
 use fdkit::fd::{self, DupFlags, FcntlCmd, FileStat, Mode, OFlags, PipeFlags};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyList, PyTuple};
 use rustix::event::{PollFd, PollFlags};
-use std::ffi::OsStr;
+use std::ffi::{CStr, OsStr};
 use std::os::fd::{FromRawFd, IntoRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::time::Duration;
 
 /// `open(path, flags, mode=0o777)`: returns a new fd, close-on-exec unless `cloexec=False`.
-/// Releases the GIL (opening a FIFO or a file on a slow filesystem can block). See open(2).
+/// Releases the GIL when other threads exist (opening a FIFO or a file on a slow filesystem
+/// can block). See open(2).
 #[pyfunction]
 #[pyo3(signature = (path, flags, mode=0o777, *, cloexec=true))]
 pub fn open(
@@ -31,18 +32,21 @@ pub fn open(
         flags |= OFlags::CLOEXEC;
     }
     let mode = Mode::from_bits_retain(mode);
-    let bytes: &[u8] = &path.0;
-    blocking(py, || fd::open(bytes, flags, mode)).map(IntoRawFd::into_raw_fd)
+    let path: &CStr = &path.0;
+    fs_call(py, || fd::open(path, flags, mode)).map(IntoRawFd::into_raw_fd)
 }
 
-/// `close(fd)`: raises `OSError(EBADF)` for an fd that is not open. Releases the GIL (a socket
-/// with `SO_LINGER` can block in close). See close(2).
+/// `close(fd)`: raises `OSError(EBADF)` for an fd that is not open. Releases the GIL when
+/// other threads exist (a socket with `SO_LINGER` can block in close). See close(2).
 #[pyfunction]
 pub fn close(py: Python<'_>, fd: Fd) -> PyResult<()> {
     // SAFETY: the Python caller hands over ownership of `fd`, as with `os.close`; `fd.0` is
     // non-negative (checked at extraction). A number that is not open gives EBADF.
     let owned = unsafe { OwnedFd::from_raw_fd(fd.0) };
-    py.detach(|| fd::close(owned)).map_err(os_error)
+    let mut owned = Some(owned);
+    // `close` is attempted once: `take` leaves nothing for an `EINTR` retry, which could close
+    // an fd another thread was just given (the core already maps `EINTR` to success).
+    fs_call(py, || owned.take().map_or(Ok(()), fd::close))
 }
 
 /// `pipe2(flags)`: returns `(read_fd, write_fd)`, both close-on-exec unless `cloexec=False`.
@@ -123,14 +127,14 @@ pub fn set_cloexec(fd: Fd, cloexec: bool) -> PyResult<()> {
 
 fn temp_dir(dir: Option<&Bound<'_, PyAny>>) -> PyResult<std::path::PathBuf> {
     match dir {
-        Some(d) => Ok(Path::new(OsStr::from_bytes(&PathArg::extract(d)?.0)).to_path_buf()),
+        Some(d) => Ok(Path::new(OsStr::from_bytes(PathArg::extract(d)?.as_bytes())).to_path_buf()),
         None => Ok(std::env::temp_dir()),
     }
 }
 
 fn name_part(part: &Bound<'_, PyAny>) -> PyResult<std::ffi::OsString> {
     let bytes = PathArg::extract(part)?;
-    Ok(OsStr::from_bytes(&bytes.0).to_os_string())
+    Ok(OsStr::from_bytes(bytes.as_bytes()).to_os_string())
 }
 
 /// `mkstemp(suffix="", prefix="tmp", dir=None)`: creates a new file with a random name, mode
@@ -151,7 +155,7 @@ pub fn mkstemp(
         .map(name_part)
         .transpose()?
         .unwrap_or_else(|| "tmp".into());
-    let (fd, path) = blocking(py, || fd::mkstemp(&dir, &prefix, &suffix, cloexec))?;
+    let (fd, path) = fs_call(py, || fd::mkstemp(&dir, &prefix, &suffix, cloexec))?;
     let fd = fd.into_raw_fd();
     Ok((
         fd,
@@ -175,7 +179,7 @@ pub fn mkdtemp(
         .map(name_part)
         .transpose()?
         .unwrap_or_else(|| "tmp".into());
-    let path = blocking(py, || fd::mkdtemp(&dir, &prefix, &suffix))?;
+    let path = fs_call(py, || fd::mkdtemp(&dir, &prefix, &suffix))?;
     Ok(path.into_os_string().into_pyobject(py)?.into_any().unbind())
 }
 
@@ -194,16 +198,16 @@ fn stat_tuple(py: Python<'_>, s: FileStat) -> PyResult<Bound<'_, PyTuple>> {
 #[pyfunction]
 pub fn stat<'py>(py: Python<'py>, path: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyTuple>> {
     let path = PathArg::extract(path)?;
-    let bytes: &[u8] = &path.0;
-    stat_tuple(py, blocking(py, || fd::stat(bytes))?)
+    let path: &CStr = &path.0;
+    stat_tuple(py, fs_call(py, || fd::stat(path))?)
 }
 
 /// `lstat(path)` as a plain tuple (a symlink itself). See stat(2).
 #[pyfunction]
 pub fn lstat<'py>(py: Python<'py>, path: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyTuple>> {
     let path = PathArg::extract(path)?;
-    let bytes: &[u8] = &path.0;
-    stat_tuple(py, blocking(py, || fd::lstat(bytes))?)
+    let path: &CStr = &path.0;
+    stat_tuple(py, fs_call(py, || fd::lstat(path))?)
 }
 
 /// `fstat(fd)` as a plain tuple. See stat(2).
