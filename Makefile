@@ -44,7 +44,7 @@ lint: setup ## cargo fmt --check, clippy -D warnings, ruff, mypy stubtest
 
 .PHONY: test
 test: lint ## set up, lint, then cargo test (core) and pytest (Python API and CLI)
-	cargo test --workspace --exclude fdkit-py --release
+	cargo test --workspace --release
 	$(PY) -m pytest
 
 .PHONY: bench

@@ -173,9 +173,9 @@ pub fn to_py<'py>(py: Python<'py>, addr: Option<&SocketAddrAny>) -> PyResult<Bou
     let family = addr.address_family();
     if family == AddressFamily::INET {
         if let Ok(v4) = SocketAddrV4::try_from(addr.clone()) {
-            return (v4.ip().to_string(), v4.port())
-                .into_pyobject(py)
-                .map(Bound::into_any);
+            let mut buf = [0u8; 15];
+            let host = PyString::new(py, dotted_quad(v4.ip(), &mut buf));
+            return (host, v4.port()).into_pyobject(py).map(Bound::into_any);
         }
     } else if family == AddressFamily::INET6 {
         if let Ok(v6) = SocketAddrV6::try_from(addr.clone()) {
@@ -208,4 +208,48 @@ pub fn to_py<'py>(py: Python<'py>, addr: Option<&SocketAddrAny>) -> PyResult<Bou
     let raw =
         unsafe { std::slice::from_raw_parts(addr.as_ptr().cast::<u8>(), addr.addr_len() as usize) };
     Ok(PyBytes::new(py, raw).into_any())
+}
+
+/// Writes `ip` as "a.b.c.d" into `buf` and returns it: the accept hot path spells one of these
+/// per connection, and this skips `fmt`'s machinery and a heap `String`.
+fn dotted_quad<'b>(ip: &Ipv4Addr, buf: &'b mut [u8; 15]) -> &'b str {
+    let mut n = 0;
+    for (i, octet) in ip.octets().into_iter().enumerate() {
+        if i > 0 {
+            buf[n] = b'.';
+            n += 1;
+        }
+        if octet >= 100 {
+            buf[n] = b'0' + octet / 100;
+            n += 1;
+        }
+        if octet >= 10 {
+            buf[n] = b'0' + (octet / 10) % 10;
+            n += 1;
+        }
+        buf[n] = b'0' + octet % 10;
+        n += 1;
+    }
+    // Only ASCII digits and dots were written.
+    std::str::from_utf8(&buf[..n]).unwrap_or("")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dotted_quad_matches_display() {
+        for ip in [
+            [0, 0, 0, 0],
+            [127, 0, 0, 1],
+            [255, 255, 255, 255],
+            [10, 99, 100, 9],
+            [1, 20, 200, 0],
+        ] {
+            let ip = Ipv4Addr::from(ip);
+            let mut buf = [0u8; 15];
+            assert_eq!(dotted_quad(&ip, &mut buf), ip.to_string());
+        }
+    }
 }

@@ -67,7 +67,7 @@ where
 }
 
 /// Whether any thread state other than ours exists, in any interpreter (they share the GIL).
-fn other_threads_exist(_py: Python<'_>) -> bool {
+pub fn other_threads_exist(_py: Python<'_>) -> bool {
     use pyo3::ffi;
     // SAFETY: holding `_py` proves we hold the GIL, under which the interpreter and thread
     // state lists may be walked with these accessors; we only compare pointers.

@@ -137,9 +137,14 @@ pub fn accept_many<'py>(
     if cloexec {
         flags |= SocketFlags::CLOEXEC;
     }
-    let batch = py
-        .detach(|| fd::accept_many(fd.borrow(), max, flags))
-        .map_err(core_error)?;
+    // The listener is non-blocking (the core checks), so the batch never waits: like `fs_call`,
+    // release the GIL only when another thread could use it.
+    let batch = if crate::errors::other_threads_exist(py) {
+        crate::errors::without_gil(py, || fd::accept_many(fd.borrow(), max, flags))
+    } else {
+        fd::accept_many(fd.borrow(), max, flags)
+    }
+    .map_err(core_error)?;
     let out = PyList::empty(py);
     let mut batch = batch.into_iter();
     while let Some(pair) = batch.next() {
