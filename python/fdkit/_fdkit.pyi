@@ -1,7 +1,7 @@
 # Type stubs for the native module, written by hand and checked by `mypy.stubtest` (make lint).
 from collections.abc import Iterable
-from typing import Any
 from os import PathLike
+from typing import Any
 
 from _typeshed import ReadableBuffer, WriteableBuffer
 

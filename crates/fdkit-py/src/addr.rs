@@ -132,6 +132,10 @@ mod libc_consts {
 }
 
 fn unix_addr(path: &[u8]) -> PyResult<SocketAddrAny> {
+    if path.is_empty() {
+        // `""` asks the kernel to pick a fresh abstract name (autobind), as in `socket`.
+        return Ok(SocketAddrUnix::new_unnamed().into());
+    }
     let addr = match path.split_first() {
         Some((0, name)) => SocketAddrUnix::new_abstract_name(name),
         _ => {
@@ -150,18 +154,24 @@ fn unix_addr(path: &[u8]) -> PyResult<SocketAddrAny> {
 }
 
 fn port_arg(obj: &Bound<'_, PyAny>) -> PyResult<u16> {
-    let v: i64 = obj
-        .extract()
-        .map_err(|_| PyTypeError::new_err("port must be an int"))?;
-    u16::try_from(v).map_err(|_| PyValueError::new_err(format!("port must be 0-65535, got {v}")))
+    if !obj.is_instance_of::<pyo3::types::PyInt>() {
+        return Err(PyTypeError::new_err(format!(
+            "port must be an int, not {}",
+            type_name(obj)
+        )));
+    }
+    crate::args::u16_arg(obj).map_err(|_| PyValueError::new_err("port must be 0-65535"))
 }
 
 fn u32_arg(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<u32> {
-    let v: i64 = obj
-        .extract()
-        .map_err(|_| PyTypeError::new_err(format!("{what} must be an int")))?;
-    u32::try_from(v)
-        .map_err(|_| PyValueError::new_err(format!("{what} must be 0-4294967295, got {v}")))
+    if !obj.is_instance_of::<pyo3::types::PyInt>() {
+        return Err(PyTypeError::new_err(format!(
+            "{what} must be an int, not {}",
+            type_name(obj)
+        )));
+    }
+    crate::args::u32_arg(obj)
+        .map_err(|_| PyValueError::new_err(format!("{what} must be 0-4294967295")))
 }
 
 /// Converts a kernel address to Python's spelling (`None` from the kernel means an unnamed
@@ -179,35 +189,57 @@ pub fn to_py<'py>(py: Python<'py>, addr: Option<&SocketAddrAny>) -> PyResult<Bou
         }
     } else if family == AddressFamily::INET6 {
         if let Ok(v6) = SocketAddrV6::try_from(addr.clone()) {
-            return (v6.ip().to_string(), v6.port(), v6.flowinfo(), v6.scope_id())
+            return (ipv6_text(v6.ip()), v6.port(), v6.flowinfo(), v6.scope_id())
                 .into_pyobject(py)
                 .map(Bound::into_any);
         }
     } else if family == AddressFamily::UNIX {
-        // An unnamed address is just the family field (length 2). rustix reads it back as an
-        // abstract address with an empty name, so tell the two apart by length first.
-        if addr.addr_len() as usize <= std::mem::size_of::<u16>() {
-            return Ok(PyString::new(py, "").into_any());
-        }
-        if let Ok(unix) = SocketAddrUnix::try_from(addr.clone()) {
-            if let Some(name) = unix.abstract_name() {
-                let mut bytes = Vec::with_capacity(name.len() + 1);
-                bytes.push(0);
-                bytes.extend_from_slice(name);
-                return Ok(PyBytes::new(py, &bytes).into_any());
-            }
-            if let Some(path) = unix.path_bytes() {
-                let os = std::ffi::OsStr::from_bytes(path);
-                return Ok(os.into_pyobject(py)?.into_any());
-            }
-            return Ok(PyString::new(py, "").into_any());
-        }
+        return Ok(unix_to_py(py, raw_bytes(addr)));
     }
     // An address family this binding does not spell out: hand over the raw sockaddr bytes.
-    // SAFETY: `as_ptr` points at `addr_len()` initialised bytes owned by `addr`, alive here.
-    let raw =
-        unsafe { std::slice::from_raw_parts(addr.as_ptr().cast::<u8>(), addr.addr_len() as usize) };
-    Ok(PyBytes::new(py, raw).into_any())
+    Ok(PyBytes::new(py, raw_bytes(addr)).into_any())
+}
+
+/// The sockaddr as the kernel filled it: `addr_len()` bytes.
+fn raw_bytes(addr: &SocketAddrAny) -> &[u8] {
+    // SAFETY: `as_ptr` points at `addr_len()` initialised bytes owned by `addr`, which the
+    // returned slice borrows.
+    unsafe { std::slice::from_raw_parts(addr.as_ptr().cast::<u8>(), addr.addr_len() as usize) }
+}
+
+/// Spells a `sockaddr_un` from its raw bytes, as the `socket` module does. Decoded here rather
+/// than through rustix, whose reader panics on a path that fills `sun_path` with no NUL (any
+/// local peer can bind one) and keeps a NUL on a 107-byte path.
+fn unix_to_py<'py>(py: Python<'py>, raw: &[u8]) -> Bound<'py, PyAny> {
+    // Skip `sun_family`; what follows is `sun_path`, `addr_len - 2` bytes of it.
+    let path = raw.get(std::mem::size_of::<u16>()..).unwrap_or_default();
+    match path.first() {
+        // Unnamed: only the family was filled in.
+        None => PyString::new(py, "").into_any(),
+        // Abstract: every byte counts, NULs included; the leading NUL is kept, as in `socket`.
+        Some(0) => PyBytes::new(py, path).into_any(),
+        // A filesystem path ends at its first NUL, or fills `sun_path` with none (strnlen).
+        Some(_) => {
+            let end = path.iter().position(|&b| b == 0).unwrap_or(path.len());
+            let os = std::ffi::OsStr::from_bytes(&path[..end]);
+            match os.into_pyobject(py) {
+                Ok(s) => s.into_any(),
+                Err(never) => match never {},
+            }
+        }
+    }
+}
+
+/// `ip` as inet_ntop(3) spells it. Rust's `Display` agrees except for the deprecated
+/// IPv4-compatible form, which glibc writes as `::a.b.c.d` (the first six words zero, the
+/// seventh not, so `::` and `::1` stay as they are).
+fn ipv6_text(ip: &Ipv6Addr) -> String {
+    let seg = ip.segments();
+    if seg[..6].iter().all(|&w| w == 0) && seg[6] != 0 {
+        let [.., a, b, c, d] = ip.octets();
+        return format!("::{a}.{b}.{c}.{d}");
+    }
+    ip.to_string()
 }
 
 /// Writes `ip` as "a.b.c.d" into `buf` and returns it: the accept hot path spells one of these
@@ -250,6 +282,20 @@ mod tests {
             let ip = Ipv4Addr::from(ip);
             let mut buf = [0u8; 15];
             assert_eq!(dotted_quad(&ip, &mut buf), ip.to_string());
+        }
+    }
+
+    #[test]
+    fn ipv6_text_matches_inet_ntop() {
+        for (ip, text) in [
+            ("::", "::"),
+            ("::1", "::1"),
+            ("::1.2.3.4", "::1.2.3.4"),
+            ("::ffff:1.2.3.4", "::ffff:1.2.3.4"),
+            ("::0.0.1.2", "::102"),
+            ("fe80::1", "fe80::1"),
+        ] {
+            assert_eq!(ipv6_text(&ip.parse().unwrap()), text);
         }
     }
 }

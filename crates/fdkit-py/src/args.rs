@@ -63,7 +63,7 @@ impl Count {
 }
 
 /// Extracts an `int` (anything with `__index__`), turning overflow into `ValueError`.
-fn int_arg(obj: Borrowed<'_, '_, PyAny>, what: &str) -> PyResult<i64> {
+pub fn int_arg(obj: Borrowed<'_, '_, PyAny>, what: &str) -> PyResult<i64> {
     obj.extract::<i64>().map_err(|e| {
         if e.is_instance_of::<PyOverflowError>(obj.py()) {
             PyValueError::new_err(format!(
@@ -74,6 +74,35 @@ fn int_arg(obj: Borrowed<'_, '_, PyAny>, what: &str) -> PyResult<i64> {
             e
         }
     })
+}
+
+/// An integer argument of type `T` (flags, levels, modes, counts): overflow and values outside
+/// `T`'s range are `ValueError`, like every other bad argument, rather than `OverflowError`.
+/// Used with `#[pyo3(from_py_with = ...)]` so signatures keep their plain defaults.
+fn ranged<T: TryFrom<i64>>(obj: &Bound<'_, PyAny>) -> PyResult<T> {
+    let v = int_arg(obj.as_borrowed(), "integer argument")?;
+    T::try_from(v)
+        .map_err(|_| PyValueError::new_err(format!("{v} is out of range for this argument")))
+}
+
+/// [`ranged`] for `u32` arguments.
+pub fn u32_arg(obj: &Bound<'_, PyAny>) -> PyResult<u32> {
+    ranged(obj)
+}
+
+/// [`ranged`] for `i32` arguments.
+pub fn i32_arg(obj: &Bound<'_, PyAny>) -> PyResult<i32> {
+    ranged(obj)
+}
+
+/// [`ranged`] for `u16` arguments (ports).
+pub fn u16_arg(obj: &Bound<'_, PyAny>) -> PyResult<u16> {
+    ranged(obj)
+}
+
+/// [`ranged`] for `i64` arguments (offsets).
+pub fn i64_arg(obj: &Bound<'_, PyAny>) -> PyResult<i64> {
+    ranged(obj)
 }
 
 /// A filesystem path: `str` (UTF-8 fast path, else the filesystem encoding with
@@ -148,4 +177,69 @@ pub fn type_name(obj: &Bound<'_, PyAny>) -> String {
 fn fsencode(obj: &Bound<'_, PyAny>) -> PyResult<Vec<u8>> {
     let encoded = obj.py().import("os")?.call_method1("fsencode", (obj,))?;
     Ok(encoded.cast::<PyBytes>()?.as_bytes().to_vec())
+}
+
+/// A contiguous buffer exported by any object with the buffer protocol, whatever its item
+/// format (`bytearray`, `memoryview.cast('H')`, `array('i')`, `mmap`…), as `os.write` takes.
+///
+/// PyO3's typed `PyBuffer<u8>` refuses non-byte formats; fdkit moves bytes, so it asks for a
+/// plain byte view (`PyBUF_SIMPLE`, which also demands C-contiguity). The export pins the
+/// memory (a `bytearray` cannot resize while exported) until this is dropped, which happens
+/// with the GIL held: the type holds raw pointers, so it cannot cross into a GIL-free closure.
+pub struct RawBuffer(Box<pyo3::ffi::Py_buffer>);
+
+impl RawBuffer {
+    /// Exports `obj`'s buffer; `writable` asks for a writable one (`TypeError` otherwise).
+    pub fn get(obj: &Bound<'_, PyAny>, writable: bool) -> PyResult<Self> {
+        use pyo3::ffi;
+        // SAFETY: an all-zero `Py_buffer` is a valid "empty" value for the C struct.
+        let mut view: Box<ffi::Py_buffer> = Box::new(unsafe { std::mem::zeroed() });
+        let flags = if writable {
+            ffi::PyBUF_WRITABLE
+        } else {
+            ffi::PyBUF_SIMPLE
+        };
+        // SAFETY: `obj` is a live object and `view` a live, writable Py_buffer; on success the
+        // exporter fills it and we own one release, done in `Drop`.
+        if unsafe { ffi::PyObject_GetBuffer(obj.as_ptr(), &mut *view, flags) } != 0 {
+            let err = PyErr::fetch(obj.py());
+            return Err(PyTypeError::new_err(format!(
+                "a {}bytes-like object is required, not {} ({err})",
+                if writable { "writable " } else { "" },
+                type_name(obj)
+            )));
+        }
+        Ok(RawBuffer(view))
+    }
+
+    /// The buffer's bytes. Python code may write into the same memory from another thread
+    /// while a syscall reads it, exactly as with `os.write`; the export keeps the allocation
+    /// alive and in place.
+    pub fn as_slice(&self) -> &[u8] {
+        if self.0.len == 0 {
+            return &[];
+        }
+        // SAFETY: a PyBUF_SIMPLE/PyBUF_WRITABLE export is one C-contiguous block of `len`
+        // bytes at `buf`, valid until released in `Drop`.
+        unsafe { std::slice::from_raw_parts(self.0.buf.cast::<u8>(), self.0.len as usize) }
+    }
+
+    /// The buffer as memory the kernel may fill (only for a writable export).
+    pub fn as_uninit_mut(&mut self) -> &mut [std::mem::MaybeUninit<u8>] {
+        if self.0.len == 0 || self.0.readonly != 0 {
+            return &mut [];
+        }
+        // SAFETY: as in `as_slice`, and the export is writable (checked); viewing initialised
+        // bytes as `MaybeUninit` is always allowed.
+        unsafe { std::slice::from_raw_parts_mut(self.0.buf.cast(), self.0.len as usize) }
+    }
+}
+
+impl Drop for RawBuffer {
+    fn drop(&mut self) {
+        // SAFETY: the view was filled by a successful PyObject_GetBuffer and is released once.
+        // `RawBuffer` is !Send (raw pointers), so it is only ever dropped on a thread that
+        // holds the GIL, as PyBuffer_Release requires.
+        unsafe { pyo3::ffi::PyBuffer_Release(&mut *self.0) };
+    }
 }

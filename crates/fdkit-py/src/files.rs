@@ -1,7 +1,7 @@
 //! Files, pipes and fd housekeeping: `open`, `close`, `pipe`, `dup`, `dup2`, `fcntl`,
 //! blocking and cloexec flags, `mkstemp`, `mkdtemp`, `stat`, `poll`.
 
-use crate::args::{Fd, PathArg};
+use crate::args::{i32_arg, u32_arg, Fd, PathArg};
 use crate::errors::{fs_call, os_error, Signals};
 use fdkit::fd::{self, DupFlags, FcntlCmd, FileStat, Mode, OFlags, PipeFlags};
 use pyo3::exceptions::{PyTypeError, PyValueError};
@@ -22,8 +22,8 @@ use std::time::Duration;
 pub fn open(
     py: Python<'_>,
     path: &Bound<'_, PyAny>,
-    flags: i32,
-    mode: u32,
+    #[pyo3(from_py_with = i32_arg)] flags: i32,
+    #[pyo3(from_py_with = u32_arg)] mode: u32,
     cloexec: bool,
 ) -> PyResult<RawFd> {
     let path = PathArg::extract(path)?;
@@ -53,7 +53,7 @@ pub fn close(py: Python<'_>, fd: Fd) -> PyResult<()> {
 /// `flags` may add `os.O_NONBLOCK` and `os.O_DIRECT`. See pipe(2).
 #[pyfunction]
 #[pyo3(signature = (flags=0, *, cloexec=true))]
-pub fn pipe(flags: u32, cloexec: bool) -> PyResult<(RawFd, RawFd)> {
+pub fn pipe(#[pyo3(from_py_with = u32_arg)] flags: u32, cloexec: bool) -> PyResult<(RawFd, RawFd)> {
     let mut flags = PipeFlags::from_bits_retain(flags);
     if cloexec {
         flags |= PipeFlags::CLOEXEC;
@@ -91,7 +91,11 @@ pub fn dup2(fd: Fd, fd2: Fd, cloexec: bool) -> PyResult<RawFd> {
 /// writes to. See fcntl(2).
 #[pyfunction]
 #[pyo3(signature = (fd, cmd, arg=0))]
-pub fn fcntl(fd: Fd, cmd: i32, arg: i32) -> PyResult<i32> {
+pub fn fcntl(
+    fd: Fd,
+    #[pyo3(from_py_with = i32_arg)] cmd: i32,
+    #[pyo3(from_py_with = i32_arg)] arg: i32,
+) -> PyResult<i32> {
     let cmd = FcntlCmd::from_raw(cmd).ok_or_else(|| {
         PyValueError::new_err(format!(
             "fcntl command {cmd} is not supported (only commands with an int argument are)"

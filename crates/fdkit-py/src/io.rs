@@ -1,20 +1,20 @@
 //! Reading and writing: `read`, `readinto`, `write`, `pread`, `pwrite`, `recv`, `recv_into`,
 //! `send`, `sendfile`, `lseek`. All release the GIL; all take any bytes-like object.
 
-use crate::args::{Count, Fd};
+use crate::args::{i32_arg, i64_arg, u32_arg, Count, Fd, RawBuffer};
 use crate::errors::{blocking, os_error, Signals};
 use fdkit::fd::{self, RecvFlags, SeekFrom, SendFlags};
-use pyo3::buffer::PyBuffer;
-use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::exceptions::PyValueError;
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 use std::mem::MaybeUninit;
 
-/// A bytes-like argument, read-only, borrowed for the length of one call.
+/// A bytes-like argument, read-only, borrowed for the length of one call. `bytes` is read in
+/// place without a buffer export.
 enum ByteArg<'py> {
     Bytes(Bound<'py, PyBytes>),
-    Buffer(PyBuffer<u8>),
+    Buffer(RawBuffer),
 }
 
 impl<'py> ByteArg<'py> {
@@ -22,70 +22,31 @@ impl<'py> ByteArg<'py> {
         if let Ok(b) = obj.cast::<PyBytes>() {
             return Ok(ByteArg::Bytes(b.clone()));
         }
-        let buf = PyBuffer::<u8>::get(obj).map_err(|_| {
-            PyTypeError::new_err(format!(
-                "a bytes-like object is required, not {}",
-                crate::args::type_name(obj)
-            ))
-        })?;
-        if !buf.is_c_contiguous() {
-            return Err(PyValueError::new_err("buffer must be C-contiguous"));
-        }
-        Ok(ByteArg::Buffer(buf))
+        RawBuffer::get(obj, false).map(ByteArg::Buffer)
     }
 
-    /// The bytes. For a buffer, valid while `self` holds the export (which also stops a
-    /// `bytearray` from resizing).
+    /// The bytes, at most what one kernel call moves.
     fn as_slice(&self) -> &[u8] {
-        match self {
+        let all = match self {
             ByteArg::Bytes(b) => b.as_bytes(),
-            // SAFETY: the buffer is C-contiguous (checked) and exported for as long as `self`
-            // lives, so `buf_ptr` points at `len_bytes` readable bytes that cannot be freed or
-            // moved meanwhile. Python code writing into the same buffer from another thread
-            // during the call races on the bytes, exactly as with `os.write`; it cannot make
-            // the pointer dangle.
-            ByteArg::Buffer(b) => unsafe {
-                std::slice::from_raw_parts(b.buf_ptr().cast::<u8>(), b.len_bytes())
-            },
-        }
+            ByteArg::Buffer(b) => b.as_slice(),
+        };
+        &all[..all.len().min(fd::MAX_RW_COUNT)]
     }
 }
 
-/// A writable buffer argument (`bytearray`, `memoryview`, `array`, `mmap`…).
-struct WritableArg(PyBuffer<u8>);
-
-impl WritableArg {
-    fn extract(obj: &Bound<'_, PyAny>) -> PyResult<Self> {
-        let buf = PyBuffer::<u8>::get(obj).map_err(|_| {
-            PyTypeError::new_err(format!(
-                "a writable bytes-like object is required, not {}",
-                crate::args::type_name(obj)
-            ))
-        })?;
-        if buf.readonly() {
-            return Err(PyTypeError::new_err("buffer is read-only"));
-        }
-        if !buf.is_c_contiguous() {
-            return Err(PyValueError::new_err("buffer must be C-contiguous"));
-        }
-        Ok(WritableArg(buf))
+/// The first `limit` bytes of a writable buffer (all when 0) for the kernel to fill.
+fn writable_prefix(buf: &mut RawBuffer, limit: u64) -> PyResult<&mut [MaybeUninit<u8>]> {
+    let all = buf.as_uninit_mut();
+    let len = all.len();
+    let limit = usize::try_from(limit).unwrap_or(usize::MAX);
+    if limit > len {
+        return Err(PyValueError::new_err(format!(
+            "nbytes {limit} is larger than the buffer ({len} bytes)"
+        )));
     }
-
-    /// The first `limit` bytes (all when 0) as uninitialised memory the kernel may fill.
-    fn as_uninit(&mut self, limit: usize) -> PyResult<&mut [MaybeUninit<u8>]> {
-        let len = self.0.len_bytes();
-        if limit > len {
-            return Err(PyValueError::new_err(format!(
-                "nbytes {limit} is larger than the buffer ({len} bytes)"
-            )));
-        }
-        let len = if limit == 0 { len } else { limit };
-        // SAFETY: the buffer is writable and C-contiguous (checked) and stays exported while
-        // `self` lives, so `len` bytes at `buf_ptr` are ours to write and cannot move. Viewing
-        // initialised bytes as `MaybeUninit` is always allowed. Concurrent Python writers race
-        // on the contents as they would with `socket.recv_into`, never on the allocation.
-        Ok(unsafe { std::slice::from_raw_parts_mut(self.0.buf_ptr().cast(), len) })
-    }
+    let n = if limit == 0 { len } else { limit };
+    Ok(&mut all[..n.min(fd::MAX_RW_COUNT)])
 }
 
 /// Reads into a fresh `bytes` of at most `n` bytes, with the GIL released.
@@ -152,7 +113,12 @@ pub fn pread<'py>(
 /// `recv(fd, n, flags)`: at most `n` bytes from a socket. See recv(2).
 #[pyfunction]
 #[pyo3(signature = (fd, n, flags=0))]
-pub fn recv<'py>(py: Python<'py>, fd: Fd, n: Count, flags: u32) -> PyResult<Bound<'py, PyBytes>> {
+pub fn recv<'py>(
+    py: Python<'py>,
+    fd: Fd,
+    n: Count,
+    #[pyo3(from_py_with = u32_arg)] flags: u32,
+) -> PyResult<Bound<'py, PyBytes>> {
     let flags = RecvFlags::from_bits_retain(flags);
     read_to_bytes(py, n, |buf| {
         fd::recv(fd.borrow(), buf, flags).map(|((init, _), _)| init.len())
@@ -162,8 +128,8 @@ pub fn recv<'py>(py: Python<'py>, fd: Fd, n: Count, flags: u32) -> PyResult<Boun
 /// `readinto(fd, buffer)`: reads into a writable buffer, returns the count. See read(2).
 #[pyfunction]
 pub fn readinto(py: Python<'_>, fd: Fd, buffer: &Bound<'_, PyAny>) -> PyResult<usize> {
-    let mut buf = WritableArg::extract(buffer)?;
-    let slice = buf.as_uninit(0)?;
+    let mut buf = RawBuffer::get(buffer, true)?;
+    let slice = writable_prefix(&mut buf, 0)?;
     blocking(py, || {
         fd::read(fd.borrow(), &mut *slice).map(|(init, _)| init.len())
     })
@@ -178,10 +144,10 @@ pub fn recv_into(
     fd: Fd,
     buffer: &Bound<'_, PyAny>,
     nbytes: Count,
-    flags: u32,
+    #[pyo3(from_py_with = u32_arg)] flags: u32,
 ) -> PyResult<usize> {
-    let mut buf = WritableArg::extract(buffer)?;
-    let slice = buf.as_uninit(usize::try_from(nbytes.0).unwrap_or(usize::MAX))?;
+    let mut buf = RawBuffer::get(buffer, true)?;
+    let slice = writable_prefix(&mut buf, nbytes.0)?;
     let flags = RecvFlags::from_bits_retain(flags);
     // The kernel's own count, as `socket.recv_into` returns it (with MSG_TRUNC it can exceed
     // the buffer).
@@ -195,7 +161,6 @@ pub fn recv_into(
 pub fn write(py: Python<'_>, fd: Fd, data: &Bound<'_, PyAny>) -> PyResult<usize> {
     let data = ByteArg::extract(data)?;
     let bytes = data.as_slice();
-    let bytes = &bytes[..bytes.len().min(fd::MAX_RW_COUNT)];
     blocking(py, || fd::write(fd.borrow(), bytes))
 }
 
@@ -204,7 +169,6 @@ pub fn write(py: Python<'_>, fd: Fd, data: &Bound<'_, PyAny>) -> PyResult<usize>
 pub fn pwrite(py: Python<'_>, fd: Fd, data: &Bound<'_, PyAny>, offset: Count) -> PyResult<usize> {
     let data = ByteArg::extract(data)?;
     let bytes = data.as_slice();
-    let bytes = &bytes[..bytes.len().min(fd::MAX_RW_COUNT)];
     blocking(py, || fd::pwrite(fd.borrow(), bytes, offset.0))
 }
 
@@ -212,10 +176,14 @@ pub fn pwrite(py: Python<'_>, fd: Fd, data: &Bound<'_, PyAny>, offset: Count) ->
 /// `BrokenPipeError` rather than a `SIGPIPE` that kills an embedding process. See send(2).
 #[pyfunction]
 #[pyo3(signature = (fd, data, flags=0))]
-pub fn send(py: Python<'_>, fd: Fd, data: &Bound<'_, PyAny>, flags: u32) -> PyResult<usize> {
+pub fn send(
+    py: Python<'_>,
+    fd: Fd,
+    data: &Bound<'_, PyAny>,
+    #[pyo3(from_py_with = u32_arg)] flags: u32,
+) -> PyResult<usize> {
     let data = ByteArg::extract(data)?;
     let bytes = data.as_slice();
-    let bytes = &bytes[..bytes.len().min(fd::MAX_RW_COUNT)];
     let flags = SendFlags::from_bits_retain(flags) | SendFlags::NOSIGNAL;
     blocking(py, || fd::send(fd.borrow(), bytes, flags))
 }
@@ -252,7 +220,11 @@ pub fn sendfile(
 /// `os.SEEK_SET`/`SEEK_CUR`/`SEEK_END`/`SEEK_DATA`/`SEEK_HOLE`. See lseek(2).
 #[pyfunction]
 #[pyo3(signature = (fd, offset, whence=0))]
-pub fn lseek(fd: Fd, offset: i64, whence: i32) -> PyResult<u64> {
+pub fn lseek(
+    fd: Fd,
+    #[pyo3(from_py_with = i64_arg)] offset: i64,
+    #[pyo3(from_py_with = i32_arg)] whence: i32,
+) -> PyResult<u64> {
     // A negative absolute offset is the kernel's EINVAL, as `os.lseek` reports it.
     let absolute = || u64::try_from(offset).map_err(|_| os_error(fd::Errno::INVAL));
     let pos = match whence {

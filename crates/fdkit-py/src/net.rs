@@ -2,7 +2,7 @@
 //! `accept_many`, `connect`, `shutdown`, `getsockname`, `getpeername`, socket options.
 
 use crate::addr;
-use crate::args::{Count, Fd};
+use crate::args::{i32_arg, i64_arg, u32_arg, Count, Fd, RawBuffer};
 use crate::errors::{blocking, core_error, os_error, Signals};
 use fdkit::fd::{self, AddressFamily, Protocol, Shutdown, SocketFlags, SocketType};
 use pyo3::exceptions::{PyTypeError, PyValueError};
@@ -21,21 +21,26 @@ fn split_type(ty: u32, cloexec: bool) -> (SocketType, SocketFlags) {
     (SocketType::from_raw(ty & !TYPE_FLAGS), flags)
 }
 
-fn protocol(proto: u32) -> Option<Protocol> {
-    std::num::NonZeroU32::new(proto).map(Protocol::from_raw)
+fn protocol(raw: u32) -> Option<Protocol> {
+    std::num::NonZeroU32::new(raw).map(Protocol::from_raw)
 }
 
-fn family(family: u32) -> PyResult<AddressFamily> {
-    u16::try_from(family)
+fn family(raw: u32) -> PyResult<AddressFamily> {
+    u16::try_from(raw)
         .map(AddressFamily::from_raw)
-        .map_err(|_| PyValueError::new_err(format!("invalid address family {family}")))
+        .map_err(|_| PyValueError::new_err(format!("invalid address family {raw}")))
 }
 
 /// `socket(family=AF_INET, type=SOCK_STREAM, proto=0)`: a new socket fd, close-on-exec unless
 /// `cloexec=False`. `type` may include `SOCK_NONBLOCK`. See socket(2).
 #[pyfunction]
 #[pyo3(signature = (family=2, r#type=1, proto=0, *, cloexec=true))]
-pub fn socket(family: u32, r#type: u32, proto: u32, cloexec: bool) -> PyResult<RawFd> {
+pub fn socket(
+    #[pyo3(from_py_with = u32_arg)] family: u32,
+    #[pyo3(from_py_with = u32_arg)] r#type: u32,
+    #[pyo3(from_py_with = u32_arg)] proto: u32,
+    cloexec: bool,
+) -> PyResult<RawFd> {
     let (ty, flags) = split_type(r#type, cloexec);
     fd::socket(self::family(family)?, ty, flags, protocol(proto))
         .map(IntoRawFd::into_raw_fd)
@@ -46,7 +51,12 @@ pub fn socket(family: u32, r#type: u32, proto: u32, cloexec: bool) -> PyResult<R
 /// close-on-exec unless `cloexec=False`. See socketpair(2).
 #[pyfunction]
 #[pyo3(signature = (family=1, r#type=1, proto=0, *, cloexec=true))]
-pub fn socketpair(family: u32, r#type: u32, proto: u32, cloexec: bool) -> PyResult<(RawFd, RawFd)> {
+pub fn socketpair(
+    #[pyo3(from_py_with = u32_arg)] family: u32,
+    #[pyo3(from_py_with = u32_arg)] r#type: u32,
+    #[pyo3(from_py_with = u32_arg)] proto: u32,
+    cloexec: bool,
+) -> PyResult<(RawFd, RawFd)> {
     let (ty, flags) = split_type(r#type, cloexec);
     let (a, b) =
         fd::socketpair(self::family(family)?, ty, flags, protocol(proto)).map_err(os_error)?;
@@ -64,7 +74,7 @@ pub fn bind(fd: Fd, address: &Bound<'_, PyAny>) -> PyResult<()> {
 /// See listen(2).
 #[pyfunction]
 #[pyo3(signature = (fd, backlog=4096))]
-pub fn listen(fd: Fd, backlog: i32) -> PyResult<()> {
+pub fn listen(fd: Fd, #[pyo3(from_py_with = i32_arg)] backlog: i32) -> PyResult<()> {
     fd::listen(fd.borrow(), backlog).map_err(os_error)
 }
 
@@ -104,7 +114,7 @@ pub fn accept<'py>(py: Python<'py>, fd: Fd) -> PyResult<Bound<'py, PyTuple>> {
 pub fn accept4<'py>(
     py: Python<'py>,
     fd: Fd,
-    flags: u32,
+    #[pyo3(from_py_with = u32_arg)] flags: u32,
     cloexec: bool,
 ) -> PyResult<Bound<'py, PyTuple>> {
     let mut flags = SocketFlags::from_bits_retain(flags);
@@ -125,8 +135,8 @@ pub fn accept4<'py>(
 pub fn accept_many<'py>(
     py: Python<'py>,
     fd: Fd,
-    max: i64,
-    flags: u32,
+    #[pyo3(from_py_with = i64_arg)] max: i64,
+    #[pyo3(from_py_with = u32_arg)] flags: u32,
     cloexec: bool,
 ) -> PyResult<Bound<'py, PyList>> {
     let max = usize::try_from(max)
@@ -168,7 +178,7 @@ pub fn accept_many<'py>(
 
 /// `shutdown(fd, how)`: `how` is `socket.SHUT_RD`, `SHUT_WR` or `SHUT_RDWR`. See shutdown(2).
 #[pyfunction]
-pub fn shutdown(fd: Fd, how: i32) -> PyResult<()> {
+pub fn shutdown(fd: Fd, #[pyo3(from_py_with = i32_arg)] how: i32) -> PyResult<()> {
     let how = match how {
         0 => Shutdown::Read,
         1 => Shutdown::Write,
@@ -199,8 +209,8 @@ pub fn getpeername<'py>(py: Python<'py>, fd: Fd) -> PyResult<Bound<'py, PyAny>> 
 pub fn getsockopt<'py>(
     py: Python<'py>,
     fd: Fd,
-    level: i32,
-    optname: i32,
+    #[pyo3(from_py_with = i32_arg)] level: i32,
+    #[pyo3(from_py_with = i32_arg)] optname: i32,
     buflen: Option<Count>,
 ) -> PyResult<Bound<'py, PyAny>> {
     match buflen {
@@ -226,21 +236,19 @@ pub fn getsockopt<'py>(
 /// `setsockopt(fd, level, optname, value)`: `value` is an int or a bytes-like object (at most
 /// 1024 bytes). See setsockopt(2).
 #[pyfunction]
-pub fn setsockopt(fd: Fd, level: i32, optname: i32, value: &Bound<'_, PyAny>) -> PyResult<()> {
-    if let Ok(v) = value.extract::<i64>() {
-        let v = i32::try_from(v)
-            .map_err(|_| PyValueError::new_err(format!("option value {v} does not fit a C int")))?;
+pub fn setsockopt(
+    fd: Fd,
+    #[pyo3(from_py_with = i32_arg)] level: i32,
+    #[pyo3(from_py_with = i32_arg)] optname: i32,
+    value: &Bound<'_, PyAny>,
+) -> PyResult<()> {
+    if value.is_instance_of::<pyo3::types::PyInt>() {
+        let v = i32_arg(value)?;
         return fd::setsockopt_int(fd.borrow(), level, optname, v).map_err(os_error);
     }
-    let bytes: Vec<u8> = if let Ok(b) = value.cast::<PyBytes>() {
-        b.as_bytes().to_vec()
-    } else if let Ok(buf) = pyo3::buffer::PyBuffer::<u8>::get(value) {
-        buf.to_vec(value.py())?
-    } else {
-        return Err(PyTypeError::new_err(
-            "option value must be an int or bytes-like",
-        ));
-    };
+    let buf = RawBuffer::get(value, false)
+        .map_err(|_| PyTypeError::new_err("option value must be an int or bytes-like"))?;
+    let bytes = buf.as_slice();
     if bytes.len() > fd::MAX_SOCKOPT_LEN {
         return Err(PyValueError::new_err(format!(
             "option value is {} bytes; at most {} allowed",
@@ -248,5 +256,5 @@ pub fn setsockopt(fd: Fd, level: i32, optname: i32, value: &Bound<'_, PyAny>) ->
             fd::MAX_SOCKOPT_LEN
         )));
     }
-    fd::setsockopt_raw(fd.borrow(), level, optname, &bytes).map_err(os_error)
+    fd::setsockopt_raw(fd.borrow(), level, optname, bytes).map_err(os_error)
 }

@@ -1,0 +1,279 @@
+"""Shared fixtures for the fdkit tests: an fd leak check around every test module, an fd
+tracker that closes what a test leaves open, loopback listeners and connected pairs.
+
+Everything here uses the real kernel: real sockets on 127.0.0.1 / ::1, real pipes, real files.
+"""
+
+from __future__ import annotations
+
+import errno
+import gc
+import os
+import socket
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from fdkit import fd
+
+PROC_FD = "/proc/self/fd"
+
+
+def open_fds() -> dict[int, str]:
+    """The fds open in this process, each with what it points to (``readlink``).
+
+    Listing ``/proc/self/fd`` opens a directory fd that shows up in the listing and is closed
+    by the time the listing returns: an entry whose link can no longer be read was that
+    directory fd (or an fd another thread closed meanwhile) and is left out.
+    """
+    out: dict[int, str] = {}
+    for name in os.listdir(PROC_FD):
+        try:
+            out[int(name)] = os.readlink(f"{PROC_FD}/{name}")
+        except FileNotFoundError:
+            continue
+    return out
+
+
+def is_open(n: int) -> bool:
+    """Whether ``n`` is an open fd in this process (without touching it)."""
+    return os.path.lexists(f"{PROC_FD}/{n}")
+
+
+def _settled_fds() -> dict[int, str]:
+    # Objects that own fds (socket.socket, subprocess pipes) close them when collected.
+    gc.collect()
+    return open_fds()
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _no_fd_leaks(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Fails the module when it leaves fds open, or closes fds it did not own.
+
+    Compares ``(fd, target)`` pairs before and after the module: a new pair is a leak (or an fd
+    number a test closed and something else reused), a missing pair is an fd a test closed
+    without owning it. Pytest's own fds (capture files, faulthandler) are open before the first
+    module starts and are in both listings.
+    """
+    before = _settled_fds()
+    yield
+    after = _settled_fds()
+    if before == after:
+        return
+    # A thread from a test may still be finishing a close: give it a moment, then look again.
+    deadline = time.monotonic() + 1.0
+    while before != after and time.monotonic() < deadline:
+        time.sleep(0.02)
+        after = _settled_fds()
+    leaked = {n: t for n, t in after.items() if before.get(n) != t}
+    lost = {n: t for n, t in before.items() if after.get(n) != t}
+    if leaked or lost:
+        pytest.fail(
+            f"{request.node.name}: fds leaked {sorted(leaked.items())}, "
+            f"fds closed that the module did not own {sorted(lost.items())}",
+            pytrace=False,
+        )
+
+
+class Fds:
+    """The fds one test owns: closed at the end of the test unless the test closed them.
+
+    Tests close through :meth:`close` so that the tracker never closes a number twice (a
+    second close could hit an fd something else has been given meanwhile).
+    """
+
+    def __init__(self) -> None:
+        self.owned: list[int] = []
+
+    def own(self, *fds: int) -> int:
+        """Registers fds the test created; returns the first, for ``x = fds.own(fd.socket())``."""
+        for n in fds:
+            assert isinstance(n, int) and n >= 0, n
+            assert n not in self.owned, f"fd {n} registered twice"
+            self.owned.append(n)
+        return fds[0]
+
+    def close(self, n: int) -> None:
+        """Closes a registered fd now (and forgets it)."""
+        self.owned.remove(n)
+        fd.close(n)
+
+    def forget(self, n: int) -> None:
+        """Drops an fd the test closed some other way (e.g. by ``dup2`` over it)."""
+        self.owned.remove(n)
+
+    def close_all(self) -> None:
+        errors = []
+        while self.owned:
+            n = self.owned.pop()
+            try:
+                fd.close(n)
+            except OSError as e:
+                errors.append((n, e))
+        assert not errors, f"closing the test's fds failed: {errors}"
+
+    # Builders: each registers what it creates.
+
+    def sock(self, *args: int, **kwargs: bool) -> int:
+        return self.own(fd.socket(*args, **kwargs))
+
+    def pipe(self, flags: int = 0, **kwargs: bool) -> tuple[int, int]:
+        r, w = fd.pipe(flags, **kwargs)
+        self.own(r, w)
+        return r, w
+
+    def listener(
+        self, family: int = socket.AF_INET, *, blocking: bool = True, backlog: int = 128
+    ) -> tuple[int, tuple]:
+        """A TCP listener on loopback, port 0: ``(fd, address)``."""
+        host = "127.0.0.1" if family == socket.AF_INET else "::1"
+        lfd = self.sock(family, socket.SOCK_STREAM)
+        fd.setsockopt(lfd, socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        fd.bind(lfd, (host, 0))
+        fd.listen(lfd, backlog)
+        if not blocking:
+            fd.set_blocking(lfd, False)
+        return lfd, fd.getsockname(lfd)
+
+    def connected(self, family: int = socket.AF_INET) -> tuple[int, int]:
+        """A connected TCP pair on loopback: ``(client, server)``; the listener is closed."""
+        lfd, addr = self.listener(family)
+        c = self.sock(family, socket.SOCK_STREAM)
+        fd.connect(c, addr)
+        s, _ = fd.accept(lfd)
+        self.own(s)
+        self.close(lfd)
+        return c, s
+
+    def client(self, addr: tuple, family: int = socket.AF_INET) -> int:
+        c = self.sock(family, socket.SOCK_STREAM)
+        fd.connect(c, addr)
+        return c
+
+
+@pytest.fixture
+def fds() -> Iterator[Fds]:
+    tracker = Fds()
+    try:
+        yield tracker
+    finally:
+        tracker.close_all()
+
+
+@pytest.fixture
+def listener(fds: Fds) -> tuple[int, tuple]:
+    """A blocking TCP listener on 127.0.0.1, port 0: ``(fd, (host, port))``."""
+    return fds.listener()
+
+
+@pytest.fixture
+def nb_listener(fds: Fds) -> tuple[int, tuple]:
+    """A non-blocking TCP listener on 127.0.0.1, port 0: ``(fd, (host, port))``."""
+    return fds.listener(blocking=False)
+
+
+@pytest.fixture
+def tcp_pair(fds: Fds) -> tuple[int, int]:
+    """A connected TCP pair on 127.0.0.1: ``(client_fd, server_fd)``."""
+    return fds.connected()
+
+
+@pytest.fixture
+def tmp_file(tmp_path: Path) -> Callable[[bytes], Path]:
+    """Makes a file under ``tmp_path`` holding the given bytes; returns its path."""
+    count = 0
+
+    def make(data: bytes = b"") -> Path:
+        nonlocal count
+        count += 1
+        p = tmp_path / f"file{count}"
+        p.write_bytes(data)
+        return p
+
+    return make
+
+
+def ipv6_loopback() -> bool:
+    """Whether ``::1`` can be bound here."""
+    if not socket.has_ipv6:
+        return False
+    try:
+        with socket.socket(socket.AF_INET6, socket.SOCK_STREAM) as s:
+            s.bind(("::1", 0))
+    except OSError:
+        return False
+    return True
+
+
+@pytest.fixture
+def ipv6() -> None:
+    if not ipv6_loopback():
+        pytest.skip("no IPv6 on loopback (::1 cannot be bound)")
+
+
+def wait_for(cond: Callable[[], bool], timeout: float = 5.0, what: str = "condition") -> None:
+    """Polls ``cond`` until true; fails the test after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(0.005)
+
+
+def syscall_of(tid: int, pid: int | None = None) -> int | None:
+    """The number of the syscall thread ``tid`` is blocked in, or None if it is running.
+
+    Reads ``/proc/<pid>/task/<tid>/syscall`` (first field: the syscall number, ``running`` or
+    ``-1`` when not in a syscall).
+    """
+    pid = os.getpid() if pid is None else pid
+    try:
+        with open(f"/proc/{pid}/task/{tid}/syscall") as f:
+            first = f.read().split(maxsplit=1)[0]
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        return None
+    except PermissionError:
+        pytest.skip("/proc/<pid>/syscall is not readable here")
+    try:
+        n = int(first)
+    except ValueError:
+        return None
+    return n if n >= 0 else None
+
+
+# x86_64 and aarch64 syscall numbers for the calls the blocking tests wait in.
+SYSCALLS = {
+    "x86_64": {
+        "read": {0},
+        "accept": {43, 288},
+        "poll": {7, 271},
+        "recv": {45},
+        "send": {44},
+        "sendfile": {40},
+        "connect": {42},
+        "open": {2, 257},
+    },
+    "aarch64": {
+        "read": {63},
+        "accept": {202, 242},
+        "poll": {73},
+        "recv": {207},
+        "send": {206},
+        "sendfile": {71},
+        "connect": {203},
+        "open": {56},
+    },
+}
+
+
+def syscall_numbers(name: str) -> set[int]:
+    machine = os.uname().machine
+    if machine not in SYSCALLS:
+        pytest.skip(f"syscall numbers for {machine} not known to the tests")
+    return SYSCALLS[machine][name]
+
+
+def errno_name(n: int) -> str:
+    return errno.errorcode.get(n, str(n))
