@@ -8,7 +8,9 @@ mod errors;
 mod files;
 mod io;
 mod net;
+mod proxy_server;
 mod uring;
+mod zerocopy;
 
 use pyo3::prelude::*;
 
@@ -57,5 +59,7 @@ fn _fdkit(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(files::fstat, m)?)?;
     m.add_function(wrap_pyfunction!(files::poll, m)?)?;
     m.add_function(wrap_pyfunction!(uring::uring_probe, m)?)?;
+    zerocopy::register(m)?;
+    proxy_server::register(m)?;
     Ok(())
 }

@@ -7,10 +7,15 @@
 //!
 //! Families:
 //! - [`fd`]: fd-native syscalls (sockets, files, pipes, `accept_many`, `sendfile`).
+//! - [`zerocopy`]: `transfer` (the best kernel path for two fds, with fallbacks), `Pipe`,
+//!   `proxy`, `relay`.
+//! - [`servers`]: native servers (the forwarding proxy).
 //! - [`uring`]: io_uring, starting with the probe that says whether and how it works here.
 
 pub mod error;
 pub mod fd;
+pub mod servers;
 pub mod uring;
+pub mod zerocopy;
 
 pub use error::Error;

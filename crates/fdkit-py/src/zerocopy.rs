@@ -1,0 +1,8 @@
+//! Python glue for `zerocopy` (being written).
+
+use pyo3::prelude::*;
+
+/// Adds this family's functions and classes to the native module.
+pub fn register(_m: &Bound<'_, PyModule>) -> PyResult<()> {
+    Ok(())
+}

@@ -1,0 +1,1 @@
+//! The forwarding proxy behind `fdkit proxy` (being written).

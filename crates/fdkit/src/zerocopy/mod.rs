@@ -1,0 +1,1 @@
+//! Zero-copy transfers (being written).
