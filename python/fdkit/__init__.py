@@ -3,9 +3,10 @@
 Submodules:
     fdkit.fd     fd-native syscalls on plain integer fds (sockets, files, pipes, accept_many).
     fdkit.uring  io_uring availability and the operations this kernel supports.
+    fdkit.zerocopy  transfer (the best kernel path between two fds), Pipe, proxy, relay.
 """
 
-from fdkit import fd, uring
+from fdkit import fd, uring, zerocopy
 from fdkit._fdkit import __version__
 
-__all__ = ["__version__", "fd", "uring"]
+__all__ = ["__version__", "fd", "uring", "zerocopy"]

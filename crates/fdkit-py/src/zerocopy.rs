@@ -1,8 +1,296 @@
-//! Python glue for `zerocopy` (being written).
+//! Python glue for `fdkit::zerocopy`: `transfer`, `transfer_stats`, `Pipe`, `proxy`, `relay`.
 
+use crate::args::{Count, Fd};
+use crate::errors::{os_error, Signals};
+use fdkit::fd::Errno;
+use fdkit::zerocopy::{self, Pipe, TransferStats};
+use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList};
+use rustix::pipe::{PipeFlags, SpliceFlags};
+use std::cell::RefCell;
+use std::os::fd::AsRawFd;
+use std::time::Duration;
+
+thread_local! {
+    /// The calling thread's last transfer, for `transfer_stats()`.
+    static LAST: RefCell<Option<TransferStats>> = const { RefCell::new(None) };
+}
+
+/// Runs a core loop with the GIL released and signal handlers run at its checkpoints.
+fn with_signals<T: Send>(
+    py: Python<'_>,
+    f: impl FnOnce(&mut dyn FnMut() -> Result<(), Errno>) -> Result<T, Errno> + Send,
+) -> PyResult<T> {
+    let mut signals = Signals::default();
+    let result = py.detach(|| {
+        let mut checkpoint = signals.checkpoint();
+        f(&mut checkpoint)
+    });
+    signals.finish(result)
+}
+
+/// `transfer(src_fd, dst_fd, count=None, *, src_offset=None, dst_offset=None)`: moves up to
+/// `count` bytes (until the source ends when None) by the best kernel path for the two fds,
+/// falling back until one works. Returns the bytes moved; `transfer_stats()` says how.
+#[pyfunction]
+#[pyo3(signature = (src_fd, dst_fd, count=None, *, src_offset=None, dst_offset=None))]
+pub fn transfer(
+    py: Python<'_>,
+    src_fd: Fd,
+    dst_fd: Fd,
+    count: Option<Count>,
+    src_offset: Option<Count>,
+    dst_offset: Option<Count>,
+) -> PyResult<u64> {
+    let mut src_off = src_offset.map(|c| c.0);
+    let mut dst_off = dst_offset.map(|c| c.0);
+    let mut signals = Signals::default();
+    let (result, stats) = py.detach(|| {
+        let mut checkpoint = signals.checkpoint();
+        zerocopy::transfer(
+            src_fd.borrow(),
+            dst_fd.borrow(),
+            count.map(|c| c.0),
+            src_off.as_mut(),
+            dst_off.as_mut(),
+            &mut checkpoint,
+        )
+    });
+    LAST.with(|l| *l.borrow_mut() = Some(stats));
+    signals.finish(result)
+}
+
+/// `transfer_stats()`: the calling thread's last `transfer`: `{"path", "bytes", "fallbacks":
+/// [{"from", "to", "errno", "reason"}], "remembered"}`, or None before any transfer.
+#[pyfunction]
+pub fn transfer_stats(py: Python<'_>) -> PyResult<Option<Bound<'_, PyDict>>> {
+    LAST.with(|l| {
+        let Some(stats) = l.borrow().clone() else {
+            return Ok(None);
+        };
+        let d = PyDict::new(py);
+        d.set_item("path", stats.path.name())?;
+        d.set_item("bytes", stats.bytes)?;
+        d.set_item("remembered", stats.remembered)?;
+        let fallbacks = PyList::empty(py);
+        for f in &stats.fallbacks {
+            let fd = PyDict::new(py);
+            fd.set_item("from", f.from.name())?;
+            fd.set_item("to", f.to.name())?;
+            fd.set_item("errno", f.errno.map(|e| e.raw_os_error()))?;
+            fd.set_item("reason", f.reason)?;
+            fallbacks.append(fd)?;
+        }
+        d.set_item("fallbacks", fallbacks)?;
+        Ok(Some(d))
+    })
+}
+
+/// `proxy(a_fd, b_fd, *, idle_timeout=None)`: relays both directions between two connected
+/// stream sockets until both end, passing half-closes on; returns `(a_to_b, b_to_a)`.
+#[pyfunction]
+#[pyo3(signature = (a_fd, b_fd, *, idle_timeout=None))]
+pub fn proxy(
+    py: Python<'_>,
+    a_fd: Fd,
+    b_fd: Fd,
+    idle_timeout: Option<f64>,
+) -> PyResult<(u64, u64)> {
+    let idle = match idle_timeout {
+        None => None,
+        Some(t) if t.is_finite() && t > 0.0 => Some(Duration::from_secs_f64(t)),
+        Some(t) => {
+            return Err(PyValueError::new_err(format!(
+                "idle_timeout must be > 0, got {t}"
+            )))
+        }
+    };
+    with_signals(py, |cp| {
+        zerocopy::proxy(a_fd.borrow(), b_fd.borrow(), idle, cp)
+    })
+}
+
+/// `relay(src_fd, dst_fd, *, record_fd=None)`: everything from `src_fd` to `dst_fd` until
+/// the source ends, teed to `record_fd` when given; returns the bytes relayed.
+#[pyfunction]
+#[pyo3(signature = (src_fd, dst_fd, *, record_fd=None))]
+pub fn relay(py: Python<'_>, src_fd: Fd, dst_fd: Fd, record_fd: Option<Fd>) -> PyResult<u64> {
+    with_signals(py, |cp| {
+        zerocopy::relay(
+            src_fd.borrow(),
+            dst_fd.borrow(),
+            record_fd.map(Fd::borrow),
+            cp,
+        )
+    })
+}
+
+/// A pipe pair as an object: `read_from`, `write_to`, `tee`, sizes. A context manager; after
+/// `close()` every method raises `ValueError`.
+#[pyclass(module = "fdkit._fdkit", name = "Pipe")]
+pub struct PyPipe {
+    pipe: Option<Pipe>,
+}
+
+impl PyPipe {
+    fn get(&self) -> PyResult<&Pipe> {
+        self.pipe
+            .as_ref()
+            .ok_or_else(|| PyValueError::new_err("I/O operation on a closed Pipe"))
+    }
+}
+
+/// One splice/tee call with the GIL released, retried after `EINTR` once signal handlers ran.
+fn splice_call(
+    py: Python<'_>,
+    mut call: impl FnMut() -> Result<usize, Errno> + Send,
+) -> PyResult<usize> {
+    crate::errors::blocking(py, &mut call)
+}
+
+#[pymethods]
+impl PyPipe {
+    /// `Pipe(size=None, *, nonblocking=False)`: `pipe2(O_CLOEXEC)`, resized to `size` bytes
+    /// when given.
+    #[new]
+    #[pyo3(signature = (size=None, *, nonblocking=false))]
+    fn new(size: Option<Count>, nonblocking: bool) -> PyResult<Self> {
+        let flags = if nonblocking {
+            PipeFlags::NONBLOCK
+        } else {
+            PipeFlags::empty()
+        };
+        let pipe = Pipe::new(flags).map_err(os_error)?;
+        if let Some(size) = size {
+            pipe.resize(size.clamped()).map_err(os_error)?;
+        }
+        Ok(PyPipe { pipe: Some(pipe) })
+    }
+
+    /// `splice(fd → pipe)`: up to `n` bytes from `fd` (at `offset` when given); 0 at EOF.
+    #[pyo3(signature = (fd, n, *, offset=None))]
+    fn read_from(
+        &self,
+        py: Python<'_>,
+        fd: Fd,
+        n: Count,
+        offset: Option<Count>,
+    ) -> PyResult<usize> {
+        let w = self.get()?.write_end();
+        let mut off = offset.map(|o| o.0);
+        splice_call(py, || {
+            rustix::pipe::splice(
+                fd.borrow(),
+                off.as_mut(),
+                w,
+                None,
+                n.clamped(),
+                SpliceFlags::MOVE,
+            )
+        })
+    }
+
+    /// `splice(pipe → fd)`: up to `n` bytes out of the pipe into `fd` (at `offset` when given).
+    #[pyo3(signature = (fd, n, *, offset=None))]
+    fn write_to(&self, py: Python<'_>, fd: Fd, n: Count, offset: Option<Count>) -> PyResult<usize> {
+        let r = self.get()?.read_end();
+        let mut off = offset.map(|o| o.0);
+        splice_call(py, || {
+            rustix::pipe::splice(
+                r,
+                None,
+                fd.borrow(),
+                off.as_mut(),
+                n.clamped(),
+                SpliceFlags::MOVE,
+            )
+        })
+    }
+
+    /// `tee(pipe → other)`: duplicates up to `n` bytes into `other` without consuming them.
+    fn tee(&self, py: Python<'_>, other: PyRef<'_, PyPipe>, n: Count) -> PyResult<usize> {
+        let r = self.get()?.read_end();
+        let w = other.get()?.write_end();
+        splice_call(py, || {
+            rustix::pipe::tee(r, w, n.clamped(), SpliceFlags::empty())
+        })
+    }
+
+    /// The capacity in bytes (`F_GETPIPE_SZ`).
+    #[getter]
+    fn size(&self) -> PyResult<usize> {
+        self.get()?.size().map_err(os_error)
+    }
+
+    /// Resizes to at least `size` bytes (`F_SETPIPE_SZ`); returns the size set.
+    fn resize(&self, size: Count) -> PyResult<usize> {
+        self.get()?.resize(size.clamped()).map_err(os_error)
+    }
+
+    /// `/proc/sys/fs/pipe-max-size`: the most an unprivileged process may ask for.
+    #[getter]
+    fn max_size(&self) -> PyResult<usize> {
+        zerocopy::pipe_max_size().map_err(os_error)
+    }
+
+    /// Resizes to `size`, or to `max_size` when `size` is not allowed; returns the size set.
+    fn resize_or_max(&self, size: Count) -> PyResult<usize> {
+        self.get()?.resize_or_max(size.clamped()).map_err(os_error)
+    }
+
+    /// Bytes waiting in the pipe (`FIONREAD`).
+    #[getter]
+    fn pending(&self) -> PyResult<usize> {
+        self.get()?.pending().map_err(os_error)
+    }
+
+    /// `(read_fd, write_fd)`; the Pipe still owns them.
+    #[getter]
+    fn fds(&self) -> PyResult<(i32, i32)> {
+        let p = self.get()?;
+        Ok((p.read_end().as_raw_fd(), p.write_end().as_raw_fd()))
+    }
+
+    /// Whether `close()` was called.
+    #[getter]
+    fn closed(&self) -> bool {
+        self.pipe.is_none()
+    }
+
+    /// Closes both ends; closing twice is harmless.
+    fn close(&mut self) {
+        self.pipe = None;
+    }
+
+    fn __enter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
+        slf
+    }
+
+    #[pyo3(signature = (*_args))]
+    fn __exit__(&mut self, _args: &Bound<'_, pyo3::types::PyTuple>) -> bool {
+        self.close();
+        false
+    }
+
+    fn __repr__(&self) -> String {
+        match &self.pipe {
+            Some(p) => format!(
+                "<Pipe read={} write={}>",
+                p.read_end().as_raw_fd(),
+                p.write_end().as_raw_fd()
+            ),
+            None => "<Pipe closed>".into(),
+        }
+    }
+}
 
 /// Adds this family's functions and classes to the native module.
-pub fn register(_m: &Bound<'_, PyModule>) -> PyResult<()> {
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(transfer, m)?)?;
+    m.add_function(wrap_pyfunction!(transfer_stats, m)?)?;
+    m.add_function(wrap_pyfunction!(proxy, m)?)?;
+    m.add_function(wrap_pyfunction!(relay, m)?)?;
+    m.add_class::<PyPipe>()?;
     Ok(())
 }

@@ -1,1 +1,24 @@
-//! Zero-copy transfers (being written).
+//! Zero-copy transfers: move bytes between fds inside the kernel.
+//!
+//! [`transfer`] picks the best path for the two fd kinds (copy_file_range, sendfile, splice,
+//! splice through a pooled pipe), falls back at run time to the next one and finally to a
+//! read/write loop, and says which path it took and why it left the others ([`TransferStats`]).
+//! [`Pipe`] is a pipe pair with `read_from`/`write_to`/`tee`; [`proxy`] relays both directions
+//! between two stream sockets; [`relay`] moves one direction and can record it with `tee`.
+//!
+//! Every loop takes a `checkpoint` closure, as in [`crate::fd`]: called after `EINTR`, short
+//! transfers and waits, it returns `Err` to stop (the Python binding runs signal handlers there).
+
+mod engines;
+mod kind;
+mod pipe;
+mod pool;
+mod proxy;
+mod transfer;
+mod wait;
+
+pub use kind::{fd_kind, FdKind};
+pub use pipe::{pipe_max_size, Pipe};
+pub use pool::{pool_idle, PooledPipe, POOL_CAPACITY, POOL_PIPE_SIZE};
+pub use proxy::{proxy, relay};
+pub use transfer::{transfer, Fallback, Path, TransferStats, SMALL_TRANSFER};

@@ -1,0 +1,108 @@
+//! A pipe pair as a value: splice into it, out of it, and tee it to other pipes.
+
+use rustix::io::Errno;
+use rustix::pipe::{fcntl_getpipe_size, fcntl_setpipe_size, pipe_with, splice, tee};
+use rustix::pipe::{PipeFlags, SpliceFlags};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+
+/// Both ends of a pipe. Dropping it closes both.
+#[derive(Debug)]
+pub struct Pipe {
+    read: OwnedFd,
+    write: OwnedFd,
+}
+
+/// `/proc/sys/fs/pipe-max-size`: the largest size an unprivileged process may give a pipe.
+/// See pipe(7).
+pub fn pipe_max_size() -> Result<usize, Errno> {
+    std::fs::read_to_string("/proc/sys/fs/pipe-max-size")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .ok_or(Errno::NOENT)
+}
+
+impl Pipe {
+    /// `pipe2(flags | O_CLOEXEC)`. Pass `PipeFlags::NONBLOCK` for a pipe whose splices must
+    /// never wait on the pipe itself. See pipe(2).
+    pub fn new(flags: PipeFlags) -> Result<Pipe, Errno> {
+        let (read, write) = pipe_with(flags | PipeFlags::CLOEXEC)?;
+        Ok(Pipe { read, write })
+    }
+
+    /// The read end.
+    pub fn read_end(&self) -> BorrowedFd<'_> {
+        self.read.as_fd()
+    }
+
+    /// The write end.
+    pub fn write_end(&self) -> BorrowedFd<'_> {
+        self.write.as_fd()
+    }
+
+    /// Takes both ends out (read, write), for a caller that owns them from now on.
+    pub fn into_fds(self) -> (OwnedFd, OwnedFd) {
+        (self.read, self.write)
+    }
+
+    /// `fcntl(F_GETPIPE_SZ)`: the capacity in bytes. See pipe(7).
+    pub fn size(&self) -> Result<usize, Errno> {
+        fcntl_getpipe_size(&self.write)
+    }
+
+    /// `fcntl(F_SETPIPE_SZ)`: asks for `size` bytes; the kernel rounds up to a power-of-two
+    /// number of pages and returns what it set. `EPERM` above `pipe-max-size` without
+    /// CAP_SYS_RESOURCE; `EBUSY` when the pipe holds more than `size`. See pipe(7).
+    pub fn resize(&self, size: usize) -> Result<usize, Errno> {
+        fcntl_setpipe_size(&self.write, size)
+    }
+
+    /// Resizes to `size`, or to `pipe-max-size` when `size` is above what is allowed; returns
+    /// the size set. An `EPERM` at the maximum too (a per-user page budget exhausted) leaves
+    /// the pipe as it was and returns its current size: a smaller pipe still works.
+    pub fn resize_or_max(&self, size: usize) -> Result<usize, Errno> {
+        match self.resize(size) {
+            Err(Errno::PERM) => {
+                let max = pipe_max_size()?;
+                match self.resize(size.min(max)) {
+                    Err(Errno::PERM) => self.size(),
+                    other => other,
+                }
+            }
+            other => other,
+        }
+    }
+
+    /// `ioctl(FIONREAD)`: bytes waiting in the pipe. See pipe(7).
+    pub fn pending(&self) -> Result<usize, Errno> {
+        rustix::io::ioctl_fionread(&self.read).map(|n| n as usize)
+    }
+
+    /// `splice(fd → pipe)`: moves up to `n` bytes from `fd` (at `offset` when given, which then
+    /// advances) into the pipe. 0 means end of input. See splice(2).
+    pub fn read_from(
+        &self,
+        fd: BorrowedFd<'_>,
+        offset: Option<&mut u64>,
+        n: usize,
+        flags: SpliceFlags,
+    ) -> Result<usize, Errno> {
+        splice(fd, offset, &self.write, None, n, flags)
+    }
+
+    /// `splice(pipe → fd)`: moves up to `n` bytes out of the pipe into `fd`. See splice(2).
+    pub fn write_to(
+        &self,
+        fd: BorrowedFd<'_>,
+        offset: Option<&mut u64>,
+        n: usize,
+        flags: SpliceFlags,
+    ) -> Result<usize, Errno> {
+        splice(&self.read, None, fd, offset, n, flags)
+    }
+
+    /// `tee(pipe → other)`: duplicates up to `n` bytes into `other` without consuming them
+    /// here. See tee(2).
+    pub fn tee(&self, other: &Pipe, n: usize, flags: SpliceFlags) -> Result<usize, Errno> {
+        tee(&self.read, &other.write, n, flags)
+    }
+}

@@ -1,0 +1,207 @@
+//! `transfer`: the best kernel path for two fds, falling back until one works.
+
+use super::engines::{self, Job, Step};
+use super::kind::{fd_kind, FdKind};
+use rustix::io::Errno;
+use std::collections::HashMap;
+use std::fmt;
+use std::os::fd::{AsRawFd, BorrowedFd};
+use std::sync::Mutex;
+
+/// Transfers of at most this many bytes go straight to read/write: for a few KiB the setup of
+/// a kernel path (two fstat calls, a pooled pipe) costs more than the copy it saves.
+pub const SMALL_TRANSFER: u64 = 16 << 10;
+
+/// The ways bytes can move.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Path {
+    /// copy_file_range(2): file to file, possibly sharing extents.
+    CopyFileRange,
+    /// sendfile(2): file to socket (or to anything).
+    Sendfile,
+    /// splice(2) directly, when one side is a pipe.
+    Splice,
+    /// splice(2) twice, through a pooled internal pipe.
+    SpliceViaPipe,
+    /// read(2) and write(2) through a buffer: works for everything.
+    ReadWrite,
+}
+
+impl Path {
+    /// The name Python sees (`transfer_stats()["path"]`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Path::CopyFileRange => "copy_file_range",
+            Path::Sendfile => "sendfile",
+            Path::Splice => "splice",
+            Path::SpliceViaPipe => "splice_via_pipe",
+            Path::ReadWrite => "read_write",
+        }
+    }
+}
+
+impl fmt::Display for Path {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A path that was left, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fallback {
+    /// The path that did not work.
+    pub from: Path,
+    /// The path tried next.
+    pub to: Path,
+    /// The kernel's errno, when it gave one.
+    pub errno: Option<Errno>,
+    /// Why, in a few words.
+    pub reason: &'static str,
+}
+
+/// What one transfer did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TransferStats {
+    /// The path that finished the transfer (or was running when it failed).
+    pub path: Path,
+    /// Bytes delivered to the destination.
+    pub bytes: u64,
+    /// Every fallback taken, in order.
+    pub fallbacks: Vec<Fallback>,
+    /// Whether the path came from the memory of an earlier transfer between the same files.
+    pub remembered: bool,
+}
+
+/// The paths to try, best first, for a source and destination kind.
+fn plan(src: FdKind, dst: FdKind) -> &'static [Path] {
+    use FdKind::*;
+    use Path::*;
+    match (src, dst) {
+        (File, File) => &[CopyFileRange, Sendfile, ReadWrite],
+        (Pipe, _) | (_, Pipe) => &[Splice, ReadWrite],
+        (File | BlockDevice, _) => &[Sendfile, SpliceViaPipe, ReadWrite],
+        _ => &[SpliceViaPipe, ReadWrite],
+    }
+}
+
+/// Identifies a pair of open files across calls: fd numbers alone could be reused by other
+/// files, so the key carries each file's device and inode too.
+type PairKey = (i32, u64, u64, i32, u64, u64);
+
+/// The first path that worked for a pair, so the next call skips the ones that failed.
+static MEMO: Mutex<Option<HashMap<PairKey, Path>>> = Mutex::new(None);
+/// Entries kept at most; the memo is cleared when full (it is only a shortcut).
+const MEMO_CAPACITY: usize = 4096;
+
+fn remembered(key: PairKey) -> Option<Path> {
+    MEMO.lock().ok()?.as_ref()?.get(&key).copied()
+}
+
+fn remember(key: PairKey, path: Path) {
+    if let Ok(mut memo) = MEMO.lock() {
+        let map = memo.get_or_insert_with(HashMap::new);
+        if map.len() >= MEMO_CAPACITY {
+            map.clear();
+        }
+        map.insert(key, path);
+    }
+}
+
+/// Moves up to `count` bytes (until the source ends when `None`) from `src` to `dst` by the
+/// best path for the two fd kinds, falling back at run time to the next path and finally to
+/// read/write. With an offset, that side is read or written at the offset (which advances)
+/// and its file position is left alone; without, the file position is used.
+///
+/// Non-blocking fds are waited on with poll, on the side that would block. `checkpoint` runs
+/// after `EINTR`, waits and short transfers; its `Err` stops the transfer with that error.
+/// Returns the bytes delivered with what happened; on error the stats still say how far it
+/// got. Writing to a socket whose peer is gone may raise `SIGPIPE` through splice or sendfile
+/// (Python ignores it; a Rust program should too). See copy_file_range(2), sendfile(2),
+/// splice(2).
+pub fn transfer(
+    src: BorrowedFd<'_>,
+    dst: BorrowedFd<'_>,
+    count: Option<u64>,
+    src_off: Option<&mut u64>,
+    dst_off: Option<&mut u64>,
+    checkpoint: &mut dyn FnMut() -> Result<(), Errno>,
+) -> (Result<u64, Errno>, TransferStats) {
+    let mut stats = TransferStats {
+        path: Path::ReadWrite,
+        bytes: 0,
+        fallbacks: Vec::new(),
+        remembered: false,
+    };
+    let small = count.is_some_and(|c| c <= SMALL_TRANSFER);
+    let kinds = if small {
+        None
+    } else {
+        match (fd_kind(src), fd_kind(dst)) {
+            (Ok(s), Ok(d)) => Some((s, d)),
+            (Err(e), _) | (_, Err(e)) => return (Err(e), stats),
+        }
+    };
+    let dst_kind = kinds.as_ref().map_or(FdKind::Other, |(_, (k, _))| *k);
+    let mut job = Job {
+        src,
+        dst,
+        dst_kind,
+        remaining: count,
+        src_off,
+        dst_off,
+        moved: 0,
+        checkpoint,
+    };
+    let Some(((src_kind, src_st), (dst_kind, dst_st))) = kinds else {
+        let r = engines::read_write(&mut job).map(|_| job.moved);
+        stats.bytes = job.moved;
+        return (r, stats);
+    };
+    let key: PairKey = (
+        src.as_raw_fd(),
+        src_st.st_dev as u64,
+        src_st.st_ino as u64,
+        dst.as_raw_fd(),
+        dst_st.st_dev as u64,
+        dst_st.st_ino as u64,
+    );
+    let paths = plan(src_kind, dst_kind);
+    let start = match remembered(key).and_then(|p| paths.iter().position(|&q| q == p)) {
+        Some(i) => {
+            stats.remembered = true;
+            i
+        }
+        None => 0,
+    };
+    for (i, &path) in paths.iter().enumerate().skip(start) {
+        stats.path = path;
+        let step = match path {
+            Path::CopyFileRange => engines::copy_file_range(&mut job),
+            Path::Sendfile => engines::sendfile(&mut job),
+            Path::Splice => engines::splice_direct(&mut job),
+            Path::SpliceViaPipe => engines::splice_via_pipe(&mut job, None),
+            Path::ReadWrite => engines::read_write(&mut job),
+        };
+        stats.bytes = job.moved;
+        match step {
+            Ok(Step::Done) => {
+                if i != start || !stats.remembered {
+                    remember(key, path);
+                }
+                return (Ok(job.moved), stats);
+            }
+            Ok(Step::Unsupported(errno, reason)) => {
+                // The last path is read/write, which never reports Unsupported.
+                let to = paths.get(i + 1).copied().unwrap_or(Path::ReadWrite);
+                stats.fallbacks.push(Fallback {
+                    from: path,
+                    to,
+                    errno,
+                    reason,
+                });
+            }
+            Err(e) => return (Err(e), stats),
+        }
+    }
+    (Ok(job.moved), stats)
+}

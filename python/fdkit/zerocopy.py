@@ -1,0 +1,35 @@
+"""Zero-copy transfers: move bytes between fds inside the kernel.
+
+* :func:`transfer` picks the best path for the two fds (copy_file_range for file→file,
+  sendfile for file→socket, splice when a side is a pipe, splice through a pooled internal pipe
+  for socket→socket and socket→file), falls back at run time to the next path and finally to
+  read/write, and remembers what worked for the pair. :func:`transfer_stats` says which path
+  the calling thread's last transfer took and why it left any other.
+* :class:`Pipe` is a pipe pair with ``read_from``, ``write_to`` and ``tee`` (duplicate without
+  consuming: tee to several pipes to feed several sinks).
+* :func:`proxy` relays both directions between two connected stream sockets; :func:`relay`
+  one direction, optionally recording it.
+
+All of them release the GIL for the whole call and stop on Ctrl-C.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fdkit._fdkit import Pipe, proxy, relay, transfer
+from fdkit._fdkit import transfer_stats as _transfer_stats
+
+
+def transfer_stats() -> dict[str, Any] | None:
+    """The calling thread's last :func:`transfer`, or None before the first.
+
+    ``{"path": "splice_via_pipe", "bytes": 1048576, "remembered": False,
+    "fallbacks": [{"from": "sendfile", "to": "splice_via_pipe", "errno": 22,
+    "reason": "refused by the kernel"}]}``. Paths: ``copy_file_range``, ``sendfile``,
+    ``splice``, ``splice_via_pipe``, ``read_write``.
+    """
+    return _transfer_stats()
+
+
+__all__ = ["Pipe", "proxy", "relay", "transfer", "transfer_stats"]
