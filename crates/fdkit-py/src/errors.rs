@@ -14,6 +14,11 @@ pub fn os_error(e: Errno) -> PyErr {
     PyOSError::new_err((e.raw_os_error(), strerror(e)))
 }
 
+/// `OSError(errno, strerror, filename)`: as `os.open` raises it, naming the path.
+pub fn os_error_with_path(e: Errno, path: &Bound<'_, PyAny>) -> PyErr {
+    PyOSError::new_err((e.raw_os_error(), strerror(e), path.clone().unbind()))
+}
+
 /// Maps the core's error type: errno to `OSError`, misuse to `ValueError`.
 pub fn core_error(e: fdkit::Error) -> PyErr {
     match e {
@@ -50,18 +55,49 @@ where
 /// Python thread can start while we hold it, so the dance buys nothing. With other threads it
 /// is done as always. (A C thread entering Python for the first time during the call waits
 /// for it to return, as it would behind any running Python code.)
-pub fn fs_call<T, F>(py: Python<'_>, mut call: F) -> PyResult<T>
+pub fn fs_call<T, F>(py: Python<'_>, mut call: F) -> Result<T, FsError>
 where
     T: Send,
     F: FnMut() -> Result<T, Errno> + Send,
 {
-    if other_threads_exist(py) {
-        return blocking(py, call);
-    }
+    let shared = other_threads_exist(py);
     loop {
-        match call() {
-            Err(Errno::INTR) => py.check_signals()?,
-            other => return other.map_err(os_error),
+        let r = if shared {
+            without_gil(py, &mut call)
+        } else {
+            call()
+        };
+        match r {
+            Err(Errno::INTR) => py.check_signals().map_err(FsError::Python)?,
+            other => return other.map_err(FsError::Os),
+        }
+    }
+}
+
+/// Why an [`fs_call`] failed: the kernel's errno (the caller adds the path to the
+/// `OSError`), or a signal handler's exception.
+pub enum FsError {
+    /// The syscall's errno.
+    Os(Errno),
+    /// An exception raised by a signal handler while the call was retried.
+    Python(PyErr),
+}
+
+impl FsError {
+    /// The Python exception, naming `path` when the kernel refused.
+    pub fn with_path(self, path: &Bound<'_, PyAny>) -> PyErr {
+        match self {
+            FsError::Os(e) => os_error_with_path(e, path),
+            FsError::Python(e) => e,
+        }
+    }
+}
+
+impl From<FsError> for PyErr {
+    fn from(e: FsError) -> PyErr {
+        match e {
+            FsError::Os(e) => os_error(e),
+            FsError::Python(e) => e,
         }
     }
 }

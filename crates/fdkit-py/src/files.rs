@@ -26,6 +26,7 @@ pub fn open(
     #[pyo3(from_py_with = u32_arg)] mode: u32,
     cloexec: bool,
 ) -> PyResult<RawFd> {
+    let path_obj = path;
     let path = PathArg::extract(path)?;
     let mut flags = OFlags::from_bits_retain(flags as u32);
     if cloexec {
@@ -33,7 +34,9 @@ pub fn open(
     }
     let mode = Mode::from_bits_retain(mode);
     let path: &CStr = &path.0;
-    fs_call(py, || fd::open(path, flags, mode)).map(IntoRawFd::into_raw_fd)
+    fs_call(py, || fd::open(path, flags, mode))
+        .map(IntoRawFd::into_raw_fd)
+        .map_err(|e| e.with_path(path_obj))
 }
 
 /// `close(fd)`: raises `OSError(EBADF)` for an fd that is not open. Releases the GIL when
@@ -46,7 +49,7 @@ pub fn close(py: Python<'_>, fd: Fd) -> PyResult<()> {
     let mut owned = Some(owned);
     // `close` is attempted once: `take` leaves nothing for an `EINTR` retry, which could close
     // an fd another thread was just given (the core already maps `EINTR` to success).
-    fs_call(py, || owned.take().map_or(Ok(()), fd::close))
+    Ok(fs_call(py, || owned.take().map_or(Ok(()), fd::close))?)
 }
 
 /// `pipe2(flags)`: returns `(read_fd, write_fd)`, both close-on-exec unless `cloexec=False`.
@@ -136,6 +139,22 @@ fn temp_dir(dir: Option<&Bound<'_, PyAny>>) -> PyResult<std::path::PathBuf> {
     }
 }
 
+/// A temporary-name failure names the directory it was made in, as `tempfile` does.
+fn in_dir(
+    e: crate::errors::FsError,
+    py: Python<'_>,
+    dir: Option<&Bound<'_, PyAny>>,
+    dir_path: &Path,
+) -> PyErr {
+    match dir {
+        Some(d) => e.with_path(d),
+        None => match dir_path.as_os_str().into_pyobject(py) {
+            Ok(p) => e.with_path(&p.into_any()),
+            Err(never) => match never {},
+        },
+    }
+}
+
 fn name_part(part: &Bound<'_, PyAny>) -> PyResult<std::ffi::OsString> {
     let bytes = PathArg::extract(part)?;
     Ok(OsStr::from_bytes(bytes.as_bytes()).to_os_string())
@@ -153,13 +172,14 @@ pub fn mkstemp(
     dir: Option<&Bound<'_, PyAny>>,
     cloexec: bool,
 ) -> PyResult<(RawFd, Py<PyAny>)> {
-    let dir = temp_dir(dir)?;
+    let dir_path = temp_dir(dir)?;
     let suffix = suffix.map(name_part).transpose()?.unwrap_or_default();
     let prefix = prefix
         .map(name_part)
         .transpose()?
         .unwrap_or_else(|| "tmp".into());
-    let (fd, path) = fs_call(py, || fd::mkstemp(&dir, &prefix, &suffix, cloexec))?;
+    let (fd, path) = fs_call(py, || fd::mkstemp(&dir_path, &prefix, &suffix, cloexec))
+        .map_err(|e| in_dir(e, py, dir, &dir_path))?;
     let fd = fd.into_raw_fd();
     Ok((
         fd,
@@ -177,13 +197,14 @@ pub fn mkdtemp(
     prefix: Option<&Bound<'_, PyAny>>,
     dir: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<Py<PyAny>> {
-    let dir = temp_dir(dir)?;
+    let dir_path = temp_dir(dir)?;
     let suffix = suffix.map(name_part).transpose()?.unwrap_or_default();
     let prefix = prefix
         .map(name_part)
         .transpose()?
         .unwrap_or_else(|| "tmp".into());
-    let path = fs_call(py, || fd::mkdtemp(&dir, &prefix, &suffix))?;
+    let path = fs_call(py, || fd::mkdtemp(&dir_path, &prefix, &suffix))
+        .map_err(|e| in_dir(e, py, dir, &dir_path))?;
     Ok(path.into_os_string().into_pyobject(py)?.into_any().unbind())
 }
 
@@ -201,17 +222,23 @@ fn stat_tuple(py: Python<'_>, s: FileStat) -> PyResult<Bound<'_, PyTuple>> {
 /// `stat(path)` as a plain tuple; `fdkit.fd.stat` wraps it in a `StatResult`. See stat(2).
 #[pyfunction]
 pub fn stat<'py>(py: Python<'py>, path: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyTuple>> {
-    let path = PathArg::extract(path)?;
-    let path: &CStr = &path.0;
-    stat_tuple(py, fs_call(py, || fd::stat(path))?)
+    let c_path = PathArg::extract(path)?;
+    let c: &CStr = &c_path.0;
+    stat_tuple(
+        py,
+        fs_call(py, || fd::stat(c)).map_err(|e| e.with_path(path))?,
+    )
 }
 
 /// `lstat(path)` as a plain tuple (a symlink itself). See stat(2).
 #[pyfunction]
 pub fn lstat<'py>(py: Python<'py>, path: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyTuple>> {
-    let path = PathArg::extract(path)?;
-    let path: &CStr = &path.0;
-    stat_tuple(py, fs_call(py, || fd::lstat(path))?)
+    let c_path = PathArg::extract(path)?;
+    let c: &CStr = &c_path.0;
+    stat_tuple(
+        py,
+        fs_call(py, || fd::lstat(c)).map_err(|e| e.with_path(path))?,
+    )
 }
 
 /// `fstat(fd)` as a plain tuple. See stat(2).

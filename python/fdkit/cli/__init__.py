@@ -10,7 +10,7 @@ import sys
 from collections.abc import Sequence
 
 from fdkit import __version__
-from fdkit.cli import bench, doctor
+from fdkit.cli import bench, copy, doctor
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -21,6 +21,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"fdkit {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     bench.add_parser(sub)
+    copy.add_parser(sub)
     doctor.add_parser(sub)
     return parser
 

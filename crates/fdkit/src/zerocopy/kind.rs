@@ -1,6 +1,7 @@
 //! What kind of file an fd is: the first thing `transfer` needs to pick a path.
 
-use rustix::fs::{fstat, FileType, Stat};
+use crate::fd::FileStat;
+use rustix::fs::{fstat, FileType};
 use rustix::io::Errno;
 use std::os::fd::BorrowedFd;
 
@@ -23,7 +24,7 @@ pub enum FdKind {
 
 /// `fstat(fd)` and the kind it shows, with the identity (`st_dev`, `st_ino`) `transfer` uses
 /// to remember what worked for a pair of files. See fstat(2), inode(7).
-pub fn fd_kind(fd: BorrowedFd<'_>) -> Result<(FdKind, Stat), Errno> {
+pub fn fd_kind(fd: BorrowedFd<'_>) -> Result<(FdKind, FileStat), Errno> {
     let st = fstat(fd)?;
     let kind = match FileType::from_raw_mode(st.st_mode) {
         FileType::RegularFile => FdKind::File,
@@ -33,5 +34,5 @@ pub fn fd_kind(fd: BorrowedFd<'_>) -> Result<(FdKind, Stat), Errno> {
         FileType::BlockDevice => FdKind::BlockDevice,
         _ => FdKind::Other,
     };
-    Ok((kind, st))
+    Ok((kind, FileStat::from(st)))
 }

@@ -159,11 +159,11 @@ pub fn transfer(
     };
     let key: PairKey = (
         src.as_raw_fd(),
-        src_st.st_dev as u64,
-        src_st.st_ino as u64,
+        src_st.dev,
+        src_st.ino,
         dst.as_raw_fd(),
-        dst_st.st_dev as u64,
-        dst_st.st_ino as u64,
+        dst_st.dev,
+        dst_st.ino,
     );
     let paths = plan(src_kind, dst_kind);
     let start = match remembered(key).and_then(|p| paths.iter().position(|&q| q == p)) {
