@@ -10,6 +10,9 @@
 * :func:`proxy` relays both directions between two connected stream sockets; :func:`relay`
   one direction, optionally recording it.
 
+``transfer`` keeps up to 16 idle internal pipe pairs for reuse; :func:`pipe_pool_clear`
+closes them (:func:`pipe_pool_idle` counts them).
+
 All of them release the GIL for the whole call and stop on Ctrl-C.
 """
 
@@ -17,7 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fdkit._fdkit import Pipe, proxy, relay, transfer
+from fdkit._fdkit import Pipe, pipe_pool_clear, pipe_pool_idle, proxy, relay, transfer
 from fdkit._fdkit import transfer_stats as _transfer_stats
 
 
@@ -32,4 +35,12 @@ def transfer_stats() -> dict[str, Any] | None:
     return _transfer_stats()
 
 
-__all__ = ["Pipe", "proxy", "relay", "transfer", "transfer_stats"]
+__all__ = [
+    "Pipe",
+    "pipe_pool_clear",
+    "pipe_pool_idle",
+    "proxy",
+    "relay",
+    "transfer",
+    "transfer_stats",
+]

@@ -126,6 +126,19 @@ pub fn relay(py: Python<'_>, src_fd: Fd, dst_fd: Fd, record_fd: Option<Fd>) -> P
     })
 }
 
+/// `pipe_pool_clear()`: closes the idle internal pipes `transfer` keeps for reuse (at most
+/// 16 pairs); returns how many pairs it closed.
+#[pyfunction]
+pub fn pipe_pool_clear() -> usize {
+    zerocopy::pool_clear()
+}
+
+/// `pipe_pool_idle()`: how many idle internal pipe pairs the pool holds.
+#[pyfunction]
+pub fn pipe_pool_idle() -> usize {
+    zerocopy::pool_idle()
+}
+
 /// A pipe pair as an object: `read_from`, `write_to`, `tee`, sizes. A context manager; after
 /// `close()` every method raises `ValueError`.
 #[pyclass(module = "fdkit._fdkit", name = "Pipe")]
@@ -291,6 +304,8 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(transfer_stats, m)?)?;
     m.add_function(wrap_pyfunction!(proxy, m)?)?;
     m.add_function(wrap_pyfunction!(relay, m)?)?;
+    m.add_function(wrap_pyfunction!(pipe_pool_clear, m)?)?;
+    m.add_function(wrap_pyfunction!(pipe_pool_idle, m)?)?;
     m.add_class::<PyPipe>()?;
     Ok(())
 }

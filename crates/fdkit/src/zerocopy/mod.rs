@@ -19,6 +19,6 @@ mod wait;
 
 pub use kind::{fd_kind, FdKind};
 pub use pipe::{pipe_max_size, Pipe};
-pub use pool::{pool_idle, PooledPipe, POOL_CAPACITY, POOL_PIPE_SIZE};
+pub use pool::{pool_clear, pool_idle, PooledPipe, POOL_CAPACITY, POOL_PIPE_SIZE};
 pub use proxy::{proxy, relay};
 pub use transfer::{transfer, Fallback, Path, TransferStats, SMALL_TRANSFER};

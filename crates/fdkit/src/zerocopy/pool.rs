@@ -24,6 +24,12 @@ pub fn pool_idle() -> usize {
     IDLE.lock().map(|v| v.len()).unwrap_or(0)
 }
 
+/// Closes every idle pipe the pool holds (pipes on loan are not affected) and returns how
+/// many it closed: for a program that wants its fds back, or a test counting fds.
+pub fn pool_clear() -> usize {
+    IDLE.lock().map(|mut v| v.drain(..).count()).unwrap_or(0)
+}
+
 /// A non-blocking pipe on loan from the pool; it tracks the bytes it holds.
 #[derive(Debug)]
 pub struct PooledPipe {
