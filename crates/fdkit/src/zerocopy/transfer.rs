@@ -8,8 +8,11 @@ use std::fmt;
 use std::os::fd::{AsRawFd, BorrowedFd};
 use std::sync::Mutex;
 
-/// Transfers of at most this many bytes go straight to read/write: for a few KiB the setup of
-/// a kernel path (two fstat calls, a pooled pipe) costs more than the copy it saves.
+/// Transfers of at most this many bytes skip the two `fstat` calls and the path plan: they go
+/// straight through a pooled pipe (splice works from and to nearly every fd kind), falling
+/// back to read/write. Measured on loopback at 4 KiB per call: splice through a pipe beat
+/// read/write from every socket source (unix → unix 1.45 GB/s against 0.81), and the fstat
+/// pair was the largest fixed cost left.
 pub const SMALL_TRANSFER: u64 = 16 << 10;
 
 /// The ways bytes can move.
@@ -79,6 +82,10 @@ fn plan(src: FdKind, dst: FdKind) -> &'static [Path] {
     match (src, dst) {
         (File, File) => &[CopyFileRange, Sendfile, ReadWrite],
         (Pipe, _) | (_, Pipe) => &[Splice, ReadWrite],
+        // Measured: a file to a TCP socket through a 1 MiB pipe cost 0.17-0.19 s of CPU per
+        // GiB against sendfile's 0.28-0.30 at 64 KiB and 1 MiB per call (sendfile splices
+        // through a small per-task pipe internally), and ran 1.6x faster.
+        (File | BlockDevice, Socket) => &[SpliceViaPipe, Sendfile, ReadWrite],
         (File | BlockDevice, _) => &[Sendfile, SpliceViaPipe, ReadWrite],
         _ => &[SpliceViaPipe, ReadWrite],
     }
@@ -153,9 +160,7 @@ pub fn transfer(
         checkpoint,
     };
     let Some(((src_kind, src_st), (dst_kind, dst_st))) = kinds else {
-        let r = engines::read_write(&mut job).map(|_| job.moved);
-        stats.bytes = job.moved;
-        return (r, stats);
+        return small_transfer(&mut job, stats);
     };
     let key: PairKey = (
         src.as_raw_fd(),
@@ -204,4 +209,25 @@ pub fn transfer(
         }
     }
     (Ok(job.moved), stats)
+}
+
+/// The small-transfer path: through a pooled pipe, else read/write.
+fn small_transfer(job: &mut Job<'_>, mut stats: TransferStats) -> (Result<u64, Errno>, TransferStats) {
+    stats.path = Path::SpliceViaPipe;
+    let r = match engines::splice_via_pipe(job, None) {
+        Ok(Step::Done) => Ok(job.moved),
+        Ok(Step::Unsupported(errno, reason)) => {
+            stats.fallbacks.push(Fallback {
+                from: Path::SpliceViaPipe,
+                to: Path::ReadWrite,
+                errno,
+                reason,
+            });
+            stats.path = Path::ReadWrite;
+            engines::read_write(job).map(|_| job.moved)
+        }
+        Err(e) => Err(e),
+    };
+    stats.bytes = job.moved;
+    (r, stats)
 }
