@@ -7,10 +7,12 @@ every bench runs, cleans up after itself, and reports rows ``fdkit bench`` can p
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import math
 import os
 import shutil
+import socket
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -20,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from fdkit import benchmarks
-from fdkit.benchmarks import _common, report
+from fdkit.benchmarks import _common, _endpoints, report, zerocopy
 from fdkit.benchmarks._common import TINY_ENV, Result, is_rate
 
 REPO = Path(__file__).resolve().parent.parent
@@ -43,6 +45,14 @@ HEADLINES = {
     "socket_create": ["socket_create", "socket_vs_c"],
     "memory": ["fd_memory"],
     "file_open": ["file_open", "file_vs_c"],
+    "zerocopy": [
+        "transfer_tcp_tcp_64k",
+        "transfer_tcp_tcp_1m",
+        "transfer_vs_c",
+        "transfer_small_4k",
+        "copy_file_1g",
+    ],
+    "proxy": ["proxy_vs_asyncio"],
 }
 
 
@@ -52,6 +62,21 @@ def _expected_headlines(bench: str) -> list[str]:
 
 def _open_fds() -> set[str]:
     return set(os.listdir("/proc/self/fd"))
+
+
+def _children() -> set[int]:
+    """Processes whose parent is this one (zombies included)."""
+    me, out = os.getpid(), set()
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{name}/stat").read_bytes()
+        except OSError:
+            continue
+        if int(stat.rsplit(b")", 1)[1].split()[1]) == me:
+            out.add(int(name))
+    return out
 
 
 @pytest.fixture(scope="module")
@@ -68,10 +93,11 @@ def results(tiny_env: None) -> dict[str, list[Result]]:
     out = {name: b.run(quick=True) for name, b in benchmarks.BENCHES.items()}
     leaked = _open_fds() - before
     assert not leaked, f"benches left fds open: {sorted(leaked)}"
+    assert not _children(), "benches left child processes behind"
     return out
 
 
-def test_registry_lists_the_four_benches() -> None:
+def test_registry_lists_every_bench() -> None:
     assert set(HEADLINES) <= set(benchmarks.BENCHES)
     for name, b in benchmarks.BENCHES.items():
         assert b.name == name
@@ -131,6 +157,12 @@ def test_goals_match_the_issue(results: dict[str, list[Result]]) -> None:
         "fd_memory": 3.0,
         "file_open": 1.0,
         "file_vs_c": 0.9,
+        "transfer_tcp_tcp_64k": 2.0,
+        "transfer_tcp_tcp_1m": 2.0,
+        "transfer_vs_c": 0.909,
+        "transfer_small_4k": 1.0,
+        "copy_file_1g": 1.0,
+        "proxy_vs_asyncio": 3.0,
     }
     assert goals == {k: v for k, v in expected.items() if HAVE_GCC or not k.endswith("_vs_c")}
 
@@ -232,3 +264,114 @@ def test_bench_script_prints_json() -> None:
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
     assert [r["id"] for r in doc["results"]] == ["fd_memory"]
+
+
+@pytest.mark.parametrize(
+    ("script", "ids"),
+    [
+        ("zerocopy", HEADLINES["zerocopy"]),
+        ("proxy", HEADLINES["proxy"]),
+    ],
+)
+def test_zero_copy_scripts_print_json(script: str, ids: list[str]) -> None:
+    env = dict(os.environ, **{TINY_ENV: "1"})
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "bench" / f"{script}.py"), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    got = [r["id"] for r in json.loads(proc.stdout)["results"]]
+    for i in ids:
+        if HAVE_GCC or not i.endswith("_vs_c"):
+            assert got.count(i) == 1, got
+
+
+def test_zerocopy_covers_every_kind_and_names_the_path(results: dict[str, list[Result]]) -> None:
+    rows = results["zerocopy"]
+    ids = {r.id for r in rows}
+    for kind in zerocopy.KINDS:
+        if kind != "tcp_tcp":
+            assert any(i.startswith(f"zc_{kind}_") for i in ids), (kind, sorted(ids))
+    assert {"zc_tcp_tcp_4k_cpu", "zc_tcp_tcp_64k_rate", "zc_tcp_tcp_1m_rate"} <= ids
+    for r in rows:
+        assert "path " in r.case and "path ?" not in r.case, r.case
+        assert r.unit in ("s/GiB", "MiB/s", "ms"), r
+    by_id = {r.id: r for r in rows}
+    assert by_id["transfer_tcp_tcp_64k"].baseline_name.startswith("Python recv_into/sendall")
+    assert by_id["transfer_small_4k"].unit == "MiB/s"
+    assert by_id["copy_file_1g"].baseline_name == "shutil.copyfile"
+
+
+def test_proxy_rows(results: dict[str, list[Result]]) -> None:
+    (row,) = [r for r in results["proxy"] if r.id == "proxy_vs_asyncio"]
+    assert row.unit == "s/GiB"
+    assert row.baseline_name.startswith("asyncio proxy")
+
+
+def test_c_relay_moves_every_byte(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    if not HAVE_GCC:
+        pytest.skip("gcc not installed")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    lib = _common.load_c("splice_relay")
+    assert lib is not None
+    movers = zerocopy._c_movers(lib)
+    data = os.urandom(100_000)
+    src_path = tmp_path / "src"
+    src_path.write_bytes(data)
+    for key in ("c_splice", "c_rw"):
+        # a file served 3 times into a file, from offset 0 each time
+        dst_path = tmp_path / f"dst-{key}"
+        s = os.open(src_path, os.O_RDONLY)
+        d = os.open(dst_path, os.O_WRONLY | os.O_CREAT, 0o600)
+        try:
+            movers[key](zerocopy.End("file", s), zerocopy.End("file", d), len(data), 3)
+        finally:
+            os.close(s)
+            os.close(d)
+        assert dst_path.read_bytes() == data * 3
+        # a stream, in messages of 4000 bytes; an early EOF is an error, not a hang
+        a, b = _endpoints.stream_pair("unix")
+        c, e = _endpoints.stream_pair("tcp")
+        with a, b, c, e:
+            b.sendall(data[:40_000])
+            src = zerocopy.End("unix", a.fileno(), a)
+            dst = zerocopy.End("tcp", c.fileno(), c)
+            movers[key](src, dst, 4000, 10)
+            got = bytearray()
+            while len(got) < 40_000:
+                got += e.recv(65536)
+            assert bytes(got) == data[:40_000]
+            b.shutdown(socket.SHUT_WR)
+            with pytest.raises(EOFError):
+                movers[key](src, dst, 4000, 1)
+
+
+@pytest.mark.parametrize("period", [None, 1000, 4096, 10_000])
+def test_repeated_sha(period: int | None) -> None:
+    data = os.urandom(4096)
+    block = data if period is None else (data * 3)[:period]
+    total = 25_000
+    expected = hashlib.sha256((block * (total // len(block) + 1))[:total]).hexdigest()
+    assert _endpoints.repeated_sha(data, total, period) == expected
+
+
+def test_cpu_between_keeps_the_kernel_figure_when_threads_vanish() -> None:
+    tick = 1 / os.sysconf("SC_CLK_TCK")
+    before = _endpoints.CpuReading(ticks=1.0, runtime=1.0)
+    agree = _endpoints.CpuReading(ticks=1.0 + 50 * tick, runtime=1.0 + 50 * tick + 0.004)
+    assert _endpoints.cpu_between(before, agree) == pytest.approx(50 * tick + 0.004)
+    vanished = _endpoints.CpuReading(ticks=1.0 + 50 * tick, runtime=1.0 + 10 * tick)
+    assert _endpoints.cpu_between(before, vanished) == pytest.approx(50 * tick)
+
+
+def test_endpoint_child_reports_a_crash() -> None:
+    child = _endpoints.Child.endpoint("no-such-role")
+    try:
+        with pytest.raises(RuntimeError, match="no-such-role"):
+            child.ask("1", timeout=30)
+    finally:
+        child.stop()
