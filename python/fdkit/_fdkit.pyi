@@ -109,3 +109,19 @@ class Pipe:
     def close(self) -> None: ...
     def __enter__(self) -> Pipe: ...
     def __exit__(self, *_args: object) -> bool: ...
+
+# The forwarding proxy (fdkit proxy)
+from collections.abc import Callable as _Callable  # noqa: E402  (appended section)
+
+def serve_proxy(
+    listen: str,
+    upstream: str,
+    *,
+    record: _Path | None = None,
+    max_connections: int = 4096,
+    idle_timeout: float | None = None,
+    connect_timeout: float = 10.0,
+    pipe_size: int | None = None,
+    quiet: bool = False,
+    on_listen: _Callable[[str, str], object] | None = None,
+) -> dict[str, int]: ...

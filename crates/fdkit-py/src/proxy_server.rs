@@ -1,8 +1,237 @@
-//! Python glue for `proxy_server` (being written).
+//! `serve_proxy`: the forwarding proxy behind `fdkit proxy`, its loop run with the GIL
+//! released. Addresses are parsed (and host names resolved) here in Rust; per-connection log
+//! lines go straight to fd 2 from Rust, so no Python runs while the proxy serves except the
+//! signal check every 100 ms.
 
+use crate::args::{i64_arg, Count, PathArg};
+use crate::errors::os_error;
+use fdkit::error::strerror;
+use fdkit::fd::Errno;
+use fdkit::servers::proxy::{Endpoint, ProxyConfig, ProxyServer, ProxyStats};
+use pyo3::exceptions::{PyOSError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
+use pyo3::types::PyDict;
+use std::ffi::OsStr;
+use std::io::{self, Write};
+use std::os::unix::ffi::OsStrExt;
+use std::path::PathBuf;
+use std::time::Duration;
 
 /// Adds this family's functions and classes to the native module.
-pub fn register(_m: &Bound<'_, PyModule>) -> PyResult<()> {
-    Ok(())
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(serve_proxy, m)?)
+}
+
+/// The most connections one proxy may be asked to hold (each needs six fds).
+const MAX_CONNECTIONS: i64 = 1 << 24;
+/// The largest pipe size worth asking for (the kernel refuses more than `fs.pipe-max-size`).
+const MAX_PIPE_SIZE: u64 = 1 << 30;
+
+/// `serve_proxy(listen, upstream, *, record=None, max_connections=4096, idle_timeout=None,
+/// connect_timeout=10.0, pipe_size=None, quiet=False, on_listen=None)`: runs the forwarding proxy until a
+/// signal handler raises (Ctrl-C: `KeyboardInterrupt`).
+///
+/// `listen` and `upstream` are `"HOST:PORT"`, `"[V6]:PORT"`, `"unix:/PATH"` or
+/// `"unix:@NAME"` (abstract); a host name is resolved once, here. `record="FILE"` writes what
+/// each client received to `FILE.<n>`. `on_listen(listen_addr, upstream_addr)` is called once
+/// the socket listens, with the real address (port 0 replaced by the port the kernel chose).
+/// `pipe_size` asks for relay pipes of that many bytes (the kernel rounds up to a power-of-two
+/// number of pages; a refusal keeps its default of 64 KiB).
+/// One line per connection goes to stderr unless `quiet`.
+///
+/// The loop runs with the GIL released and stops when a signal handler raises: the listener
+/// and every connection are closed, then the handler's exception is re-raised with the run's
+/// stats dict in its `proxy_stats` attribute. Bad arguments raise `ValueError`; kernel
+/// errors `OSError` (a failed bind names the address).
+#[pyfunction]
+#[pyo3(signature = (
+    listen,
+    upstream,
+    *,
+    record=None,
+    max_connections=4096,
+    idle_timeout=None,
+    connect_timeout=10.0,
+    pipe_size=None,
+    quiet=false,
+    on_listen=None,
+))]
+#[allow(clippy::too_many_arguments)]
+pub fn serve_proxy<'py>(
+    py: Python<'py>,
+    listen: &str,
+    upstream: &str,
+    record: Option<&Bound<'py, PyAny>>,
+    #[pyo3(from_py_with = i64_arg)] max_connections: i64,
+    idle_timeout: Option<f64>,
+    connect_timeout: f64,
+    pipe_size: Option<Count>,
+    quiet: bool,
+    on_listen: Option<&Bound<'py, PyAny>>,
+) -> PyResult<Bound<'py, PyDict>> {
+    if !(1..=MAX_CONNECTIONS).contains(&max_connections) {
+        return Err(PyValueError::new_err(format!(
+            "max_connections must be 1..={MAX_CONNECTIONS}, got {max_connections}"
+        )));
+    }
+    let idle_timeout = idle_timeout
+        .map(|t| seconds(t, "idle_timeout"))
+        .transpose()?;
+    let connect_timeout = seconds(connect_timeout, "connect_timeout")?;
+    let pipe_size = match pipe_size {
+        None => None,
+        Some(Count(n)) if (1..=MAX_PIPE_SIZE).contains(&n) => Some(n as usize),
+        Some(Count(n)) => {
+            return Err(PyValueError::new_err(format!(
+                "pipe_size must be 1..={MAX_PIPE_SIZE} bytes, got {n}"
+            )))
+        }
+    };
+    let record = record
+        .map(|r| PathArg::extract(r).map(|p| PathBuf::from(OsStr::from_bytes(p.as_bytes()))))
+        .transpose()?;
+    if let Some(cb) = on_listen {
+        if !cb.is_callable() {
+            return Err(PyTypeError::new_err("on_listen must be callable"));
+        }
+    }
+
+    // Name lookups and bind can block: without the GIL.
+    let server = py
+        .detach(|| {
+            let listen_at = resolve(listen)?;
+            let upstream_at = resolve(upstream)?;
+            let mut config = ProxyConfig::new(listen_at, upstream_at);
+            config.record = record;
+            config.max_connections = max_connections as usize;
+            config.idle_timeout = idle_timeout;
+            config.connect_timeout = connect_timeout;
+            config.pipe_size = pipe_size;
+            ProxyServer::bind(config).map_err(|e| Failure::Bind(e, listen.to_owned()))
+        })
+        .map_err(Failure::into_py)?;
+    if let Some(cb) = on_listen {
+        cb.call1((
+            server.local_endpoint().to_string(),
+            server.config().upstream.to_string(),
+        ))?;
+    }
+
+    let mut stop = Stop::default();
+    let result = py.detach(|| {
+        server.run(stop.checkpoint(), |line| {
+            if !quiet {
+                write_stderr(line);
+            }
+        })
+    });
+    match result {
+        Ok(stats) => {
+            let dict = stats_dict(py, &stats)?;
+            match stop.raised {
+                Some(raised) => {
+                    // Best effort: an exception type with __slots__ cannot take the attribute.
+                    let _ = raised.value(py).setattr("proxy_stats", &dict);
+                    Err(raised)
+                }
+                None => Ok(dict),
+            }
+        }
+        Err(e) => Err(stop.raised.unwrap_or_else(|| io_to_py(&e))),
+    }
+}
+
+/// A failure before serving, kept apart from Python until the GIL is back.
+enum Failure {
+    /// The spelling of an endpoint is wrong (or its host does not resolve).
+    Address(String, io::Error),
+    /// `bind`/`listen` failed on the listen address.
+    Bind(io::Error, String),
+}
+
+impl Failure {
+    fn into_py(self) -> PyErr {
+        match self {
+            Failure::Address(s, e) if e.kind() == io::ErrorKind::InvalidInput => {
+                let text = e.to_string();
+                let why = text.strip_prefix("invalid argument: ").unwrap_or(&text);
+                PyValueError::new_err(format!("invalid address {s:?}: {why}"))
+            }
+            Failure::Address(s, e) => match e.raw_os_error() {
+                Some(_) => io_to_py(&e),
+                None => PyOSError::new_err(format!("cannot resolve {s:?}: {e}")),
+            },
+            Failure::Bind(e, at) => match e.raw_os_error() {
+                // OSError(errno, strerror, filename): "[Errno 98] Address already in use: '…'".
+                Some(n) => PyOSError::new_err((n, strerror(Errno::from_raw_os_error(n)), at)),
+                None if e.kind() == io::ErrorKind::InvalidInput => {
+                    PyValueError::new_err(e.to_string())
+                }
+                None => PyOSError::new_err(e.to_string()),
+            },
+        }
+    }
+}
+
+fn resolve(s: &str) -> Result<Endpoint, Failure> {
+    Endpoint::resolve(s).map_err(|e| Failure::Address(s.to_owned(), e))
+}
+
+fn io_to_py(e: &io::Error) -> PyErr {
+    match e.raw_os_error() {
+        Some(n) => os_error(Errno::from_raw_os_error(n)),
+        None => PyOSError::new_err(e.to_string()),
+    }
+}
+
+/// A positive, finite number of seconds.
+fn seconds(t: f64, what: &str) -> PyResult<Duration> {
+    if t > 0.0 {
+        if let Ok(d) = Duration::try_from_secs_f64(t) {
+            return Ok(d);
+        }
+    }
+    Err(PyValueError::new_err(format!(
+        "{what} must be a positive number of seconds, got {t}"
+    )))
+}
+
+/// One log line to fd 2 in one `write` (Rust's stderr is unbuffered); errors are dropped, as
+/// a server's logging must never stop it.
+fn write_stderr(line: &str) {
+    let mut buf = Vec::with_capacity(line.len() + 1);
+    buf.extend_from_slice(line.as_bytes());
+    buf.push(b'\n');
+    let _ = io::stderr().lock().write_all(&buf);
+}
+
+fn stats_dict<'py>(py: Python<'py>, s: &ProxyStats) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("connections", s.connections)?;
+    d.set_item("bytes_up", s.bytes_up)?;
+    d.set_item("bytes_down", s.bytes_down)?;
+    d.set_item("upstream_failures", s.upstream_failures)?;
+    d.set_item("peak_connections", s.peak_connections)?;
+    d.set_item("max_connections", s.max_connections)?;
+    Ok(d)
+}
+
+/// The checkpoint handed to the loop (the `Signals` pattern of `errors.rs`, keeping the
+/// exception here so the stats can ride on it): with the GIL released, it takes the GIL back
+/// for a moment to run signal handlers; a handler's exception is kept and stops the loop.
+#[derive(Default)]
+struct Stop {
+    raised: Option<PyErr>,
+}
+
+impl Stop {
+    fn checkpoint(&mut self) -> impl FnMut() -> Result<(), Errno> + Send + '_ {
+        move || match Python::attach(|py| py.check_signals()) {
+            Ok(()) => Ok(()),
+            Err(e) => {
+                self.raised = Some(e);
+                Err(Errno::INTR)
+            }
+        }
+    }
 }

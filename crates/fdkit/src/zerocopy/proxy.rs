@@ -202,6 +202,7 @@ pub fn proxy(
         moved: 0,
     };
     let mut last_progress = Instant::now();
+    let mut hung_up = [false; 2];
     loop {
         let p1 = ab.pump()?;
         let p2 = ba.pump()?;
@@ -213,13 +214,18 @@ pub fn proxy(
         }
         let (ab_src, ab_dst) = ab.wants();
         let (ba_src, ba_dst) = ba.wants();
-        // a is ab's source and ba's destination; b the other way round. An fd nobody waits on
-        // is left out: poll would report its hang-up forever and the loop would spin.
-        let mut fds: Vec<PollFd<'_>> = [(a, ab_src | ba_dst), (b, ba_src | ab_dst)]
-            .into_iter()
-            .filter(|(_, ev)| !ev.is_empty())
-            .map(|(fd, ev)| PollFd::from_borrowed_fd(fd, ev))
-            .collect();
+        // a is ab's source and ba's destination; b the other way round. A side nothing waits on
+        // stays in the poll set (with no events) so that a reset on it is still seen; once it
+        // has reported a plain hang-up it is left out, or poll would report that forever.
+        let wanted = [ab_src | ba_dst, ba_src | ab_dst];
+        let mut fds: Vec<PollFd<'_>> = Vec::with_capacity(2);
+        let mut sides: Vec<usize> = Vec::with_capacity(2);
+        for (i, fd) in [a, b].into_iter().enumerate() {
+            if !wanted[i].is_empty() || !hung_up[i] {
+                fds.push(PollFd::from_borrowed_fd(fd, wanted[i]));
+                sides.push(i);
+            }
+        }
         let wait = match idle_timeout {
             None => None,
             Some(t) => {
@@ -231,9 +237,20 @@ pub fn proxy(
             }
         };
         crate::fd::poll(&mut fds, wait, &mut *checkpoint)?;
-        for f in &fds {
-            if f.revents().contains(PollFlags::NVAL) {
+        for (f, &i) in fds.iter().zip(&sides) {
+            let got = f.revents();
+            if got.contains(PollFlags::NVAL) {
                 return Err(Errno::BADF);
+            }
+            if wanted[i].is_empty() {
+                if got.contains(PollFlags::ERR) {
+                    // A reset on a side nothing waits on (say, after its half-close).
+                    rustix::net::sockopt::socket_error([a, b][i])??;
+                    return Err(Errno::CONNRESET);
+                }
+                if got.contains(PollFlags::HUP) {
+                    hung_up[i] = true;
+                }
             }
         }
     }

@@ -1,0 +1,405 @@
+"""`fdkit proxy` run as a user runs it: a subprocess, with loopback upstreams in the test.
+
+Every proxy process is started here and stopped by its pid in a ``finally``; upstreams are
+threads (or an asyncio server) on 127.0.0.1 that stop with the test.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import os
+import re
+import resource
+import select
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+FDKIT = shutil.which("fdkit", path=os.path.dirname(sys.executable)) or "fdkit"
+START = re.compile(r"listening on (\S+), forwarding to (\S+) \(pid (\d+)\)")
+
+
+class Proxy:
+    """A running ``fdkit proxy`` process."""
+
+    def __init__(self, proc: subprocess.Popen[str], listen: str, err_path: Path) -> None:
+        self.proc = proc
+        self.listen = listen
+        self.err_path = err_path
+
+    @property
+    def address(self) -> tuple[str, int]:
+        host, port = self.listen.rsplit(":", 1)
+        return host, int(port)
+
+    def connect(self, timeout: float = 10) -> socket.socket:
+        if self.listen.startswith("unix:"):
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.settimeout(timeout)
+            s.connect(self.listen[len("unix:") :])
+            return s
+        return socket.create_connection(self.address, timeout=timeout)
+
+    def log(self) -> list[str]:
+        return self.err_path.read_text().splitlines()
+
+    def wait_log(self, needle: str, count: int = 1, timeout: float = 10) -> list[str]:
+        """Waits until ``count`` stderr lines contain ``needle``; returns them."""
+        deadline = time.monotonic() + timeout
+        while True:
+            found = [line for line in self.log() if needle in line]
+            if len(found) >= count:
+                return found
+            if time.monotonic() > deadline:
+                pytest.fail(f"no {count} log lines with {needle!r}: {self.log()[-20:]}")
+            time.sleep(0.01)
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 10) -> tuple[int, str]:
+        """Sends ``sig``; returns the exit code and what was left on stdout."""
+        self.proc.send_signal(sig)
+        out, _ = self.proc.communicate(timeout=timeout)
+        return self.proc.returncode, out
+
+
+@contextlib.contextmanager
+def fdkit_proxy(tmp_path: Path, *args: str) -> Iterator[Proxy]:
+    """Starts ``fdkit proxy ARGS``, reads its start line, and kills it by pid at the end."""
+    err_path = tmp_path / f"proxy-{time.monotonic_ns()}.err"
+    with open(err_path, "wb") as err:
+        proc = subprocess.Popen(
+            [FDKIT, "proxy", *args], stdout=subprocess.PIPE, stderr=err, text=True
+        )
+    try:
+        assert proc.stdout is not None
+        ready, _, _ = select.select([proc.stdout], [], [], 15)
+        line = proc.stdout.readline() if ready else ""
+        m = START.search(line)
+        assert m, f"no start line: {line!r}; stderr: {err_path.read_text()!r}"
+        assert int(m.group(3)) == proc.pid
+        yield Proxy(proc, m.group(1), err_path)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.communicate(timeout=10)
+
+
+def run(*args: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [FDKIT, "proxy", *args], capture_output=True, text=True, timeout=timeout, check=False
+    )
+
+
+class Upstream:
+    """A threaded TCP server on 127.0.0.1 running ``handler(conn)`` per connection."""
+
+    def __init__(self, handler: Callable[[socket.socket], None]) -> None:
+        self.handler = handler
+        self.listener = socket.create_server(("127.0.0.1", 0), backlog=1024)
+        self.listener.settimeout(0.05)
+        self.port: int = self.listener.getsockname()[1]
+        self.stopping = threading.Event()
+        self.errors: list[BaseException] = []
+        self.threads: list[threading.Thread] = []
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    @property
+    def spec(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def _serve(self) -> None:
+        while not self.stopping.is_set():
+            try:
+                conn, _ = self.listener.accept()
+            except TimeoutError:
+                continue
+            t = threading.Thread(target=self._handle, args=(conn,), daemon=True)
+            t.start()
+            self.threads.append(t)
+
+    def _handle(self, conn: socket.socket) -> None:
+        with conn:
+            conn.settimeout(10)
+            try:
+                self.handler(conn)
+            except BaseException as e:
+                self.errors.append(e)
+
+    def close(self) -> None:
+        self.stopping.set()
+        self.thread.join()
+        for t in self.threads:
+            t.join(10)
+        self.listener.close()
+
+
+@pytest.fixture
+def upstream() -> Iterator[Callable[[Callable[[socket.socket], None]], Upstream]]:
+    made: list[Upstream] = []
+
+    def make(handler: Callable[[socket.socket], None]) -> Upstream:
+        made.append(Upstream(handler))
+        return made[-1]
+
+    yield make
+    for u in made:
+        u.close()
+    for u in made:
+        assert not u.errors, u.errors
+
+
+def recv_all(s: socket.socket) -> bytes:
+    chunks = []
+    while data := s.recv(65536):
+        chunks.append(data)
+    return b"".join(chunks)
+
+
+def echo(conn: socket.socket) -> None:
+    while data := conn.recv(65536):
+        conn.sendall(data)
+    conn.shutdown(socket.SHUT_WR)
+
+
+def closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+    return port
+
+
+# ------------------------------------------------------------------------------- arguments
+
+
+def test_help_names_the_addresses() -> None:
+    r = subprocess.run([FDKIT, "proxy", "--help"], capture_output=True, text=True, check=False)
+    assert r.returncode == 0
+    assert "usage: fdkit proxy" in r.stdout and "unix:@NAME" in r.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["nonsense", "127.0.0.1:1"], 'invalid address "nonsense": expected HOST:PORT'),
+        (["127.0.0.1:0", "127.0.0.1:99999"], 'invalid address "127.0.0.1:99999"'),
+        (["127.0.0.1:0", "::1:80"], "brackets"),
+        (["127.0.0.1:0", "unix:"], "empty"),
+        (["127.0.0.1:0", "127.0.0.1:1", "--max-connections", "0"], "--max-connections"),
+        (["127.0.0.1:0", "127.0.0.1:1", "--idle-timeout", "-1"], "--idle-timeout"),
+        (["127.0.0.1:0", "127.0.0.1:1", "--connect-timeout", "nan"], "--connect-timeout"),
+        (["127.0.0.1:0", "127.0.0.1:1", "--record", "/nonexistent/dir/rec"], "--record"),
+        (["127.0.0.1:0", "127.0.0.1:1", "--pipe-size", "0"], "--pipe-size"),
+        (["127.0.0.1:0", "127.0.0.1:1", "--pipe-size", "1X"], "--pipe-size"),
+    ],
+)
+def test_bad_arguments_fail_in_one_line(args: list[str], message: str) -> None:
+    r = run(*args)
+    assert r.returncode != 0
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("fdkit proxy: "), r.stderr
+    assert message in lines[0], lines[0]
+    assert r.stdout == ""
+
+
+def test_an_address_in_use_is_named() -> None:
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        r = run(f"127.0.0.1:{port}", "127.0.0.1:1")
+    assert r.returncode == 1
+    assert r.stderr.strip() == (
+        f"fdkit proxy: [Errno 98] Address already in use: '127.0.0.1:{port}'"
+    )
+
+
+# ------------------------------------------------------------------------------- serving
+
+
+def test_a_thousand_concurrent_connections(tmp_path: Path) -> None:
+    n, size = 1000, 6 * 1024
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    need = 2 * n + 200
+    if hard != resource.RLIM_INFINITY and hard < need:
+        pytest.skip(f"RLIMIT_NOFILE hard limit {hard} < {need}")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, need), hard))
+    try:
+        _thousand(tmp_path, n, size)
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def _thousand(tmp_path: Path, n: int, size: int) -> None:
+    async def echo_handler(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+        while data := await r.read(65536):
+            w.write(data)
+            await w.drain()
+        w.write_eof()
+        await w.drain()
+        w.close()
+        await w.wait_closed()
+
+    async def main() -> tuple[list[bool], float, Proxy, int, str]:
+        server = await asyncio.start_server(echo_handler, "127.0.0.1", 0, backlog=2048)
+        port = server.sockets[0].getsockname()[1]
+        with fdkit_proxy(tmp_path, "127.0.0.1:0", f"127.0.0.1:{port}") as p:
+            host, pport = p.address
+            barrier = asyncio.Barrier(n)
+
+            async def client(i: int) -> bool:
+                r, w = await asyncio.open_connection(host, pport, limit=1 << 20)
+                # One round trip proves the proxy holds this connection; then all wait, so
+                # that all n are open through the proxy at once.
+                w.write(b"%08d" % i)
+                assert await r.readexactly(8) == b"%08d" % i
+                await barrier.wait()
+                payload = os.urandom(size)
+                w.write(payload)
+                w.write_eof()
+                back = await r.read(-1)
+                w.close()
+                await w.wait_closed()
+                return hashlib.sha256(back).digest() == hashlib.sha256(payload).digest()
+
+            t0 = time.monotonic()
+            results = await asyncio.wait_for(
+                asyncio.gather(*(client(i) for i in range(n))), timeout=60
+            )
+            elapsed = time.monotonic() - t0
+            p.wait_log(" eof", count=n, timeout=20)
+            code, out = p.stop(signal.SIGTERM)
+        server.close()
+        await server.wait_closed()
+        return results, elapsed, p, code, out
+
+    results, elapsed, p, code, out = asyncio.run(main())
+    assert all(results), f"{results.count(False)} of {n} echoes differ"
+    assert elapsed < 20, f"{n} connections took {elapsed:.1f} s"
+    assert code == 0, out
+    total = n * (size + 8)
+    assert f"stopped (SIGTERM): {n} connections (peak {n}), {total} B up, {total} B down" in out
+    conns = [line for line in p.log() if line.startswith("conn ")]
+    assert len(conns) == n and all(line.endswith(", eof") for line in conns), conns[:5]
+
+
+def test_half_close_reaches_the_upstream_and_replies_still_flow(
+    tmp_path: Path, upstream: Callable[[Callable[[socket.socket], None]], Upstream]
+) -> None:
+    def count_then_reply(conn: socket.socket) -> None:
+        total = len(recv_all(conn))  # ends only at the client's half-close
+        conn.sendall(b"got %d" % total)
+
+    up = upstream(count_then_reply)
+    with fdkit_proxy(tmp_path, "127.0.0.1:0", up.spec) as p, p.connect() as c:
+        c.sendall(os.urandom(300_000))
+        c.shutdown(socket.SHUT_WR)
+        assert recv_all(c) == b"got 300000"
+        line = p.wait_log("conn 1 ")[0]
+        assert ": 300000 B up, 10 B down, " in line and line.endswith(", eof"), line
+
+
+def test_an_upstream_half_close_reaches_the_client_first(
+    tmp_path: Path, upstream: Callable[[Callable[[socket.socket], None]], Upstream]
+) -> None:
+    counted: list[int] = []
+
+    def greet_then_count(conn: socket.socket) -> None:
+        conn.sendall(b"hello")
+        conn.shutdown(socket.SHUT_WR)
+        counted.append(len(recv_all(conn)))
+
+    up = upstream(greet_then_count)
+    with fdkit_proxy(tmp_path, "127.0.0.1:0", up.spec) as p:
+        with p.connect() as c:
+            assert recv_all(c) == b"hello"  # EOF while the client may still send
+            c.sendall(b"x" * 200_000)
+            c.shutdown(socket.SHUT_WR)
+            assert recv_all(c) == b""
+        assert p.wait_log("conn 1 ")[0].endswith("eof")
+    up.close()
+    assert counted == [200_000]
+
+
+def test_record_files_hold_what_each_client_received(
+    tmp_path: Path, upstream: Callable[[Callable[[socket.socket], None]], Upstream]
+) -> None:
+    def serve_random(conn: socket.socket) -> None:
+        conn.sendall(os.urandom(2 * 1024 * 1024 + 12345))
+        conn.shutdown(socket.SHUT_WR)
+        recv_all(conn)
+
+    up = upstream(serve_random)
+    rec = tmp_path / "rec"
+    received = []
+    with fdkit_proxy(tmp_path, "127.0.0.1:0", up.spec, "--record", str(rec)) as p:
+        for _ in range(2):
+            with p.connect() as c:
+                c.sendall(b"request")
+                received.append(recv_all(c))
+        p.wait_log(" eof", count=2)
+        code, _ = p.stop()
+    assert code == 0
+    assert (tmp_path / "rec.1").read_bytes() == received[0]
+    assert (tmp_path / "rec.2").read_bytes() == received[1]
+    assert received[0] != received[1]
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_stops_cleanly_with_a_summary(
+    tmp_path: Path, sig: int, upstream: Callable[[Callable[[socket.socket], None]], Upstream]
+) -> None:
+    up = upstream(echo)
+    with fdkit_proxy(tmp_path, "127.0.0.1:0", up.spec) as p, p.connect() as c:
+        c.sendall(b"ping")
+        assert c.recv(4) == b"ping"
+        t0 = time.monotonic()
+        code, out = p.stop(sig)
+        assert time.monotonic() - t0 < 5
+        name = signal.Signals(sig).name
+        assert code == 0, out
+        assert out.strip().splitlines()[-1] == (
+            f"fdkit proxy: stopped ({name}): 1 connections (peak 1), 4 B up, 4 B down, "
+            "0 upstream failures"
+        )
+        # The open connection was closed, and said so.
+        assert recv_all(c) == b""
+        assert p.wait_log("conn 1 ")[0].endswith(", stopped")
+        assert "Traceback" not in p.err_path.read_text()
+
+
+def test_an_upstream_that_refuses_closes_the_client_and_is_logged(tmp_path: Path) -> None:
+    with fdkit_proxy(tmp_path, "127.0.0.1:0", f"127.0.0.1:{closed_port()}") as p:
+        with p.connect() as c, contextlib.suppress(ConnectionResetError):
+            assert c.recv(1) == b""
+        line = p.wait_log("conn 1 ")[0]
+        assert "upstream refused (Connection refused)" in line
+        code, out = p.stop()
+    assert code == 0
+    assert "1 upstream failures" in out
+
+
+def test_unix_listener_and_idle_timeout(
+    tmp_path: Path, upstream: Callable[[Callable[[socket.socket], None]], Upstream]
+) -> None:
+    up = upstream(echo)
+    path = tmp_path / "proxy.sock"
+    with fdkit_proxy(tmp_path, f"unix:{path}", up.spec, "--idle-timeout", "0.3") as p:
+        assert p.listen == f"unix:{path}"
+        with p.connect() as c:
+            c.sendall(b"abc")
+            assert c.recv(3) == b"abc"
+            t0 = time.monotonic()
+            assert recv_all(c) == b""  # closed by the idle timeout
+            assert 0.25 < time.monotonic() - t0 < 3
+        assert p.wait_log("conn 1 from unix")[0].endswith("idle timeout")
+        code, _ = p.stop()
+    assert code == 0
+    assert not path.exists()
