@@ -212,7 +212,10 @@ pub fn transfer(
 }
 
 /// The small-transfer path: through a pooled pipe, else read/write.
-fn small_transfer(job: &mut Job<'_>, mut stats: TransferStats) -> (Result<u64, Errno>, TransferStats) {
+fn small_transfer(
+    job: &mut Job<'_>,
+    mut stats: TransferStats,
+) -> (Result<u64, Errno>, TransferStats) {
     stats.path = Path::SpliceViaPipe;
     let r = match engines::splice_via_pipe(job, None) {
         Ok(Step::Done) => Ok(job.moved),
