@@ -22,6 +22,7 @@ mod fcntl;
 mod file;
 mod poll;
 mod sendfile;
+mod sigpipe;
 mod socket;
 mod sockopt;
 mod stat;
@@ -31,6 +32,7 @@ pub use fcntl::{fcntl_int, get_blocking, get_cloexec, set_blocking, set_cloexec,
 pub use file::{close, dup, dup3, mkdtemp, mkstemp};
 pub use poll::poll;
 pub use sendfile::sendfile_all;
+pub use sigpipe::SigpipeGuard;
 pub use socket::{connect, socket, socketpair};
 pub use sockopt::{
     getsockopt_int, getsockopt_raw, setsockopt_int, setsockopt_raw, MAX_SOCKOPT_LEN,

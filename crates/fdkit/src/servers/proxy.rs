@@ -32,7 +32,6 @@ mod limits;
 mod listener;
 mod record;
 mod relay;
-mod sigpipe;
 
 pub use endpoint::Endpoint;
 

@@ -54,13 +54,24 @@ impl Job<'_> {
         self.remaining == Some(0)
     }
 
-    fn delivered(&mut self, n: usize) {
+    /// Counts `n` bytes delivered, and runs the checkpoint every [`CHECK_EVERY`] bytes: a
+    /// transfer whose syscalls never block or come up short (`/dev/zero` to `/dev/null`)
+    /// would otherwise never give Ctrl-C a chance.
+    fn delivered(&mut self, n: usize) -> Result<(), Errno> {
+        let before = self.moved;
         self.moved += n as u64;
         if let Some(r) = self.remaining.as_mut() {
             *r -= n as u64;
         }
+        if before / CHECK_EVERY != self.moved / CHECK_EVERY {
+            (self.checkpoint)()?;
+        }
+        Ok(())
     }
 }
+
+/// Bytes between two checkpoints on a transfer that never waits (a few ms of copying).
+const CHECK_EVERY: u64 = 64 << 20;
 
 /// The errnos that mean "this path does not work for these fds" rather than "this transfer
 /// failed": each kernel call uses them for fd kinds, filesystems or flags it cannot handle.
@@ -106,7 +117,7 @@ pub fn copy_file_range(job: &mut Job<'_>) -> Result<Step, Errno> {
                     "returned 0 before the end of the file",
                 ))
             }
-            Ok(n) => job.delivered(n),
+            Ok(n) => job.delivered(n)?,
             Err(Errno::INTR) => (job.checkpoint)()?,
             Err(e) if refused(e) => return Ok(Step::Unsupported(Some(e), "refused by the kernel")),
             Err(e) => return Err(e),
@@ -134,7 +145,7 @@ pub fn sendfile(job: &mut Job<'_>) -> Result<Step, Errno> {
                 ))
             }
             Ok(n) => {
-                job.delivered(n);
+                job.delivered(n)?;
                 if n < want {
                     (job.checkpoint)()?;
                 }
@@ -164,7 +175,7 @@ pub fn splice_direct(job: &mut Job<'_>) -> Result<Step, Errno> {
             flags,
         ) {
             Ok(0) => return Ok(Step::Done),
-            Ok(n) => job.delivered(n),
+            Ok(n) => job.delivered(n)?,
             // With SPLICE_F_NONBLOCK an empty source pipe or a full destination pipe (or a
             // non-blocking socket/file side) says EAGAIN: find which one and wait for it.
             Err(Errno::AGAIN) => wait_either(job.src, job.dst, job.checkpoint)?,
@@ -228,7 +239,7 @@ pub fn splice_via_pipe(job: &mut Job<'_>, record: Option<BorrowedFd<'_>>) -> Res
             {
                 Ok(n) => {
                     pipe.drained(n);
-                    job.delivered(n);
+                    job.delivered(n)?;
                 }
                 Err(Errno::AGAIN) => {
                     wait(job.dst, Want::Write, None, job.checkpoint)?;
@@ -317,7 +328,7 @@ fn drain_by_copy(job: &mut Job<'_>, pipe: &mut PooledPipe) -> Result<(), Errno> 
             socket,
             job.checkpoint,
         )?;
-        job.delivered(n);
+        job.delivered(n)?;
     }
     Ok(())
 }
@@ -416,7 +427,7 @@ pub fn read_write(job: &mut Job<'_>) -> Result<Step, Errno> {
             socket,
             job.checkpoint,
         )?;
-        job.delivered(n);
+        job.delivered(n)?;
     }
     Ok(Step::Done)
 }

@@ -1,7 +1,6 @@
 //! What kind of file an fd is: the first thing `transfer` needs to pick a path.
 
-use crate::fd::FileStat;
-use rustix::fs::{fstat, FileType};
+use rustix::fs::{statx, AtFlags, FileType, StatxFlags};
 use rustix::io::Errno;
 use std::os::fd::BorrowedFd;
 
@@ -22,11 +21,30 @@ pub enum FdKind {
     Other,
 }
 
-/// `fstat(fd)` and the kind it shows, with the identity (`st_dev`, `st_ino`) `transfer` uses
-/// to remember what worked for a pair of files. See fstat(2), inode(7).
-pub fn fd_kind(fd: BorrowedFd<'_>) -> Result<(FdKind, FileStat), Errno> {
-    let st = fstat(fd)?;
-    let kind = match FileType::from_raw_mode(st.st_mode) {
+/// Which file an fd refers to, stable while it exists and not reused after: device, inode and
+/// birth time. The inode alone is not enough: filesystems hand a freed inode number to the
+/// next new file, which must not inherit what was learnt about the old one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct FileId {
+    /// `st_dev` (major, minor).
+    pub dev: (u32, u32),
+    /// `st_ino`.
+    pub ino: u64,
+    /// Birth time in ns, or 0 where the filesystem keeps none (sockets and pipes get fresh
+    /// inode numbers from a counter instead).
+    pub btime_ns: i128,
+}
+
+/// `statx(fd, "", AT_EMPTY_PATH)` for the fd's kind and identity, in one syscall.
+/// See statx(2), inode(7).
+pub fn fd_kind(fd: BorrowedFd<'_>) -> Result<(FdKind, FileId), Errno> {
+    let st = statx(
+        fd,
+        c"",
+        AtFlags::EMPTY_PATH,
+        StatxFlags::TYPE | StatxFlags::INO | StatxFlags::BTIME,
+    )?;
+    let kind = match FileType::from_raw_mode(st.stx_mode.into()) {
         FileType::RegularFile => FdKind::File,
         FileType::Fifo => FdKind::Pipe,
         FileType::Socket => FdKind::Socket,
@@ -34,5 +52,15 @@ pub fn fd_kind(fd: BorrowedFd<'_>) -> Result<(FdKind, FileStat), Errno> {
         FileType::BlockDevice => FdKind::BlockDevice,
         _ => FdKind::Other,
     };
-    Ok((kind, FileStat::from(st)))
+    let btime_ns = if StatxFlags::from_bits_retain(st.stx_mask).contains(StatxFlags::BTIME) {
+        i128::from(st.stx_btime.tv_sec) * 1_000_000_000 + i128::from(st.stx_btime.tv_nsec)
+    } else {
+        0
+    };
+    let id = FileId {
+        dev: (st.stx_dev_major, st.stx_dev_minor),
+        ino: st.stx_ino,
+        btime_ns,
+    };
+    Ok((kind, id))
 }

@@ -17,7 +17,7 @@ mod proxy;
 mod transfer;
 mod wait;
 
-pub use kind::{fd_kind, FdKind};
+pub use kind::{fd_kind, FdKind, FileId};
 pub use pipe::{pipe_max_size, Pipe};
 pub use pool::{pool_clear, pool_idle, PooledPipe, POOL_CAPACITY, POOL_PIPE_SIZE};
 pub use proxy::{proxy, relay};

@@ -3,7 +3,7 @@
 use super::engines::{self, Job, Step};
 use super::kind::{fd_kind, FdKind};
 use super::pool::PooledPipe;
-use crate::fd::{get_blocking, set_blocking};
+use crate::fd::{get_blocking, set_blocking, SigpipeGuard};
 use rustix::event::{PollFd, PollFlags};
 use rustix::io::Errno;
 use rustix::net::Shutdown;
@@ -22,6 +22,9 @@ pub fn relay(
     checkpoint: &mut dyn FnMut() -> Result<(), Errno>,
 ) -> Result<u64, Errno> {
     let (dst_kind, _) = fd_kind(dst)?;
+    // splice into a socket whose peer is gone raises SIGPIPE (there is no MSG_NOSIGNAL for
+    // splice): hold it off on this thread while relaying.
+    let _sigpipe = SigpipeGuard::if_needed();
     let mut job = Job {
         src,
         dst,
@@ -181,6 +184,7 @@ pub fn proxy(
             return Err(Errno::NOTSOCK);
         }
     }
+    let _sigpipe = SigpipeGuard::if_needed();
     let _restore_a = RestoreBlocking(a, get_blocking(a)?);
     let _restore_b = RestoreBlocking(b, get_blocking(b)?);
     set_blocking(a, false)?;

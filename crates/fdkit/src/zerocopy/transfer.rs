@@ -1,7 +1,7 @@
 //! `transfer`: the best kernel path for two fds, falling back until one works.
 
 use super::engines::{self, Job, Step};
-use super::kind::{fd_kind, FdKind};
+use super::kind::{fd_kind, FdKind, FileId};
 use rustix::io::Errno;
 use std::collections::HashMap;
 use std::fmt;
@@ -92,8 +92,8 @@ fn plan(src: FdKind, dst: FdKind) -> &'static [Path] {
 }
 
 /// Identifies a pair of open files across calls: fd numbers alone could be reused by other
-/// files, so the key carries each file's device and inode too.
-type PairKey = (i32, u64, u64, i32, u64, u64);
+/// files, so the key carries each file's identity (device, inode, birth time) too.
+type PairKey = (i32, FileId, i32, FileId);
 
 /// The first path that worked for a pair, so the next call skips the ones that failed.
 static MEMO: Mutex<Option<HashMap<PairKey, Path>>> = Mutex::new(None);
@@ -122,9 +122,10 @@ fn remember(key: PairKey, path: Path) {
 /// Non-blocking fds are waited on with poll, on the side that would block. `checkpoint` runs
 /// after `EINTR`, waits and short transfers; its `Err` stops the transfer with that error.
 /// Returns the bytes delivered with what happened; on error the stats still say how far it
-/// got. Writing to a socket whose peer is gone may raise `SIGPIPE` through splice or sendfile
-/// (Python ignores it; a Rust program should too). See copy_file_range(2), sendfile(2),
-/// splice(2).
+/// got. A peer that is gone gives `EPIPE`: `SIGPIPE`, which splice and sendfile raise with no
+/// way to opt out, is blocked on this thread for the call unless the process ignores it (as
+/// Python does). Transfers of [`SMALL_TRANSFER`] bytes or less skip that check to stay cheap.
+/// See copy_file_range(2), sendfile(2), splice(2).
 pub fn transfer(
     src: BorrowedFd<'_>,
     dst: BorrowedFd<'_>,
@@ -162,14 +163,12 @@ pub fn transfer(
     let Some(((src_kind, src_st), (dst_kind, dst_st))) = kinds else {
         return small_transfer(&mut job, stats);
     };
-    let key: PairKey = (
-        src.as_raw_fd(),
-        src_st.dev,
-        src_st.ino,
-        dst.as_raw_fd(),
-        dst_st.dev,
-        dst_st.ino,
-    );
+    let key: PairKey = (src.as_raw_fd(), src_st, dst.as_raw_fd(), dst_st);
+    // Splice and sendfile into a socket whose peer is gone raise SIGPIPE (no MSG_NOSIGNAL
+    // there); hold it off on this thread unless the process ignores it already.
+    let _sigpipe = (dst_kind == FdKind::Socket)
+        .then(crate::fd::SigpipeGuard::if_needed)
+        .flatten();
     let paths = plan(src_kind, dst_kind);
     let start = match remembered(key).and_then(|p| paths.iter().position(|&q| q == p)) {
         Some(i) => {
