@@ -279,3 +279,193 @@ def syscall_numbers(name: str) -> set[int]:
 
 def errno_name(n: int) -> str:
     return errno.errorcode.get(n, str(n))
+
+
+# ---------------------------------------------------------------------------------------------
+# fdkit.zerocopy: payloads, the far ends of pipes and sockets, unix stream pairs, tmpfs files
+# (appended section)
+
+import functools  # noqa: E402
+import hashlib  # noqa: E402
+import random  # noqa: E402
+import shutil  # noqa: E402
+import threading  # noqa: E402
+import uuid  # noqa: E402
+from typing import Any  # noqa: E402
+
+
+@functools.lru_cache(maxsize=32)
+def payload(n: int, seed: int = 0) -> bytes:
+    """``n`` pseudo-random bytes, the same for the same ``(n, seed)``: a stream no copy path
+    could fake by repeating, dropping or reordering chunks."""
+    return random.Random(seed * 1_000_003 + n).randbytes(n)
+
+
+def sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+class Feeder(threading.Thread):
+    """The far end of a source: writes ``data`` to ``fd`` a chunk at a time (pausing between
+    chunks when asked), then runs ``then`` (a close or a shutdown). An OSError (the other side
+    went away) ends it and is kept in ``error``."""
+
+    def __init__(
+        self,
+        fd_: int,
+        data: bytes,
+        *,
+        then: Callable[[], None] | None = None,
+        chunk: int = 256 << 10,
+        pause: float = 0.0,
+    ) -> None:
+        super().__init__(daemon=True)
+        self.fd, self.data, self.then, self.chunk, self.pause = fd_, data, then, chunk, pause
+        self.sent = 0
+        self.error: OSError | None = None
+
+    def run(self) -> None:
+        view = memoryview(self.data)
+        try:
+            while self.sent < len(view):
+                try:
+                    self.sent += fd.write(self.fd, view[self.sent : self.sent + self.chunk])
+                except BlockingIOError:
+                    fd.poll([(self.fd, fd.POLLOUT)], 1.0)
+                    continue
+                if self.pause:
+                    time.sleep(self.pause)
+        except OSError as e:
+            self.error = e
+        finally:
+            if self.then is not None:
+                try:
+                    self.then()
+                except OSError as e:
+                    self.error = self.error or e
+
+    def finish(self, timeout: float = 10.0) -> Feeder:
+        """Waits for the feeder (bounded) and checks it wrote everything."""
+        self.join(timeout)
+        assert not self.is_alive(), f"the feeder is stuck after {self.sent} bytes"
+        assert self.error is None, self.error
+        assert self.sent == len(self.data)
+        return self
+
+
+class Sink(threading.Thread):
+    """The far end of a destination: reads ``fd`` until EOF (pausing between reads when
+    asked), hashing what arrives and keeping it when ``keep``. An OSError ends it and is kept
+    in ``error``."""
+
+    def __init__(
+        self, fd_: int, *, keep: bool = False, chunk: int = 256 << 10, pause: float = 0.0
+    ) -> None:
+        super().__init__(daemon=True)
+        self.fd, self.keep, self.chunk, self.pause = fd_, keep, chunk, pause
+        self.hash = hashlib.sha256()
+        self.received = 0
+        self.kept = bytearray()
+        self.eof = False
+        self.error: OSError | None = None
+
+    def run(self) -> None:
+        try:
+            while True:
+                try:
+                    data = fd.read(self.fd, self.chunk)
+                except BlockingIOError:
+                    fd.poll([(self.fd, fd.POLLIN)], 1.0)
+                    continue
+                if not data:
+                    self.eof = True
+                    return
+                self.hash.update(data)
+                self.received += len(data)
+                if self.keep:
+                    self.kept += data
+                if self.pause:
+                    time.sleep(self.pause)
+        except OSError as e:
+            self.error = e
+
+    def finish(self, timeout: float = 10.0) -> Sink:
+        """Waits for EOF (bounded) and checks nothing failed on the way."""
+        self.join(timeout)
+        assert not self.is_alive(), f"no EOF on the sink after {self.received} bytes"
+        assert self.error is None, self.error
+        return self
+
+    @property
+    def digest(self) -> str:
+        return self.hash.hexdigest()
+
+
+def unix_stream_pair(fds: Fds) -> tuple[int, int]:
+    """A connected AF_UNIX stream pair made by listen/connect/accept on an abstract address
+    (unlike ``socketpair``): ``(client, server)``; the listener is closed."""
+    name = f"\0fdkit-zc-{uuid.uuid4().hex}"
+    lfd = fds.sock(socket.AF_UNIX, socket.SOCK_STREAM)
+    fd.bind(lfd, name)
+    fd.listen(lfd, 8)
+    c = fds.sock(socket.AF_UNIX, socket.SOCK_STREAM)
+    fd.connect(c, name)
+    s, _ = fd.accept(lfd)
+    fds.own(s)
+    fds.close(lfd)
+    return c, s
+
+
+@pytest.fixture
+def shm_dir() -> Iterator[Path]:
+    """A fresh directory on the tmpfs at /dev/shm, removed after the test."""
+    base = Path("/dev/shm")
+    if not base.is_dir():
+        pytest.skip("no /dev/shm")
+    d = Path(fd.mkdtemp(prefix="fdkit-zc-", dir=base))
+    try:
+        yield d
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+class Outcome:
+    """What a call run by :func:`bounded` did: its result or its exception, and how long."""
+
+    def __init__(self) -> None:
+        self.result: Any = None
+        self.error: BaseException | None = None
+        self.elapsed = 0.0
+
+    def get(self) -> Any:
+        """The result, or the call's exception re-raised."""
+        if self.error is not None:
+            raise self.error
+        return self.result
+
+
+def bounded(
+    call: Callable[[], Any], timeout: float = 10.0, unblock: Callable[[], None] | None = None
+) -> Outcome:
+    """Runs ``call`` in a thread and waits at most ``timeout`` seconds for it: a call that
+    hangs fails the test (after ``unblock`` was given a chance to free it) instead of hanging
+    the suite."""
+    out = Outcome()
+
+    def run() -> None:
+        start = time.monotonic()
+        try:
+            out.result = call()
+        except BaseException as e:
+            out.error = e
+        out.elapsed = time.monotonic() - start
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    t.join(timeout)
+    if t.is_alive():
+        if unblock is not None:
+            unblock()
+        t.join(5)
+        pytest.fail(f"the call did not return within {timeout} s", pytrace=False)
+    return out
