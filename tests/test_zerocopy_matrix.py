@@ -33,7 +33,7 @@ SIZES = [0, 1, 4095, 4096, 4097, 65536, 8 << 20]
 
 FILES = {"file", "tmpfs"}
 SOCKETS = {"tcp", "unix", "socketpair"}
-SMALL_TRANSFER = 16 << 10  # counts up to this skip the fstat calls and the plan
+SMALL_TRANSFER = 64 << 10  # counts up to this skip the statx calls and the plan
 PATHS = {"copy_file_range", "sendfile", "splice", "splice_via_pipe", "read_write"}
 
 
@@ -119,7 +119,7 @@ def make_destination(kind: str, fds: Fds, tmp: Path, shm: Path) -> End:
 
 def first_path(src: str, dst: str, count: int | None) -> str:
     """The path ``transfer`` must try first (``plan`` in transfer.rs, and the small-transfer
-    shortcut): counts up to 16 KiB splice through a pooled pipe without looking at the fd
+    shortcut): counts up to 64 KiB splice through a pooled pipe without looking at the fd
     kinds; otherwise file→file copy_file_range, a pipe on either side splice, file→socket
     through the pooled pipe (measured cheaper than sendfile), file→anything else sendfile,
     the rest through the pooled pipe."""

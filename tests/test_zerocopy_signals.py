@@ -204,6 +204,37 @@ threading.Thread(target=lambda: zerocopy.transfer(r, n), daemon=True).start()
 report()
 call = lambda: zerocopy.transfer(z, w, 10**15)
 """,
+    # A proxy under a flood: every poll returns at once, every splice moves a full chunk.
+    "proxy_saturated": """
+client, a = socket.socketpair(); b, server = socket.socketpair()
+z = os.open("/dev/zero", os.O_RDONLY); n = os.open("/dev/null", os.O_WRONLY)
+def quietly(f):
+    def run():
+        try:
+            f()
+        except OSError:
+            pass
+    threading.Thread(target=run, daemon=True).start()
+quietly(lambda: zerocopy.transfer(z, client.fileno(), 10**15))
+quietly(lambda: zerocopy.transfer(server.fileno(), n))
+report()
+call = lambda: zerocopy.proxy(a.fileno(), b.fileno())
+""",
+    "relay_saturated": """
+src_far, src = socket.socketpair(); dst, dst_far = socket.socketpair()
+z = os.open("/dev/zero", os.O_RDONLY); n = os.open("/dev/null", os.O_WRONLY)
+def quietly(f):
+    def run():
+        try:
+            f()
+        except OSError:
+            pass
+    threading.Thread(target=run, daemon=True).start()
+quietly(lambda: zerocopy.transfer(z, src_far.fileno(), 10**15))
+quietly(lambda: zerocopy.transfer(dst_far.fileno(), n))
+report()
+call = lambda: zerocopy.relay(src.fileno(), dst.fileno(), record_fd=n)
+""",
     "small_counts_in_a_loop": """
 z = os.open("/dev/zero", os.O_RDONLY); n = os.open("/dev/null", os.O_WRONLY)
 report()

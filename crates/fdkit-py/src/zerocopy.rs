@@ -244,6 +244,7 @@ impl PyPipe {
     /// `/proc/sys/fs/pipe-max-size`: the most an unprivileged process may ask for.
     #[getter]
     fn max_size(&self) -> PyResult<usize> {
+        self.get()?;
         zerocopy::pipe_max_size().map_err(os_error)
     }
 

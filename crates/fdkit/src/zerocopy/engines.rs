@@ -71,7 +71,7 @@ impl Job<'_> {
 }
 
 /// Bytes between two checkpoints on a transfer that never waits (a few ms of copying).
-const CHECK_EVERY: u64 = 64 << 20;
+pub(super) const CHECK_EVERY: u64 = 64 << 20;
 
 /// The errnos that mean "this path does not work for these fds" rather than "this transfer
 /// failed": each kernel call uses them for fd kinds, filesystems or flags it cannot handle.
@@ -276,8 +276,12 @@ fn record_chunk(
                 break;
             }
             // A partial duplicate cannot be completed (the head cannot be skipped): report it
-            // rather than record a stream with a hole.
-            Ok(_) => return Err(Errno::IO),
+            // rather than record a stream with a hole. Count what went in, so the recording
+            // pipe is closed rather than pooled with those bytes.
+            Ok(m) => {
+                rec_pipe.filled(m);
+                return Err(Errno::IO);
+            }
             Err(Errno::INTR) => checkpoint()?,
             Err(e) => return Err(e),
         }
@@ -362,7 +366,7 @@ fn copy_out_of_pipe(
 
 /// Writes all of `bytes` (at `off` when given), waiting with poll when the fd is full.
 /// Sockets are written with `MSG_NOSIGNAL`: a vanished peer is `EPIPE`, not a `SIGPIPE`.
-fn write_all(
+pub(super) fn write_all(
     dst: BorrowedFd<'_>,
     mut off: Option<&mut u64>,
     mut bytes: &[u8],

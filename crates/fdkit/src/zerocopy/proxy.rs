@@ -1,6 +1,6 @@
 //! `relay` (one direction, optionally recorded) and `proxy` (both directions) between sockets.
 
-use super::engines::{self, Job, Step};
+use super::engines::{self, Job, Step, CHECK_EVERY};
 use super::kind::{fd_kind, FdKind};
 use super::pool::PooledPipe;
 use crate::fd::{get_blocking, set_blocking, SigpipeGuard};
@@ -22,6 +22,10 @@ pub fn relay(
     checkpoint: &mut dyn FnMut() -> Result<(), Errno>,
 ) -> Result<u64, Errno> {
     let (dst_kind, _) = fd_kind(dst)?;
+    if let Some(rec) = record {
+        // A bad recording fd must fail before a chunk is taken from the source and lost.
+        fd_kind(rec)?;
+    }
     // splice into a socket whose peer is gone raises SIGPIPE (there is no MSG_NOSIGNAL for
     // splice): hold it off on this thread while relaying.
     let _sigpipe = SigpipeGuard::if_needed();
@@ -63,17 +67,7 @@ fn relay_by_copy(job: &mut Job<'_>, record: Option<BorrowedFd<'_>>) -> Result<u6
             Err(e) => return Err(e),
         };
         for fd in [Some(job.dst), record].into_iter().flatten() {
-            let mut rest = &buf[..n];
-            while !rest.is_empty() {
-                match rustix::io::write(fd, rest) {
-                    Ok(m) => rest = &rest[m..],
-                    Err(Errno::AGAIN) => {
-                        super::wait::wait(fd, super::wait::Want::Write, None, job.checkpoint)?;
-                    }
-                    Err(Errno::INTR) => (job.checkpoint)()?,
-                    Err(e) => return Err(e),
-                }
-            }
+            engines::write_all(fd, None, &buf[..n], false, job.checkpoint)?;
         }
         job.moved += n as u64;
     }
@@ -208,10 +202,15 @@ pub fn proxy(
     let mut last_progress = Instant::now();
     let mut hung_up = [false; 2];
     loop {
+        let before = ab.moved + ba.moved;
         let p1 = ab.pump()?;
         let p2 = ba.pump()?;
         if p1 || p2 {
             last_progress = Instant::now();
+        }
+        // Under continuous traffic poll never sees EINTR: give Ctrl-C its chance by volume.
+        if before / CHECK_EVERY != (ab.moved + ba.moved) / CHECK_EVERY {
+            checkpoint()?;
         }
         if ab.done() && ba.done() {
             return Ok((ab.moved, ba.moved));
