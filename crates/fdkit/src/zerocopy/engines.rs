@@ -299,7 +299,7 @@ fn record_chunk(
             Err(e) if refused(e) => {
                 // An O_APPEND file or another fd that refuses splice: copy through memory.
                 let held = rec_pipe.held();
-                copy_out_of_pipe(rec_pipe, record, held, false, checkpoint)?;
+                copy_out_of_pipe(rec_pipe, record, None, held, false, checkpoint)?;
             }
             Err(e) => return Err(e),
         }
@@ -311,35 +311,24 @@ fn record_chunk(
 fn drain_by_copy(job: &mut Job<'_>, pipe: &mut PooledPipe) -> Result<(), Errno> {
     let held = pipe.held();
     let socket = job.dst_kind == FdKind::Socket;
-    let mut buf = vec![MaybeUninit::<u8>::uninit(); held.min(1 << 20)];
-    let mut left = held;
-    while left > 0 {
-        let n = loop {
-            match rustix::io::read(pipe.pipe().read_end(), &mut buf[..left.min(1 << 20)]) {
-                Ok((init, _)) => break init.len(),
-                Err(Errno::INTR) => (job.checkpoint)()?,
-                Err(e) => return Err(e),
-            }
-        };
-        pipe.drained(n);
-        left -= n;
-        // SAFETY: `read` initialised the first `n` bytes of `buf`.
-        let bytes = unsafe { std::slice::from_raw_parts(buf.as_ptr().cast::<u8>(), n) };
-        write_all(
-            job.dst,
-            job.dst_off.as_deref_mut(),
-            bytes,
-            socket,
-            job.checkpoint,
-        )?;
-        job.delivered(n)?;
-    }
-    Ok(())
+    let dst = job.dst;
+    copy_out_of_pipe(
+        pipe,
+        dst,
+        job.dst_off.as_deref_mut(),
+        held,
+        socket,
+        job.checkpoint,
+    )?;
+    job.delivered(held)
 }
 
+/// Reads `n` bytes out of `pipe` and writes them to `dst` (at `off` when given): for an fd
+/// that refuses splice after bytes are already in the pipe.
 fn copy_out_of_pipe(
     pipe: &mut PooledPipe,
     dst: BorrowedFd<'_>,
+    mut off: Option<&mut u64>,
     n: usize,
     socket: bool,
     checkpoint: &mut dyn FnMut() -> Result<(), Errno>,
@@ -359,7 +348,7 @@ fn copy_out_of_pipe(
         left -= got;
         // SAFETY: `read` initialised the first `got` bytes of `buf`.
         let bytes = unsafe { std::slice::from_raw_parts(buf.as_ptr().cast::<u8>(), got) };
-        write_all(dst, None, bytes, socket, checkpoint)?;
+        write_all(dst, off.as_deref_mut(), bytes, socket, checkpoint)?;
     }
     Ok(())
 }
