@@ -1,7 +1,7 @@
 //! Python glue for `fdkit::zerocopy`: `transfer`, `transfer_stats`, `Pipe`, `proxy`, `relay`.
 
 use crate::args::{Count, Fd};
-use crate::errors::{os_error, Signals};
+use crate::errors::{blocking, os_error, Signals};
 use fdkit::fd::Errno;
 use fdkit::zerocopy::{self, Pipe, TransferStats};
 use pyo3::exceptions::PyValueError;
@@ -154,14 +154,6 @@ impl PyPipe {
     }
 }
 
-/// One splice/tee call with the GIL released, retried after `EINTR` once signal handlers ran.
-fn splice_call(
-    py: Python<'_>,
-    mut call: impl FnMut() -> Result<usize, Errno> + Send,
-) -> PyResult<usize> {
-    crate::errors::blocking(py, &mut call)
-}
-
 #[pymethods]
 impl PyPipe {
     /// `Pipe(size=None, *, nonblocking=False)`: `pipe2(O_CLOEXEC)`, resized to `size` bytes
@@ -190,44 +182,27 @@ impl PyPipe {
         n: Count,
         offset: Option<Count>,
     ) -> PyResult<usize> {
-        let w = self.get()?.write_end();
+        let pipe = self.get()?;
         let mut off = offset.map(|o| o.0);
-        splice_call(py, || {
-            rustix::pipe::splice(
-                fd.borrow(),
-                off.as_mut(),
-                w,
-                None,
-                n.clamped(),
-                SpliceFlags::MOVE,
-            )
+        blocking(py, || {
+            pipe.read_from(fd.borrow(), off.as_mut(), n.clamped(), SpliceFlags::MOVE)
         })
     }
 
     /// `splice(pipe → fd)`: up to `n` bytes out of the pipe into `fd` (at `offset` when given).
     #[pyo3(signature = (fd, n, *, offset=None))]
     fn write_to(&self, py: Python<'_>, fd: Fd, n: Count, offset: Option<Count>) -> PyResult<usize> {
-        let r = self.get()?.read_end();
+        let pipe = self.get()?;
         let mut off = offset.map(|o| o.0);
-        splice_call(py, || {
-            rustix::pipe::splice(
-                r,
-                None,
-                fd.borrow(),
-                off.as_mut(),
-                n.clamped(),
-                SpliceFlags::MOVE,
-            )
+        blocking(py, || {
+            pipe.write_to(fd.borrow(), off.as_mut(), n.clamped(), SpliceFlags::MOVE)
         })
     }
 
     /// `tee(pipe → other)`: duplicates up to `n` bytes into `other` without consuming them.
     fn tee(&self, py: Python<'_>, other: PyRef<'_, PyPipe>, n: Count) -> PyResult<usize> {
-        let r = self.get()?.read_end();
-        let w = other.get()?.write_end();
-        splice_call(py, || {
-            rustix::pipe::tee(r, w, n.clamped(), SpliceFlags::empty())
-        })
+        let (pipe, other) = (self.get()?, other.get()?);
+        blocking(py, || pipe.tee(other, n.clamped(), SpliceFlags::empty()))
     }
 
     /// The capacity in bytes (`F_GETPIPE_SZ`).

@@ -1,0 +1,36 @@
+//! Atomic pipe messages: many writers, one pipe, whole messages, wire-compatible with Perl's
+//! Atomic::Pipe 0.028.
+//!
+//! Writes of at most `PIPE_BUF` bytes to a pipe are atomic (pipe(7)); larger ones interleave.
+//! Atomic::Pipe splits each message into chunks of at most `PIPE_BUF` bytes with a small header
+//! (pid, tid, a countdown chunk id, size) and reassembles them per writer on the reading side.
+//! This module speaks its exact wire format, described in [`wire`] and in
+//! `../shared/atomic_pipe_vectors/README.md`.
+//!
+//! The pure codec (no I/O):
+//! - encoding: [`message_chunks`] / [`encode_message`] (a message → its chunks for a writer),
+//!   [`encode_burst`] (one atomic write), [`fits_in_burst`], [`chunk_count`];
+//! - decoding: [`Decoder`] (bytes split anywhere → [`Event`]s, per-writer reassembly, linear
+//!   time, [`ProtocolError`]s that name the writer and the byte offset).
+//!
+//! Compression (zstd) happens outside the codec: a compressed message is one zstd frame,
+//! chunked like any message; the codec hands it back still compressed. In mixed mode,
+//! [`Decoder::with_zstd_bursts`] finds a compressed burst's end from the frame itself
+//! ([`zstd_frame_len`]), so a `0x0F` inside compressed data does not cut it short.
+
+mod decoder;
+mod decoder_mixed;
+mod encoder;
+mod protocol_error;
+mod reassembly;
+pub mod wire;
+mod zstd_frame;
+
+pub use decoder::{Decoder, Event, Events};
+pub use encoder::{
+    chunk_count, encode_burst, encode_burst_unchecked, encode_message, encoded_len, fits_in_burst,
+    message_chunks, BurstError, Chunk, MessageChunks,
+};
+pub use protocol_error::{ProtocolError, ProtocolErrorKind};
+pub use wire::{Header, Mode, Writer, PIPE_BUF};
+pub use zstd_frame::{zstd_frame_len, FrameScan, ZSTD_MAGIC};
