@@ -1,5 +1,5 @@
 # Type stubs for the native module, written by hand and checked by `mypy.stubtest` (make lint).
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from os import PathLike
 from typing import Any, final
 
@@ -111,7 +111,6 @@ class Pipe:
     def __exit__(self, *_args: object) -> bool: ...
 
 # The forwarding proxy (fdkit proxy)
-from collections.abc import Callable as _Callable  # noqa: E402  (appended section)
 
 def serve_proxy(
     listen: str,
@@ -123,5 +122,5 @@ def serve_proxy(
     connect_timeout: float = 10.0,
     pipe_size: int | None = None,
     quiet: bool = False,
-    on_listen: _Callable[[str, str], object] | None = None,
+    on_listen: Callable[[str, str], object] | None = None,
 ) -> dict[str, int]: ...
