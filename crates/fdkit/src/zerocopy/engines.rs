@@ -50,6 +50,16 @@ impl Job<'_> {
         }
     }
 
+    /// After a read-side `EAGAIN` (wait for data) or `EINTR` (run the checkpoint): `Ok` means
+    /// retry the read. Any other errno comes back as the error.
+    pub(super) fn retry_read(&mut self, e: Errno) -> Result<(), Errno> {
+        match e {
+            Errno::AGAIN => wait(self.src, Want::Read, None, self.checkpoint).map(drop),
+            Errno::INTR => (self.checkpoint)(),
+            e => Err(e),
+        }
+    }
+
     fn finished(&self) -> bool {
         self.remaining == Some(0)
     }
@@ -216,16 +226,11 @@ pub fn splice_via_pipe(job: &mut Job<'_>, record: Option<BorrowedFd<'_>>) -> Res
         {
             Ok(0) => return Ok(Step::Done),
             Ok(n) => n,
-            Err(Errno::AGAIN) => {
-                wait(job.src, Want::Read, None, job.checkpoint)?;
-                continue;
-            }
-            Err(Errno::INTR) => {
-                (job.checkpoint)()?;
-                continue;
-            }
             Err(e) if refused(e) => return Ok(Step::Unsupported(Some(e), "refused by the kernel")),
-            Err(e) => return Err(e),
+            Err(e) => {
+                job.retry_read(e)?;
+                continue;
+            }
         };
         pipe.filled(n);
         if let (Some(rec), Some(rp)) = (record, rec_pipe.as_mut()) {
@@ -401,15 +406,10 @@ pub fn read_write(job: &mut Job<'_>) -> Result<Step, Errno> {
         let n = match r {
             Ok(0) => return Ok(Step::Done),
             Ok(n) => n,
-            Err(Errno::AGAIN) => {
-                wait(job.src, Want::Read, None, job.checkpoint)?;
+            Err(e) => {
+                job.retry_read(e)?;
                 continue;
             }
-            Err(Errno::INTR) => {
-                (job.checkpoint)()?;
-                continue;
-            }
-            Err(e) => return Err(e),
         };
         // SAFETY: the read initialised the first `n` bytes of `buf`.
         let bytes = unsafe { std::slice::from_raw_parts(buf.as_ptr().cast::<u8>(), n) };

@@ -56,15 +56,10 @@ fn relay_by_copy(job: &mut Job<'_>, record: Option<BorrowedFd<'_>>) -> Result<u6
         let n = match rustix::io::read(job.src, &mut buf[..]) {
             Ok(0) => return Ok(job.moved),
             Ok(n) => n,
-            Err(Errno::AGAIN) => {
-                super::wait::wait(job.src, super::wait::Want::Read, None, job.checkpoint)?;
+            Err(e) => {
+                job.retry_read(e)?;
                 continue;
             }
-            Err(Errno::INTR) => {
-                (job.checkpoint)()?;
-                continue;
-            }
-            Err(e) => return Err(e),
         };
         for fd in [Some(job.dst), record].into_iter().flatten() {
             engines::write_all(fd, None, &buf[..n], false, job.checkpoint)?;
