@@ -183,6 +183,18 @@ class Timer:
         return Sample(count, self.wall_ns, self.cpu_ns)
 
 
+def time_c_loop(call: Callable[[], int], n: int, what: str | None = None) -> Sample:
+    """Time one call of a C loop that did ``n`` operations and returns 0 or ``-errno``."""
+    t = Timer()
+    with t:
+        rc = call()
+    if rc < 0:
+        if what is None:
+            raise OSError(-rc, os.strerror(-rc))
+        raise OSError(-rc, os.strerror(-rc), what)
+    return t.sample(n)
+
+
 def alternate(
     contenders: dict[str, Callable[[], T]], rounds: int, warmup: int = 1
 ) -> dict[str, list[T]]:

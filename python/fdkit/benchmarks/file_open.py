@@ -24,6 +24,7 @@ from fdkit.benchmarks._common import (
     median_of,
     pick,
     temp_file,
+    time_c_loop,
 )
 
 BENCH = "file_open"
@@ -73,12 +74,7 @@ def _c(lib: ctypes.CDLL) -> Callable[[str, int], Sample]:
 
     def run(path: str, n: int) -> Sample:
         raw = os.fsencode(path)
-        t = Timer()
-        with t:
-            rc = loop(raw, n)
-        if rc < 0:
-            raise OSError(-rc, os.strerror(-rc), path)
-        return t.sample(n)
+        return time_c_loop(lambda: int(loop(raw, n)), n, path)
 
     return run
 

@@ -8,7 +8,6 @@ Contenders, alternating in rounds: ``s = socket.socket(); s.close()``,
 from __future__ import annotations
 
 import ctypes
-import os
 import socket
 from collections.abc import Callable
 from functools import partial
@@ -23,6 +22,7 @@ from fdkit.benchmarks._common import (
     load_c,
     median_of,
     pick,
+    time_c_loop,
 )
 
 BENCH = "socket_create"
@@ -63,12 +63,7 @@ def _c(lib: ctypes.CDLL) -> Callable[[int], Sample]:
     loop.restype = ctypes.c_int
 
     def run(n: int) -> Sample:
-        t = Timer()
-        with t:
-            rc = loop(n)
-        if rc < 0:
-            raise OSError(-rc, os.strerror(-rc))
-        return t.sample(n)
+        return time_c_loop(lambda: int(loop(n)), n)
 
     return run
 
