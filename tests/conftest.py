@@ -9,7 +9,9 @@ from __future__ import annotations
 import errno
 import gc
 import os
+import signal
 import socket
+import subprocess
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -222,6 +224,22 @@ def wait_for(cond: Callable[[], bool], timeout: float = 5.0, what: str = "condit
         if time.monotonic() > deadline:
             pytest.fail(f"timed out after {timeout}s waiting for {what}")
         time.sleep(0.005)
+
+
+def interrupt_expecting_keyboard_interrupt(
+    child: subprocess.Popen[str], pid: int, what: str, within: float = 5.0
+) -> str:
+    """Sends SIGINT to ``pid``; the child must exit 42 (its KeyboardInterrupt handler) within
+    ``within`` seconds. Returns its stdout. The caller still kills the child in ``finally``."""
+    sent = time.monotonic()
+    os.kill(pid, signal.SIGINT)
+    try:
+        out, err = child.communicate(timeout=within)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"{what}: the child did not react to SIGINT within {within:g} s", pytrace=False)
+    assert time.monotonic() - sent < within
+    assert child.returncode == 42, (child.returncode, out, err)
+    return out
 
 
 def syscall_of(tid: int, pid: int | None = None) -> int | None:
