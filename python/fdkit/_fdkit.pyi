@@ -1,7 +1,7 @@
 # Type stubs for the native module, written by hand and checked by `mypy.stubtest` (make lint).
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from os import PathLike
-from typing import Any, final
+from typing import Any, ClassVar, final
 
 from _typeshed import ReadableBuffer, WriteableBuffer
 
@@ -124,3 +124,100 @@ def serve_proxy(
     quiet: bool = False,
     on_listen: Callable[[str, str], object] | None = None,
 ) -> dict[str, int]: ...
+
+# Atomic pipe messages (fdkit.atomic_pipe)
+
+class ProtocolError(ValueError):
+    writer: tuple[int, int] | None
+    offset: int
+    kind: str
+
+_Dictionary = ReadableBuffer | str | PathLike[str] | PathLike[bytes] | None
+
+@final
+class AtomicPipe:
+    PIPE_BUF: ClassVar[int]
+    @staticmethod
+    def pair(
+        *,
+        mixed_data_mode: bool = ...,
+        compression: str | None = ...,
+        level: int = ...,
+        dictionary: _Dictionary = ...,
+        keep_compressed: bool = ...,
+    ) -> tuple[AtomicPipe, AtomicPipe]: ...
+    @staticmethod
+    def from_fd(
+        mode: str,
+        fd: int,
+        *,
+        mixed_data_mode: bool = ...,
+        compression: str | None = ...,
+        level: int = ...,
+        dictionary: _Dictionary = ...,
+        keep_compressed: bool = ...,
+    ) -> AtomicPipe: ...
+    @staticmethod
+    def read_fifo(
+        path: _Path,
+        *,
+        mixed_data_mode: bool = ...,
+        compression: str | None = ...,
+        level: int = ...,
+        dictionary: _Dictionary = ...,
+        keep_compressed: bool = ...,
+    ) -> AtomicPipe: ...
+    @staticmethod
+    def write_fifo(
+        path: _Path,
+        *,
+        mixed_data_mode: bool = ...,
+        compression: str | None = ...,
+        level: int = ...,
+        dictionary: _Dictionary = ...,
+        keep_compressed: bool = ...,
+    ) -> AtomicPipe: ...
+    def fileno(self) -> int: ...
+    @property
+    def mode(self) -> str: ...
+    @property
+    def closed(self) -> bool: ...
+    def write_message(self, data: ReadableBuffer) -> None: ...
+    def write_messages(self, messages: Iterable[ReadableBuffer]) -> int: ...
+    def write_burst(self, data: ReadableBuffer) -> int | None: ...
+    def fits_in_burst(self, data: ReadableBuffer) -> int | None: ...
+    @property
+    def pending_output(self) -> int: ...
+    def flush(self, timeout: float | None = None) -> bool: ...
+    def read_message(self, timeout: float | None = None) -> bytes | None: ...
+    def read_messages(self, max: int = 1024, timeout: float | None = None) -> list[bytes]: ...
+    def __iter__(self) -> Iterator[bytes]: ...
+    def __next__(self) -> bytes: ...
+    def eof(self) -> bool: ...
+    def set_mixed_data_mode(self) -> None: ...
+    @property
+    def mixed_data_mode(self) -> bool: ...
+    def get_line_burst_or_data(
+        self, peek_line: bool = False, timeout: float | None = None
+    ) -> tuple[str, bytes] | None: ...
+    def set_compression(
+        self,
+        codec: str | None = "zstd",
+        *,
+        level: int | None = None,
+        dictionary: _Dictionary = None,
+        keep_compressed: bool = False,
+    ) -> None: ...
+    @property
+    def compression(self) -> str | None: ...
+    @property
+    def blocking(self) -> bool: ...
+    @blocking.setter
+    def blocking(self, blocking: bool) -> None: ...
+    def size(self) -> int: ...
+    def max_size(self) -> int: ...
+    def resize(self, size: int) -> int: ...
+    def resize_or_max(self, size: int) -> int: ...
+    def close(self) -> None: ...
+    def __enter__(self) -> AtomicPipe: ...
+    def __exit__(self, *_args: object) -> bool: ...

@@ -4,6 +4,8 @@
 
 mod addr;
 mod args;
+mod atomic_pipe;
+mod atomic_pipe_options;
 mod errors;
 mod files;
 mod io;
@@ -61,5 +63,6 @@ fn _fdkit(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(uring::uring_probe, m)?)?;
     zerocopy::register(m)?;
     proxy_server::register(m)?;
+    atomic_pipe::register(m)?;
     Ok(())
 }

@@ -63,6 +63,7 @@ pub struct Decoder {
     eof: bool,
     tail: Option<VecDeque<Result<Event, ProtocolError>>>,
     fatal: Option<ProtocolError>,
+    deferred: VecDeque<ProtocolError>,
 }
 
 impl Decoder {
@@ -80,6 +81,7 @@ impl Decoder {
             eof: false,
             tail: None,
             fatal: None,
+            deferred: VecDeque::new(),
         }
     }
 
@@ -89,6 +91,34 @@ impl Decoder {
     pub fn with_zstd_bursts(mut self, on: bool) -> Self {
         self.zstd_bursts = on;
         self
+    }
+
+    /// Turns [`with_zstd_bursts`](Self::with_zstd_bursts) on or off for the bytes to come.
+    pub fn set_zstd_bursts(&mut self, on: bool) {
+        self.zstd_bursts = on;
+    }
+
+    /// Switches the framing for the bytes not parsed yet (Atomic::Pipe's
+    /// `set_mixed_data_mode` on a live reader). Messages in flight stay in flight.
+    pub fn set_mode(&mut self, mode: Mode) {
+        self.mode = mode;
+        self.burst_scanned = 0;
+    }
+
+    /// Mixed mode: the line data parsed so far whose `\n` has not arrived.
+    pub fn partial_line(&self) -> &[u8] {
+        &self.line
+    }
+
+    /// True once the stream ended and every event and error was returned.
+    pub fn is_drained(&self) -> bool {
+        self.eof && self.deferred.is_empty() && self.tail.as_ref().is_some_and(VecDeque::is_empty)
+    }
+
+    /// Hands an error back to be returned first by the next [`next_event`](Self::next_event)
+    /// (a caller that stopped a batch there, to return the events before it).
+    pub fn push_back_error(&mut self, e: ProtocolError) {
+        self.deferred.push_front(e);
     }
 
     /// The stream's framing mode.
@@ -153,6 +183,9 @@ impl Decoder {
     /// The next event, `Ok(None)` when more bytes are needed (or, after
     /// [`finish`](Self::finish), when all is returned), or an error. See the module docs.
     pub fn next_event(&mut self) -> Result<Option<Event>, ProtocolError> {
+        if let Some(e) = self.deferred.pop_front() {
+            return Err(e);
+        }
         if let Some(e) = &self.fatal {
             return Err(e.clone());
         }

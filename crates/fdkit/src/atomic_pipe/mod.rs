@@ -13,24 +13,40 @@
 //! - decoding: [`Decoder`] (bytes split anywhere → [`Event`]s, per-writer reassembly, linear
 //!   time, [`ProtocolError`]s that name the writer and the byte offset).
 //!
-//! Compression (zstd) happens outside the codec: a compressed message is one zstd frame,
+//! The I/O ends: [`MessageWriter`] (atomic writes, batching, a non-blocking queue flushed with
+//! poll, `EPIPE` instead of SIGPIPE) and [`MessageReader`] (large reads into the decoder,
+//! deadlines, decompression). [`Writer::current`] is the calling thread's identity.
+//!
+//! Compression (zstd, [`Compression`]) happens outside the codec: a compressed message is one zstd frame,
 //! chunked like any message; the codec hands it back still compressed. In mixed mode,
 //! [`Decoder::with_zstd_bursts`] finds a compressed burst's end from the frame itself
 //! ([`zstd_frame_len`]), so a `0x0F` inside compressed data does not cut it short.
 
+mod compress;
 mod decoder;
 mod decoder_mixed;
 mod encoder;
+mod identity;
 mod protocol_error;
+mod reader;
 mod reassembly;
+mod wait;
 pub mod wire;
+mod write_queue;
+mod writer;
 mod zstd_frame;
 
+pub use compress::{
+    Compression, Compressor, DecompressError, Decompressor, DEFAULT_LEVEL, MAX_DECOMPRESSED,
+};
 pub use decoder::{Decoder, Event, Events};
 pub use encoder::{
     chunk_count, encode_burst, encode_burst_unchecked, encode_message, encoded_len, fits_in_burst,
     message_chunks, BurstError, Chunk, MessageChunks,
 };
 pub use protocol_error::{ProtocolError, ProtocolErrorKind};
+pub use reader::{MessageReader, ReadError};
+pub use wait::Wait;
 pub use wire::{Header, Mode, Writer, PIPE_BUF};
+pub use writer::{MessageWriter, DROP_STALL_TIMEOUT};
 pub use zstd_frame::{zstd_frame_len, FrameScan, ZSTD_MAGIC};

@@ -57,6 +57,12 @@ pub enum ProtocolErrorKind {
     /// Mixed mode: no `0x0F` within a burst's maximum size after `0x0E` (or a zstd burst
     /// frame not followed by `0x0F`): stray data, not a burst.
     BadBurst,
+    /// Compression is on and a message or burst is not a valid zstd frame (or decompresses
+    /// past the size limit); it was dropped and decoding goes on.
+    BadCompressedData {
+        /// Bytes of the frame as received.
+        len: usize,
+    },
 }
 
 /// A break in the wire format, with its stream offset and the writer when known.
@@ -70,6 +76,7 @@ pub struct ProtocolError {
     offset: u64,
     writer: Option<Writer>,
     fatal: bool,
+    detail: Option<String>,
 }
 
 impl ProtocolError {
@@ -84,7 +91,14 @@ impl ProtocolError {
             offset,
             writer,
             fatal,
+            detail: None,
         }
+    }
+
+    /// Adds the underlying cause (the zstd error text) to the message.
+    pub(crate) fn with_detail(mut self, detail: String) -> Self {
+        self.detail = Some(detail);
+        self
     }
 
     /// What went wrong.
@@ -159,6 +173,16 @@ impl fmt::Display for ProtocolError {
                 f,
                 "0x0E at byte {at} opens no valid burst; its bytes are kept as line data"
             ),
+            ProtocolErrorKind::BadCompressedData { len } => {
+                write!(
+                    f,
+                    "compressed data ({len} bytes){who} ending before byte {at} does not decompress"
+                )?;
+                match &self.detail {
+                    Some(d) => write!(f, ": {d}"),
+                    None => Ok(()),
+                }
+            }
         }
     }
 }

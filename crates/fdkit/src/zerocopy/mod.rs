@@ -17,8 +17,9 @@ mod proxy;
 mod transfer;
 mod wait;
 
+pub use crate::fd::pipe_max_size;
 pub use kind::{fd_kind, FdKind, FileId};
-pub use pipe::{pipe_max_size, Pipe};
+pub use pipe::Pipe;
 pub use pool::{pool_clear, pool_idle, PooledPipe, POOL_CAPACITY, POOL_PIPE_SIZE};
 pub use proxy::{proxy, relay};
 pub use transfer::{transfer, Fallback, Path, TransferStats, SMALL_TRANSFER};

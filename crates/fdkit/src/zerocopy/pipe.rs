@@ -1,7 +1,8 @@
 //! A pipe pair as a value: splice into it, out of it, and tee it to other pipes.
 
+use crate::fd::{pipe_size, set_pipe_size, set_pipe_size_or_max};
 use rustix::io::Errno;
-use rustix::pipe::{fcntl_getpipe_size, fcntl_setpipe_size, pipe_with, splice, tee};
+use rustix::pipe::{pipe_with, splice, tee};
 use rustix::pipe::{PipeFlags, SpliceFlags};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
@@ -10,15 +11,6 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 pub struct Pipe {
     read: OwnedFd,
     write: OwnedFd,
-}
-
-/// `/proc/sys/fs/pipe-max-size`: the largest size an unprivileged process may give a pipe.
-/// See pipe(7).
-pub fn pipe_max_size() -> Result<usize, Errno> {
-    std::fs::read_to_string("/proc/sys/fs/pipe-max-size")
-        .ok()
-        .and_then(|s| s.trim().parse().ok())
-        .ok_or(Errno::NOENT)
 }
 
 impl Pipe {
@@ -46,30 +38,21 @@ impl Pipe {
 
     /// `fcntl(F_GETPIPE_SZ)`: the capacity in bytes. See pipe(7).
     pub fn size(&self) -> Result<usize, Errno> {
-        fcntl_getpipe_size(&self.write)
+        pipe_size(&self.write)
     }
 
     /// `fcntl(F_SETPIPE_SZ)`: asks for `size` bytes; the kernel rounds up to a power-of-two
     /// number of pages and returns what it set. `EPERM` above `pipe-max-size` without
     /// CAP_SYS_RESOURCE; `EBUSY` when the pipe holds more than `size`. See pipe(7).
     pub fn resize(&self, size: usize) -> Result<usize, Errno> {
-        fcntl_setpipe_size(&self.write, size)
+        set_pipe_size(&self.write, size)
     }
 
     /// Resizes to `size`, or to `pipe-max-size` when `size` is above what is allowed; returns
     /// the size set. An `EPERM` at the maximum too (a per-user page budget exhausted) leaves
     /// the pipe as it was and returns its current size: a smaller pipe still works.
     pub fn resize_or_max(&self, size: usize) -> Result<usize, Errno> {
-        match self.resize(size) {
-            Err(Errno::PERM) => {
-                let max = pipe_max_size()?;
-                match self.resize(size.min(max)) {
-                    Err(Errno::PERM) => self.size(),
-                    other => other,
-                }
-            }
-            other => other,
-        }
+        set_pipe_size_or_max(&self.write, size)
     }
 
     /// `ioctl(FIONREAD)`: bytes waiting in the pipe. See pipe(7).

@@ -1,0 +1,796 @@
+//! `AtomicPipe`: Perl Atomic::Pipe's API over the core's `MessageWriter`/`MessageReader`.
+//!
+//! Threads: the object is `frozen` and keeps its end in a `Mutex`, so one pipe may be shared
+//! by threads. The rule that keeps this deadlock-free: nobody ever *waits* for the mutex while
+//! holding the GIL ([`AtomicPipe::lock`] only tries, and waits with the GIL released).
+//!
+//! Signals: syscalls run with the GIL released by the bare C API (cheap enough for a
+//! 100-byte message per call); the core's checkpoint only reports `EINTR`, and the loop here
+//! runs Python's signal handlers with the GIL back, then resumes the same operation. Every
+//! operation is resumable: the writer's queue and the reader's decoder keep their state, and a
+//! deadline is absolute.
+
+use crate::args::{Fd, PathArg};
+use crate::atomic_pipe_options::{compression, protocol_error, Data, Options};
+use crate::errors::{os_error, os_error_with_path, without_gil};
+use fdkit::atomic_pipe::{
+    BurstError, Event, MessageReader, MessageWriter, Mode, ReadError, Wait, PIPE_BUF,
+};
+use fdkit::fd::{Errno, OFlags};
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::sync::{Mutex, MutexGuard, TryLockError};
+use std::time::Duration;
+
+/// Which end, and its state.
+enum End {
+    Reader(MessageReader),
+    Writer(MessageWriter),
+}
+
+struct State {
+    end: End,
+    compression: bool,
+}
+
+/// A checkpoint that only reports the interruption; [`retry`] runs the signal handlers.
+fn interrupted() -> Result<(), Errno> {
+    Err(Errno::INTR)
+}
+
+/// Runs `op` on the state with the GIL released, running signal handlers (with the GIL) and
+/// resuming after each `EINTR`. `op` must be resumable (see the module docs).
+fn retry<T: Send, E: Send>(
+    py: Python<'_>,
+    state: &mut State,
+    mut op: impl FnMut(&mut State) -> Result<T, E> + Send,
+    is_intr: impl Fn(&E) -> bool,
+) -> PyResult<Result<T, E>> {
+    loop {
+        match without_gil(py, || op(state)) {
+            Err(e) if is_intr(&e) => py.check_signals()?,
+            other => return Ok(other),
+        }
+    }
+}
+
+fn read_error(py: Python<'_>, e: ReadError) -> PyErr {
+    match e {
+        ReadError::Os(errno) => os_error(errno),
+        ReadError::Protocol(p) => protocol_error(py, &p),
+    }
+}
+
+fn closed() -> PyErr {
+    PyValueError::new_err("I/O operation on a closed AtomicPipe")
+}
+
+fn timeout_arg(timeout: Option<f64>) -> PyResult<Option<Duration>> {
+    match timeout {
+        None => Ok(None),
+        Some(t) if t.is_nan() || t < 0.0 => Err(PyValueError::new_err(
+            "timeout must be a non-negative number or None",
+        )),
+        Some(t) => Ok(Some(
+            Duration::try_from_secs_f64(t).unwrap_or(Duration::MAX),
+        )),
+    }
+}
+
+/// Many writers, one pipe, whole messages: Perl Atomic::Pipe's wire format and API.
+/// See `docs/atomic_pipe_api.md` and pipe(7) on `PIPE_BUF` atomicity.
+#[pyclass(name = "AtomicPipe", module = "fdkit._fdkit", frozen)]
+pub struct AtomicPipe {
+    state: Mutex<State>,
+    writer: bool,
+}
+
+impl AtomicPipe {
+    fn new(end: End, options: &Options) -> PyResult<Self> {
+        let writer = matches!(end, End::Writer(_));
+        let mut state = State {
+            end,
+            compression: false,
+        };
+        if options.mixed {
+            set_mixed(&mut state);
+        }
+        apply_compression(&mut state, options)?;
+        Ok(AtomicPipe {
+            state: Mutex::new(state),
+            writer,
+        })
+    }
+
+    fn from_owned(fd: OwnedFd, writer: bool, options: &Options) -> PyResult<Self> {
+        let mode = if options.mixed {
+            Mode::Mixed
+        } else {
+            Mode::Normal
+        };
+        let end = if writer {
+            End::Writer(MessageWriter::new(fd, mode).map_err(os_error)?)
+        } else {
+            End::Reader(MessageReader::new(fd, mode).map_err(os_error)?)
+        };
+        Self::new(end, options)
+    }
+
+    /// Takes the mutex without ever waiting for it while holding the GIL.
+    fn lock(&self, py: Python<'_>) -> MutexGuard<'_, State> {
+        loop {
+            match self.state.try_lock() {
+                Ok(guard) => return guard,
+                Err(TryLockError::Poisoned(p)) => return p.into_inner(),
+                Err(TryLockError::WouldBlock) => without_gil(py, || {
+                    drop(self.state.lock());
+                }),
+            }
+        }
+    }
+
+    fn open_fifo(py: Python<'_>, path: &Bound<'_, PyAny>, flags: OFlags) -> PyResult<OwnedFd> {
+        let p = PathArg::extract(path)?;
+        let cpath: &std::ffi::CStr = &p.0;
+        // Opening a FIFO waits for the other end: a peer-waiting call, so the GIL goes.
+        let flags = flags | OFlags::CLOEXEC;
+        loop {
+            match without_gil(py, || {
+                fdkit::fd::open(cpath, flags, fdkit::fd::Mode::empty())
+            }) {
+                Err(Errno::INTR) => py.check_signals()?,
+                Err(e) => return Err(os_error_with_path(e, path)),
+                Ok(fd) => return Ok(fd),
+            }
+        }
+    }
+
+    fn with_writer<T: Send>(
+        &self,
+        py: Python<'_>,
+        op: impl FnMut(&mut MessageWriter) -> Result<T, Errno> + Send,
+    ) -> PyResult<T> {
+        let mut guard = self.lock(py);
+        let state: &mut State = &mut guard;
+        let mut op = op;
+        let r = retry(
+            py,
+            state,
+            |s| match &mut s.end {
+                End::Writer(w) if w.is_closed() => Err(Errno::BADF),
+                End::Writer(w) => op(w),
+                End::Reader(_) => Err(Errno::BADF),
+            },
+            |e| *e == Errno::INTR,
+        )?;
+        r.map_err(|e| self.map_errno(state, e))
+    }
+
+    fn map_errno(&self, state: &State, e: Errno) -> PyErr {
+        if e == Errno::BADF && is_closed(state) {
+            closed()
+        } else {
+            os_error(e)
+        }
+    }
+
+    fn need_writer(&self) -> PyResult<()> {
+        if self.writer {
+            Ok(())
+        } else {
+            Err(PyValueError::new_err(
+                "this AtomicPipe is the reading end: it cannot write",
+            ))
+        }
+    }
+
+    fn need_reader(&self) -> PyResult<()> {
+        if self.writer {
+            Err(PyValueError::new_err(
+                "this AtomicPipe is the writing end: it cannot read",
+            ))
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Reads the next event within `wait`; `peek` stops at a partial line.
+    fn next_event(&self, py: Python<'_>, wait: Wait, peek: bool) -> PyResult<Next> {
+        self.need_reader()?;
+        let mut guard = self.lock(py);
+        let state: &mut State = &mut guard;
+        let End::Reader(r) = &mut state.end else {
+            unreachable!("need_reader checked the end");
+        };
+        if r.is_closed() {
+            return Err(closed());
+        }
+        let got = retry(
+            py,
+            state,
+            |s| match &mut s.end {
+                End::Reader(r) => r.next_event_or(wait, peek, &mut interrupted),
+                End::Writer(_) => Ok(None),
+            },
+            |e| *e == ReadError::Os(Errno::INTR),
+        )?
+        .map_err(|e| read_error(py, e))?;
+        Ok(match got {
+            Some(event) => Next::Event(event),
+            None => {
+                let End::Reader(r) = &state.end else {
+                    unreachable!()
+                };
+                if peek && !r.partial_line().is_empty() {
+                    Next::Peek(PyBytes::new(py, r.partial_line()).unbind())
+                } else {
+                    Next::Nothing
+                }
+            }
+        })
+    }
+
+    fn wait_for_read(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<Wait> {
+        let timeout = timeout_arg(timeout)?;
+        if timeout.is_some() {
+            return Ok(Wait::timeout(timeout));
+        }
+        let guard = self.lock(py);
+        Ok(match &guard.end {
+            End::Reader(r) if !r.is_blocking() => Wait::Never,
+            _ => Wait::Until(None),
+        })
+    }
+
+    fn need_normal_mode(&self, py: Python<'_>) -> PyResult<()> {
+        if mode_of(&self.lock(py)) == Mode::Mixed {
+            return Err(PyValueError::new_err(
+                "read_message() reads normal-mode streams; in mixed data mode use \
+                 get_line_burst_or_data()",
+            ));
+        }
+        Ok(())
+    }
+}
+
+enum Next {
+    Event(Event),
+    Peek(Py<PyBytes>),
+    Nothing,
+}
+
+fn is_closed(state: &State) -> bool {
+    match &state.end {
+        End::Reader(r) => r.is_closed(),
+        End::Writer(w) => w.is_closed(),
+    }
+}
+
+fn mode_of(state: &State) -> Mode {
+    match &state.end {
+        End::Reader(r) => r.mode(),
+        End::Writer(w) => w.mode(),
+    }
+}
+
+fn fd_of(state: &State) -> Result<std::os::fd::BorrowedFd<'_>, Errno> {
+    match &state.end {
+        End::Reader(r) => r.fd(),
+        End::Writer(w) => w.fd(),
+    }
+}
+
+fn set_mixed(state: &mut State) {
+    match &mut state.end {
+        End::Reader(r) => r.set_mixed_mode(),
+        End::Writer(w) => w.set_mode(Mode::Mixed),
+    }
+}
+
+fn apply_compression(state: &mut State, options: &Options) -> PyResult<()> {
+    let config = options.compression.as_ref();
+    let done = match &mut state.end {
+        End::Reader(r) => r.set_compression(config, options.keep_compressed),
+        End::Writer(w) => w.set_compression(config),
+    };
+    done.map_err(|e| PyValueError::new_err(format!("zstd refused the settings: {e}")))?;
+    state.compression = config.is_some();
+    Ok(())
+}
+
+fn event_tuple(py: Python<'_>, event: Event) -> Bound<'_, PyTuple> {
+    let (kind, data) = match event {
+        Event::Message { data, .. } => ("message", data),
+        Event::Burst(data) => ("burst", data),
+        Event::Line(data) => ("line", data),
+    };
+    PyTuple::new(
+        py,
+        [
+            kind.into_pyobject(py).unwrap().into_any(),
+            PyBytes::new(py, &data).into_any(),
+        ],
+    )
+    .expect("a 2-tuple")
+}
+
+#[pymethods]
+impl AtomicPipe {
+    /// The largest write the kernel keeps atomic on a pipe (4096 on Linux).
+    #[classattr]
+    const PIPE_BUF: usize = PIPE_BUF;
+
+    /// `pair(**options)` → `(reader, writer)`: a new pipe (`pipe2(O_CLOEXEC)`), both ends.
+    #[staticmethod]
+    #[pyo3(signature = (**options))]
+    fn pair(options: Option<&Bound<'_, PyDict>>) -> PyResult<(AtomicPipe, AtomicPipe)> {
+        let options = Options::parse(options)?;
+        let (r, w) = fdkit::fd::pipe2(fdkit::fd::PipeFlags::CLOEXEC).map_err(os_error)?;
+        Ok((
+            Self::from_owned(r, false, &options)?,
+            Self::from_owned(w, true, &options)?,
+        ))
+    }
+
+    /// `from_fd(mode, fd, **options)`: wraps an open fd, taking ownership of it (it is closed
+    /// with the AtomicPipe). `mode` is `'r'`/`'w'`, or Perl's `'<&'`/`'>&'`.
+    #[staticmethod]
+    #[pyo3(signature = (mode, fd, **options))]
+    fn from_fd(mode: &str, fd: Fd, options: Option<&Bound<'_, PyDict>>) -> PyResult<AtomicPipe> {
+        let writer = match mode {
+            "r" | "<&" | "<" | "<&=" => false,
+            "w" | ">&" | ">" | ">&=" => true,
+            other => {
+                return Err(PyValueError::new_err(format!(
+                    "mode must be 'r' or 'w' (or Perl's '<&' / '>&'), not {other:?}"
+                )))
+            }
+        };
+        let options = Options::parse(options)?;
+        // Check the number is an open fd before taking ownership (EBADF otherwise).
+        fdkit::fd::get_cloexec(fd.borrow()).map_err(os_error)?;
+        // SAFETY: the fd is open (checked just above) and the caller hands it over, as
+        // documented; from now on only this object closes it.
+        let owned = unsafe { OwnedFd::from_raw_fd(fd.0) };
+        Self::from_owned(owned, writer, &options)
+    }
+
+    /// `read_fifo(path, **options)`: opens a FIFO for reading (waits for a writer to open it,
+    /// with the GIL released). See fifo(7).
+    #[staticmethod]
+    #[pyo3(signature = (path, **options))]
+    fn read_fifo(
+        py: Python<'_>,
+        path: &Bound<'_, PyAny>,
+        options: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<AtomicPipe> {
+        let options = Options::parse(options)?;
+        let fd = Self::open_fifo(py, path, OFlags::RDONLY)?;
+        Self::from_owned(fd, false, &options)
+    }
+
+    /// `write_fifo(path, **options)`: opens a FIFO for writing (waits for a reader to open it,
+    /// with the GIL released). See fifo(7).
+    #[staticmethod]
+    #[pyo3(signature = (path, **options))]
+    fn write_fifo(
+        py: Python<'_>,
+        path: &Bound<'_, PyAny>,
+        options: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<AtomicPipe> {
+        let options = Options::parse(options)?;
+        let fd = Self::open_fifo(py, path, OFlags::WRONLY)?;
+        Self::from_owned(fd, true, &options)
+    }
+
+    /// The fd, or -1 once closed.
+    fn fileno(&self, py: Python<'_>) -> i32 {
+        fd_of(&self.lock(py)).map_or(-1, |fd| fd.as_raw_fd())
+    }
+
+    /// `'r'` for the reading end, `'w'` for the writing end.
+    #[getter]
+    fn mode(&self) -> &'static str {
+        if self.writer {
+            "w"
+        } else {
+            "r"
+        }
+    }
+
+    /// Whether `close()` ran.
+    #[getter]
+    fn closed(&self, py: Python<'_>) -> bool {
+        is_closed(&self.lock(py))
+    }
+
+    /// Writes one message in atomic chunks (`ceil(len / 4080)` writes of at most PIPE_BUF).
+    /// A non-blocking writer queues what the pipe does not take (see `flush`).
+    fn write_message(&self, py: Python<'_>, data: &Bound<'_, PyAny>) -> PyResult<()> {
+        self.need_writer()?;
+        let data = Data::extract(data)?;
+        let bytes = data.as_slice();
+        let mut queued = false;
+        self.with_writer(py, |w| {
+            if !queued {
+                w.queue_message(fdkit::atomic_pipe::Writer::current(), bytes)?;
+                queued = true;
+            }
+            w.flush_default(&mut interrupted)
+        })
+    }
+
+    /// Writes many messages; chunks of consecutive messages share one write while together
+    /// they fit in PIPE_BUF (still atomic). Returns how many messages were written.
+    fn write_messages(&self, py: Python<'_>, messages: &Bound<'_, PyAny>) -> PyResult<usize> {
+        self.need_writer()?;
+        let mut count = 0;
+        let mut batch: Vec<Data<'_>> = Vec::new();
+        let mut batch_bytes = 0;
+        for item in messages.try_iter()? {
+            let item = item?;
+            let data = Data::extract(&item)?;
+            batch_bytes += data.as_slice().len();
+            batch.push(data);
+            if batch_bytes >= 1 << 16 || batch.len() >= 4096 {
+                count += self.write_batch(py, &batch)?;
+                batch.clear();
+                batch_bytes = 0;
+            }
+        }
+        count += self.write_batch(py, &batch)?;
+        Ok(count)
+    }
+
+    /// Writes `data` as one burst (one atomic write, no header). Returns the bytes written, or
+    /// None (nothing written) when it does not fit. Mixed mode refuses data holding 0x0F or
+    /// starting with 0x10 (ValueError): a reader would misframe it.
+    fn write_burst(&self, py: Python<'_>, data: &Bound<'_, PyAny>) -> PyResult<Option<usize>> {
+        self.need_writer()?;
+        let data = Data::extract(data)?;
+        let bytes = data.as_slice();
+        let mut sent: Option<Result<usize, BurstError>> = None;
+        self.with_writer(py, |w| {
+            if sent.is_none() {
+                sent = Some(w.queue_burst(bytes)?);
+            }
+            w.flush_default(&mut interrupted)
+        })?;
+        match sent {
+            Some(Ok(n)) => Ok(Some(n)),
+            Some(Err(BurstError::TooLarge { .. })) | None => Ok(None),
+            Some(Err(refused)) => Err(PyValueError::new_err(refused.to_string())),
+        }
+    }
+
+    /// The wire size `data` would take as a burst (compressed when compression is on), or
+    /// None when it does not fit in one atomic write.
+    fn fits_in_burst(&self, py: Python<'_>, data: &Bound<'_, PyAny>) -> PyResult<Option<usize>> {
+        self.need_writer()?;
+        let data = Data::extract(data)?;
+        let bytes = data.as_slice();
+        self.with_writer(py, |w| w.fits_in_burst(bytes))
+    }
+
+    /// Bytes a non-blocking writer has queued that the pipe has not taken yet.
+    #[getter]
+    fn pending_output(&self, py: Python<'_>) -> usize {
+        match &self.lock(py).end {
+            End::Writer(w) => w.pending_output(),
+            End::Reader(_) => 0,
+        }
+    }
+
+    /// Writes queued output, waiting with poll(2) (never spinning) up to `timeout` seconds
+    /// (None: as long as it takes). True when nothing is left queued.
+    #[pyo3(signature = (timeout=None))]
+    fn flush(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<bool> {
+        if !self.writer {
+            return Ok(true);
+        }
+        let wait = Wait::timeout(timeout_arg(timeout)?);
+        self.with_writer(py, |w| w.flush_until(wait, &mut interrupted))
+    }
+
+    /// The next whole message: None at end of stream, when `timeout` seconds pass, or (non-
+    /// blocking) when none is ready. Raises ProtocolError for a broken stream, only after all
+    /// complete messages were returned.
+    #[pyo3(signature = (timeout=None))]
+    fn read_message(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<Option<Py<PyBytes>>> {
+        self.need_reader()?;
+        self.need_normal_mode(py)?;
+        let wait = self.wait_for_read(py, timeout)?;
+        match self.next_event(py, wait, false)? {
+            Next::Event(Event::Message { data, .. }) => Ok(Some(PyBytes::new(py, &data).unbind())),
+            Next::Event(_) | Next::Peek(_) | Next::Nothing => Ok(None),
+        }
+    }
+
+    /// Up to `max` messages: waits like `read_message` for the first, then returns what has
+    /// already arrived. `[]` at end of stream, on timeout, or (non-blocking) when none is ready.
+    #[pyo3(
+        signature = (max=crate::args::Count(1024), timeout=None),
+        text_signature = "(self, /, max=1024, timeout=None)"
+    )]
+    fn read_messages<'py>(
+        &self,
+        py: Python<'py>,
+        max: crate::args::Count,
+        timeout: Option<f64>,
+    ) -> PyResult<Bound<'py, PyList>> {
+        self.need_reader()?;
+        self.need_normal_mode(py)?;
+        let wait = self.wait_for_read(py, timeout)?;
+        let max = max.clamped();
+        let mut events = Vec::new();
+        {
+            let mut guard = self.lock(py);
+            let state: &mut State = &mut guard;
+            if is_closed(state) {
+                return Err(closed());
+            }
+            let got = retry(
+                py,
+                state,
+                |s| match &mut s.end {
+                    End::Reader(r) => r.next_events(max, wait, &mut interrupted, &mut events),
+                    End::Writer(_) => Ok(()),
+                },
+                |e| *e == ReadError::Os(Errno::INTR),
+            )?;
+            if let Err(e) = got {
+                if events.is_empty() {
+                    return Err(read_error(py, e));
+                }
+            }
+        }
+        let list = PyList::empty(py);
+        for event in events {
+            if let Event::Message { data, .. } = event {
+                list.append(PyBytes::new(py, &data))?;
+            }
+        }
+        Ok(list)
+    }
+
+    fn __iter__(slf: PyRef<'_, Self>) -> PyResult<PyRef<'_, Self>> {
+        slf.need_reader()?;
+        Ok(slf)
+    }
+
+    /// Iteration waits for each message (even on a non-blocking pipe) until end of stream.
+    fn __next__(&self, py: Python<'_>) -> PyResult<Option<Py<PyBytes>>> {
+        self.need_normal_mode(py)?;
+        match self.next_event(py, Wait::Until(None), false)? {
+            Next::Event(Event::Message { data, .. }) => Ok(Some(PyBytes::new(py, &data).unbind())),
+            _ => Ok(None),
+        }
+    }
+
+    /// True once the writers are gone and every message was returned.
+    fn eof(&self, py: Python<'_>) -> bool {
+        match &self.lock(py).end {
+            End::Reader(r) => r.is_eof(),
+            End::Writer(_) => false,
+        }
+    }
+
+    /// Switches to mixed data mode: plain lines, bursts and messages on one stream.
+    fn set_mixed_data_mode(&self, py: Python<'_>) {
+        set_mixed(&mut self.lock(py));
+    }
+
+    /// Whether mixed data mode is on.
+    #[getter]
+    fn mixed_data_mode(&self, py: Python<'_>) -> bool {
+        mode_of(&self.lock(py)) == Mode::Mixed
+    }
+
+    /// Mixed mode: the next `('line', b'…\n')`, `('burst', data)` or `('message', data)`.
+    /// With `peek_line=True`, a partial line (no `\n` yet) comes back as `('peek', data)`
+    /// without being consumed instead of waiting. None at end of stream, on timeout, or
+    /// (non-blocking) when nothing is ready.
+    #[pyo3(signature = (peek_line=false, timeout=None))]
+    fn get_line_burst_or_data<'py>(
+        &self,
+        py: Python<'py>,
+        peek_line: bool,
+        timeout: Option<f64>,
+    ) -> PyResult<Option<Bound<'py, PyTuple>>> {
+        self.need_reader()?;
+        if mode_of(&self.lock(py)) != Mode::Mixed {
+            return Err(PyValueError::new_err(
+                "get_line_burst_or_data() needs mixed data mode (set_mixed_data_mode())",
+            ));
+        }
+        let wait = self.wait_for_read(py, timeout)?;
+        Ok(match self.next_event(py, wait, peek_line)? {
+            Next::Event(event) => Some(event_tuple(py, event)),
+            Next::Peek(data) => Some(PyTuple::new(
+                py,
+                [
+                    "peek".into_pyobject(py)?.into_any(),
+                    data.into_bound(py).into_any(),
+                ],
+            )?),
+            Next::Nothing => None,
+        })
+    }
+
+    /// `set_compression(codec='zstd', *, level=3, dictionary=None, keep_compressed=False)`:
+    /// compress every later message and burst (writer) or decompress them (reader). `codec`
+    /// None turns it off. `dictionary`: raw bytes, or a path to a dictionary file.
+    #[pyo3(
+        signature = (codec=Some("zstd".to_owned()), *, level=None, dictionary=None, keep_compressed=false),
+        text_signature = "(self, /, codec='zstd', *, level=None, dictionary=None, keep_compressed=False)"
+    )]
+    fn set_compression(
+        &self,
+        py: Python<'_>,
+        codec: Option<String>,
+        level: Option<&Bound<'_, PyAny>>,
+        dictionary: Option<&Bound<'_, PyAny>>,
+        keep_compressed: bool,
+    ) -> PyResult<()> {
+        let options = Options {
+            mixed: false,
+            compression: compression(codec.as_deref(), level, dictionary)?,
+            keep_compressed,
+        };
+        apply_compression(&mut self.lock(py), &options)
+    }
+
+    /// `'zstd'` when compression is on, else None.
+    #[getter]
+    fn compression(&self, py: Python<'_>) -> Option<&'static str> {
+        self.lock(py).compression.then_some("zstd")
+    }
+
+    /// Whether the fd is in blocking mode.
+    #[getter]
+    fn get_blocking(&self, py: Python<'_>) -> PyResult<bool> {
+        let guard = self.lock(py);
+        if is_closed(&guard) {
+            return Err(closed());
+        }
+        Ok(match &guard.end {
+            End::Reader(r) => r.is_blocking(),
+            End::Writer(w) => w.is_blocking(),
+        })
+    }
+
+    /// Sets or clears `O_NONBLOCK`.
+    #[setter]
+    fn set_blocking(&self, py: Python<'_>, blocking: bool) -> PyResult<()> {
+        let mut guard = self.lock(py);
+        if is_closed(&guard) {
+            return Err(closed());
+        }
+        match &mut guard.end {
+            End::Reader(r) => r.set_blocking(blocking),
+            End::Writer(w) => w.set_blocking(blocking),
+        }
+        .map_err(os_error)
+    }
+
+    /// The pipe's capacity in bytes (`F_GETPIPE_SZ`). See pipe(7).
+    fn size(&self, py: Python<'_>) -> PyResult<usize> {
+        let guard = self.lock(py);
+        let fd = fd_of(&guard).map_err(|_| closed())?;
+        fdkit::fd::pipe_size(fd).map_err(os_error)
+    }
+
+    /// `/proc/sys/fs/pipe-max-size`: the largest size an unprivileged process may set.
+    fn max_size(&self) -> PyResult<usize> {
+        fdkit::fd::pipe_max_size().map_err(os_error)
+    }
+
+    /// Sets the capacity (`F_SETPIPE_SZ`; rounded up to a power-of-two number of pages);
+    /// returns the size set.
+    fn resize(&self, py: Python<'_>, size: crate::args::Count) -> PyResult<usize> {
+        let guard = self.lock(py);
+        let fd = fd_of(&guard).map_err(|_| closed())?;
+        fdkit::fd::set_pipe_size(fd, size.clamped()).map_err(os_error)
+    }
+
+    /// Sets the capacity to `size`, or to `max_size()` when `size` is not allowed.
+    fn resize_or_max(&self, py: Python<'_>, size: crate::args::Count) -> PyResult<usize> {
+        let guard = self.lock(py);
+        let fd = fd_of(&guard).map_err(|_| closed())?;
+        fdkit::fd::set_pipe_size_or_max(fd, size.clamped()).map_err(os_error)
+    }
+
+    /// Closes the fd; a writer first writes what it has queued (waiting with poll). Closing
+    /// twice is harmless. A vanished reader: BrokenPipeError (the fd is closed anyway).
+    fn close(&self, py: Python<'_>) -> PyResult<()> {
+        let mut guard = self.lock(py);
+        let state: &mut State = &mut guard;
+        if is_closed(state) {
+            return Ok(());
+        }
+        let done = retry(
+            py,
+            state,
+            |s| match &mut s.end {
+                End::Writer(w) => w.close(&mut interrupted),
+                End::Reader(r) => r.close(),
+            },
+            |e| *e == Errno::INTR,
+        )?;
+        done.map_err(os_error)
+    }
+
+    fn __enter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
+        slf
+    }
+
+    #[pyo3(signature = (*_args))]
+    fn __exit__(&self, py: Python<'_>, _args: &Bound<'_, PyTuple>) -> PyResult<bool> {
+        self.close(py)?;
+        Ok(false)
+    }
+
+    fn __repr__(&self, py: Python<'_>) -> String {
+        let guard = self.lock(py);
+        let role = if self.writer { "writer" } else { "reader" };
+        let mode = match mode_of(&guard) {
+            Mode::Normal => "",
+            Mode::Mixed => " mixed",
+        };
+        match fd_of(&guard) {
+            Ok(fd) => format!("<AtomicPipe {role} fd={}{mode}>", fd.as_raw_fd()),
+            Err(_) => format!("<AtomicPipe {role} closed>"),
+        }
+    }
+}
+
+impl AtomicPipe {
+    fn write_batch(&self, py: Python<'_>, batch: &[Data<'_>]) -> PyResult<usize> {
+        if batch.is_empty() {
+            return Ok(0);
+        }
+        let slices: Vec<&[u8]> = batch.iter().map(Data::as_slice).collect();
+        let mut queued = false;
+        self.with_writer(py, |w| {
+            if !queued {
+                let writer = fdkit::atomic_pipe::Writer::current();
+                for s in &slices {
+                    w.queue_message(writer, s)?;
+                }
+                queued = true;
+            }
+            w.flush_default(&mut interrupted)
+        })?;
+        Ok(batch.len())
+    }
+}
+
+impl Drop for AtomicPipe {
+    /// A writer dropped with output queued keeps flushing while the reader makes progress
+    /// (the core's rule), with the GIL released so other threads run meanwhile.
+    fn drop(&mut self) {
+        let state = self.state.get_mut().unwrap_or_else(|p| p.into_inner());
+        let pending = matches!(&state.end, End::Writer(w) if w.pending_output() > 0);
+        if pending {
+            let taken = std::mem::replace(&mut state.end, End::Reader(placeholder_reader()));
+            Python::attach(|py| without_gil(py, move || drop(taken)));
+        }
+    }
+}
+
+fn placeholder_reader() -> MessageReader {
+    MessageReader::closed(Mode::Normal)
+}
+
+/// Adds `AtomicPipe` and `ProtocolError` to the native module.
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<AtomicPipe>()?;
+    m.add(
+        "ProtocolError",
+        m.py()
+            .get_type::<crate::atomic_pipe_options::ProtocolError>(),
+    )?;
+    Ok(())
+}

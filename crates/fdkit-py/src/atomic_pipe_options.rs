@@ -1,0 +1,179 @@
+//! `AtomicPipe`'s keyword options, its `ProtocolError` exception, and the data arguments.
+
+use crate::args::{type_name, PathArg, RawBuffer};
+use fdkit::atomic_pipe::{Compression, ProtocolError as CoreProtocolError, ProtocolErrorKind};
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict};
+use std::os::unix::ffi::OsStrExt;
+
+pyo3::create_exception!(
+    _fdkit,
+    ProtocolError,
+    PyValueError,
+    "The stream broke the Atomic::Pipe wire format; `.writer` is (pid, tid) or None, \
+     `.offset` the stream byte offset, `.kind` a short name."
+);
+
+/// The options every constructor takes (and the setters change later).
+#[derive(Default)]
+pub struct Options {
+    pub mixed: bool,
+    pub compression: Option<Compression>,
+    pub keep_compressed: bool,
+}
+
+impl Options {
+    /// Parses `**options`; unknown names are a `TypeError`, as for any Python call.
+    pub fn parse(options: Option<&Bound<'_, PyDict>>) -> PyResult<Options> {
+        let mut out = Options::default();
+        let Some(options) = options else {
+            return Ok(out);
+        };
+        let get = |name: &str| options.get_item(name);
+        for key in options.keys() {
+            let key: String = key.extract()?;
+            if !matches!(
+                key.as_str(),
+                "mixed_data_mode" | "compression" | "level" | "dictionary" | "keep_compressed"
+            ) {
+                return Err(PyTypeError::new_err(format!(
+                    "unexpected keyword argument '{key}'"
+                )));
+            }
+        }
+        if let Some(v) = get("mixed_data_mode")? {
+            out.mixed = v.is_truthy()?;
+        }
+        out.keep_compressed = match get("keep_compressed")? {
+            Some(v) => v.is_truthy()?,
+            None => false,
+        };
+        let codec = get("compression")?;
+        let level = get("level")?;
+        let dictionary = get("dictionary")?;
+        let codec = match &codec {
+            Some(c) if !c.is_none() => Some(c.extract::<String>()?),
+            _ => None,
+        };
+        out.compression = compression(codec.as_deref(), level.as_ref(), dictionary.as_ref())?;
+        if codec.is_none() && (level.is_some() || dictionary.is_some()) {
+            return Err(PyValueError::new_err(
+                "level and dictionary need compression='zstd'",
+            ));
+        }
+        Ok(out)
+    }
+}
+
+/// `compression`, `level` and `dictionary` checked and turned into the core's config.
+pub fn compression(
+    codec: Option<&str>,
+    level: Option<&Bound<'_, PyAny>>,
+    dictionary: Option<&Bound<'_, PyAny>>,
+) -> PyResult<Option<Compression>> {
+    match codec {
+        None => return Ok(None),
+        Some("zstd") => {}
+        Some(other) => {
+            return Err(PyValueError::new_err(format!(
+                "unknown compression {other:?}: only 'zstd' is supported"
+            )))
+        }
+    }
+    let mut config = Compression::default();
+    if let Some(level) = level.filter(|l| !l.is_none()) {
+        let lvl: i64 = level.extract().map_err(|_| {
+            PyTypeError::new_err(format!("level must be an int, not {}", type_name(level)))
+        })?;
+        let (min, max) = (zstd_min_level(), 22);
+        if !(min..=max).contains(&lvl) {
+            return Err(PyValueError::new_err(format!(
+                "zstd level {lvl} is out of range ({min}..={max})"
+            )));
+        }
+        config.level = lvl as i32;
+    }
+    if let Some(dict) = dictionary.filter(|d| !d.is_none()) {
+        config.dictionary = Some(dictionary_bytes(dict)?);
+    }
+    Ok(Some(config))
+}
+
+fn zstd_min_level() -> i64 {
+    -(1 << 17)
+}
+
+/// A dictionary given as bytes (raw content) or as a path to a file holding it.
+fn dictionary_bytes(dict: &Bound<'_, PyAny>) -> PyResult<Vec<u8>> {
+    if let Ok(b) = dict.cast::<PyBytes>() {
+        return Ok(b.as_bytes().to_vec());
+    }
+    let is_path = dict.is_instance_of::<pyo3::types::PyString>()
+        || dict.hasattr("__fspath__").unwrap_or(false);
+    if is_path {
+        let path = PathArg::extract(dict)?;
+        let path = std::ffi::OsStr::from_bytes(path.as_bytes());
+        return std::fs::read(path).map_err(|e| {
+            let errno = e
+                .raw_os_error()
+                .unwrap_or(fdkit::fd::Errno::IO.raw_os_error());
+            pyo3::exceptions::PyOSError::new_err((
+                errno,
+                fdkit::error::strerror(fdkit::fd::Errno::from_raw_os_error(errno)),
+                dict.clone().unbind(),
+            ))
+        });
+    }
+    RawBuffer::get(dict, false).map(|b| b.as_slice().to_vec())
+}
+
+/// The core's protocol error as `ProtocolError(message)` with `writer`, `offset`, `kind`.
+pub fn protocol_error(py: Python<'_>, e: &CoreProtocolError) -> PyErr {
+    let err = ProtocolError::new_err(e.to_string());
+    let value = err.value(py);
+    let writer = e.writer().map(|w| (w.pid, w.tid));
+    // Setting attributes on a fresh exception instance cannot fail short of memory
+    // exhaustion; the error message already says it all if it did.
+    let _ = value.setattr("writer", writer);
+    let _ = value.setattr("offset", e.offset());
+    let _ = value.setattr("kind", kind_name(e.kind()));
+    err
+}
+
+fn kind_name(kind: ProtocolErrorKind) -> &'static str {
+    match kind {
+        ProtocolErrorKind::TruncatedChunk { .. } => "truncated_chunk",
+        ProtocolErrorKind::TruncatedBurst { .. } => "truncated_burst",
+        ProtocolErrorKind::IncompleteMessage { .. } => "incomplete_message",
+        ProtocolErrorKind::ChunkTooLarge { .. } => "chunk_too_large",
+        ProtocolErrorKind::ChunkOutOfOrder { .. } => "chunk_out_of_order",
+        ProtocolErrorKind::MissingFrameEnd { .. } => "missing_frame_end",
+        ProtocolErrorKind::BadBurst => "bad_burst",
+        ProtocolErrorKind::BadCompressedData { .. } => "bad_compressed_data",
+        _ => "protocol_error",
+    }
+}
+
+/// A message argument: `bytes` read in place, any other bytes-like object through the buffer
+/// protocol. `str` is refused, as `os.write` refuses it.
+pub enum Data<'py> {
+    Bytes(Bound<'py, PyBytes>),
+    Buffer(RawBuffer),
+}
+
+impl<'py> Data<'py> {
+    pub fn extract(obj: &Bound<'py, PyAny>) -> PyResult<Self> {
+        match obj.cast::<PyBytes>() {
+            Ok(b) => Ok(Data::Bytes(b.clone())),
+            Err(_) => RawBuffer::get(obj, false).map(Data::Buffer),
+        }
+    }
+
+    pub fn as_slice(&self) -> &[u8] {
+        match self {
+            Data::Bytes(b) => b.as_bytes(),
+            Data::Buffer(b) => b.as_slice(),
+        }
+    }
+}

@@ -1,0 +1,299 @@
+//! The reading end: bytes from a pipe through the [`Decoder`] into whole messages, bursts and
+//! lines, decompressed when the stream is compressed.
+//!
+//! Reads are large (64 KiB, or the pipe's size when larger, up to 1 MiB) and go straight into
+//! the decoder's buffer, so a burst of small messages costs one `read(2)` for hundreds of them.
+//! A blocking fd with no deadline sleeps in read(2); any deadline (or a non-blocking fd) waits
+//! with poll(2) instead.
+
+use super::compress::{Compression, Decompressor};
+use super::decoder::{Decoder, Event};
+use super::protocol_error::{ProtocolError, ProtocolErrorKind};
+use super::wait::{wait_for, Wait};
+use super::wire::Mode;
+use rustix::event::PollFlags;
+use rustix::io::Errno;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+
+/// The smallest read: 64 KiB, the default pipe size.
+const MIN_READ: usize = 1 << 16;
+/// The largest read, for pipes resized up to 1 MiB.
+const MAX_READ: usize = 1 << 20;
+
+/// Why a read failed: the kernel refused, or the stream broke the wire format.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReadError {
+    /// `read(2)`/`poll(2)` failed (or a checkpoint stopped the wait with `EINTR`).
+    Os(Errno),
+    /// The stream is not valid Atomic::Pipe data (see [`ProtocolError`]).
+    Protocol(ProtocolError),
+}
+
+impl From<Errno> for ReadError {
+    fn from(e: Errno) -> Self {
+        ReadError::Os(e)
+    }
+}
+
+impl From<ProtocolError> for ReadError {
+    fn from(e: ProtocolError) -> Self {
+        ReadError::Protocol(e)
+    }
+}
+
+impl std::fmt::Display for ReadError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ReadError::Os(e) => write!(f, "{e}"),
+            ReadError::Protocol(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl std::error::Error for ReadError {}
+
+/// What one attempt to get more bytes did.
+enum Fill {
+    Data,
+    Eof,
+    NotReady,
+}
+
+/// The reading end of an atomic pipe. See the [module docs](self).
+#[derive(Debug)]
+pub struct MessageReader {
+    fd: Option<OwnedFd>,
+    decoder: Decoder,
+    nonblocking: bool,
+    decompressor: Option<Decompressor>,
+    keep_compressed: bool,
+    read_size: usize,
+}
+
+impl MessageReader {
+    /// Takes ownership of `fd` (a pipe's read end, a FIFO opened for reading, or any fd).
+    /// Reads `O_NONBLOCK` once: change it through [`set_blocking`](Self::set_blocking).
+    pub fn new(fd: OwnedFd, mode: Mode) -> Result<Self, Errno> {
+        let nonblocking = !crate::fd::get_blocking(fd.as_fd())?;
+        let read_size = crate::fd::pipe_size(&fd)
+            .unwrap_or(MIN_READ)
+            .clamp(MIN_READ, MAX_READ);
+        Ok(MessageReader {
+            fd: Some(fd),
+            decoder: Decoder::new(mode),
+            nonblocking,
+            decompressor: None,
+            keep_compressed: false,
+            read_size,
+        })
+    }
+
+    /// A reader with no fd, already closed (a placeholder where one must be).
+    pub fn closed(mode: Mode) -> Self {
+        MessageReader {
+            fd: None,
+            decoder: Decoder::new(mode),
+            nonblocking: false,
+            decompressor: None,
+            keep_compressed: false,
+            read_size: MIN_READ,
+        }
+    }
+
+    /// The fd, or `EBADF` once closed.
+    pub fn fd(&self) -> Result<BorrowedFd<'_>, Errno> {
+        self.fd.as_ref().map(AsFd::as_fd).ok_or(Errno::BADF)
+    }
+
+    /// Whether [`close`](Self::close) ran.
+    pub fn is_closed(&self) -> bool {
+        self.fd.is_none()
+    }
+
+    /// The framing in use.
+    pub fn mode(&self) -> Mode {
+        self.decoder.mode()
+    }
+
+    /// Switches to mixed data mode (Atomic::Pipe's `set_mixed_data_mode`). Bytes already
+    /// received and not yet parsed are parsed in the new mode.
+    pub fn set_mixed_mode(&mut self) {
+        self.decoder.set_mode(Mode::Mixed);
+    }
+
+    /// Decompresses every later message and burst (`None`: stop). With `keep_compressed`,
+    /// messages and bursts come back as the zstd frames they were sent as (to forward them),
+    /// while the decoder still knows to find a compressed burst's end from its frame.
+    pub fn set_compression(
+        &mut self,
+        config: Option<&Compression>,
+        keep_compressed: bool,
+    ) -> std::io::Result<()> {
+        self.decompressor = config.map(Decompressor::new).transpose()?;
+        self.keep_compressed = keep_compressed;
+        self.decoder.set_zstd_bursts(self.decompressor.is_some());
+        Ok(())
+    }
+
+    /// Whether the fd is in blocking mode.
+    pub fn is_blocking(&self) -> bool {
+        !self.nonblocking
+    }
+
+    /// Sets or clears `O_NONBLOCK` on the fd. See fcntl(2).
+    pub fn set_blocking(&mut self, blocking: bool) -> Result<(), Errno> {
+        crate::fd::set_blocking(self.fd()?, blocking)?;
+        self.nonblocking = !blocking;
+        Ok(())
+    }
+
+    /// True once the writers are gone (end of file) and every event was returned.
+    pub fn is_eof(&self) -> bool {
+        self.decoder.is_drained()
+    }
+
+    /// Mixed mode: the start of a line whose `\n` has not arrived (for `peek_line`).
+    pub fn partial_line(&self) -> &[u8] {
+        self.decoder.partial_line()
+    }
+
+    /// The next event, waiting within `wait` for bytes. `Ok(None)`: end of stream (see
+    /// [`is_eof`](Self::is_eof)), time up, or nothing ready for [`Wait::Never`]. A protocol
+    /// error comes only after every complete event before it.
+    pub fn next_event(
+        &mut self,
+        wait: Wait,
+        checkpoint: &mut dyn FnMut() -> Result<(), Errno>,
+    ) -> Result<Option<Event>, ReadError> {
+        self.next_event_or(wait, false, checkpoint)
+    }
+
+    /// Like [`next_event`](Self::next_event); with `stop_at_partial_line`, returns `Ok(None)`
+    /// instead of waiting when a partial line is buffered (Atomic::Pipe's `peek_line`).
+    pub fn next_event_or(
+        &mut self,
+        wait: Wait,
+        stop_at_partial_line: bool,
+        checkpoint: &mut dyn FnMut() -> Result<(), Errno>,
+    ) -> Result<Option<Event>, ReadError> {
+        loop {
+            if let Some(event) = self.decoder.next_event()? {
+                return Ok(Some(self.decompress(event)?));
+            }
+            if self.decoder.is_finished()
+                || (stop_at_partial_line && !self.decoder.partial_line().is_empty())
+            {
+                return Ok(None);
+            }
+            match self.fill(wait, checkpoint)? {
+                Fill::Data | Fill::Eof => {}
+                Fill::NotReady => return Ok(None),
+            }
+        }
+    }
+
+    /// Up to `max` events: waits within `wait` for the first, then takes what is already
+    /// received (one more read only if nothing is buffered). The batch read behind
+    /// `read_messages`. A protocol error after some events is kept for the next call.
+    pub fn next_events(
+        &mut self,
+        max: usize,
+        wait: Wait,
+        checkpoint: &mut dyn FnMut() -> Result<(), Errno>,
+        out: &mut Vec<Event>,
+    ) -> Result<(), ReadError> {
+        let start = out.len();
+        while out.len() - start < max {
+            let step = if out.len() == start {
+                self.next_event(wait, checkpoint)
+            } else {
+                self.decoder.next_event().map_err(ReadError::from)
+            };
+            match step {
+                Ok(Some(event)) if out.len() == start => out.push(event),
+                Ok(Some(event)) => match self.decompress(event) {
+                    Ok(event) => out.push(event),
+                    Err(e) => {
+                        self.decoder.push_back_error(e);
+                        break;
+                    }
+                },
+                Ok(None) => break,
+                Err(ReadError::Protocol(e)) if out.len() > start => {
+                    self.decoder.push_back_error(e);
+                    break;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
+    /// Closes the fd (once).
+    pub fn close(&mut self) -> Result<(), Errno> {
+        self.fd.take().map_or(Ok(()), crate::fd::close)
+    }
+
+    fn fill(
+        &mut self,
+        wait: Wait,
+        checkpoint: &mut dyn FnMut() -> Result<(), Errno>,
+    ) -> Result<Fill, Errno> {
+        let Some(fd) = self.fd.as_ref() else {
+            return Err(Errno::BADF);
+        };
+        let poll_first = !self.nonblocking && !wait.is_forever();
+        loop {
+            if poll_first && !wait_for(fd.as_fd(), PollFlags::IN, wait, checkpoint)? {
+                return Ok(Fill::NotReady);
+            }
+            match self
+                .decoder
+                .feed_with(self.read_size, |buf| rustix::io::read(fd, buf))
+            {
+                Ok(0) => {
+                    self.decoder.finish();
+                    return Ok(Fill::Eof);
+                }
+                Ok(_) => return Ok(Fill::Data),
+                Err(Errno::AGAIN) => {
+                    if !wait_for(fd.as_fd(), PollFlags::IN, wait, checkpoint)? {
+                        return Ok(Fill::NotReady);
+                    }
+                }
+                Err(Errno::INTR) => checkpoint()?,
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    fn decompress(&mut self, event: Event) -> Result<Event, ProtocolError> {
+        let Some(d) = self.decompressor.as_mut().filter(|_| !self.keep_compressed) else {
+            return Ok(event);
+        };
+        let offset = self.decoder.offset();
+        match event {
+            Event::Message { writer, data } => match d.decompress(&data) {
+                Ok(data) => Ok(Event::Message { writer, data }),
+                Err(e) => Err(ProtocolError::new(
+                    ProtocolErrorKind::BadCompressedData { len: data.len() },
+                    offset,
+                    Some(writer),
+                    false,
+                )
+                .with_detail(e.0)),
+            },
+            Event::Burst(data) => match d.decompress(&data) {
+                Ok(data) => Ok(Event::Burst(data)),
+                Err(e) => Err(ProtocolError::new(
+                    ProtocolErrorKind::BadCompressedData { len: data.len() },
+                    offset,
+                    None,
+                    false,
+                )
+                .with_detail(e.0)),
+            },
+            line @ Event::Line(_) => Ok(line),
+        }
+    }
+}
