@@ -1,7 +1,7 @@
 # Type stubs for the native module, written by hand and checked by `mypy.stubtest` (make lint).
 from collections.abc import Callable, Iterable, Iterator
 from os import PathLike
-from typing import Any, ClassVar, final
+from typing import Any, ClassVar, Literal, final, overload
 
 from _typeshed import ReadableBuffer, WriteableBuffer
 
@@ -131,6 +131,7 @@ class ProtocolError(ValueError):
     writer: tuple[int, int] | None
     offset: int
     kind: str
+    fatal: bool
 
 _Dictionary = ReadableBuffer | str | PathLike[str] | PathLike[bytes] | None
 
@@ -189,8 +190,22 @@ class AtomicPipe:
     @property
     def pending_output(self) -> int: ...
     def flush(self, timeout: float | None = None) -> bool: ...
-    def read_message(self, timeout: float | None = None) -> bytes | None: ...
-    def read_messages(self, max: int = 1024, timeout: float | None = None) -> list[bytes]: ...
+    @overload
+    def read_message(
+        self, timeout: float | None = None, *, with_writer: Literal[False] = False
+    ) -> bytes | None: ...
+    @overload
+    def read_message(
+        self, timeout: float | None = None, *, with_writer: Literal[True]
+    ) -> tuple[int, int, bytes] | None: ...
+    @overload
+    def read_messages(
+        self, max: int = 1024, timeout: float | None = None, *, with_writer: Literal[False] = False
+    ) -> list[bytes]: ...
+    @overload
+    def read_messages(
+        self, max: int = 1024, timeout: float | None = None, *, with_writer: Literal[True]
+    ) -> list[tuple[int, int, bytes]]: ...
     def __iter__(self) -> Iterator[bytes]: ...
     def __next__(self) -> bytes: ...
     def eof(self) -> bool: ...

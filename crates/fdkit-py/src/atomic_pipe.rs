@@ -300,6 +300,22 @@ fn apply_compression(state: &mut State, options: &Options) -> PyResult<()> {
     Ok(())
 }
 
+/// A message for Python: its bytes, or `(pid, tid, bytes)` when the caller asked who wrote it.
+fn message_object<'py>(
+    py: Python<'py>,
+    writer: fdkit::atomic_pipe::Writer,
+    data: &[u8],
+    with_writer: bool,
+) -> PyResult<Bound<'py, PyAny>> {
+    let bytes = PyBytes::new(py, data).into_any();
+    if !with_writer {
+        return Ok(bytes);
+    }
+    Ok((writer.pid, writer.tid, bytes)
+        .into_pyobject(py)?
+        .into_any())
+}
+
 fn event_tuple(py: Python<'_>, event: Event) -> Bound<'_, PyTuple> {
     let (kind, data) = match event {
         Event::Message { data, .. } => ("message", data),
@@ -335,13 +351,14 @@ impl AtomicPipe {
     }
 
     /// `from_fd(mode, fd, **options)`: wraps an open fd, taking ownership of it (it is closed
-    /// with the AtomicPipe). `mode` is `'r'`/`'w'`, or Perl's `'<&'`/`'>&'`.
+    /// with the AtomicPipe). `mode` is `'r'`/`'w'`, or Perl's `'<&'`/`'>&'` (`'<&='`/`'>&='`).
+    /// The fd must be open in that direction; when the call fails the fd stays the caller's.
     #[staticmethod]
     #[pyo3(signature = (mode, fd, **options))]
     fn from_fd(mode: &str, fd: Fd, options: Option<&Bound<'_, PyDict>>) -> PyResult<AtomicPipe> {
         let writer = match mode {
-            "r" | "<&" | "<" | "<&=" => false,
-            "w" | ">&" | ">" | ">&=" => true,
+            "r" | "<&" | "<&=" => false,
+            "w" | ">&" | ">&=" => true,
             other => {
                 return Err(PyValueError::new_err(format!(
                     "mode must be 'r' or 'w' (or Perl's '<&' / '>&'), not {other:?}"
@@ -349,10 +366,26 @@ impl AtomicPipe {
             }
         };
         let options = Options::parse(options)?;
-        // Check the number is an open fd before taking ownership (EBADF otherwise).
-        fdkit::fd::get_cloexec(fd.borrow()).map_err(os_error)?;
-        // SAFETY: the fd is open (checked just above) and the caller hands it over, as
-        // documented; from now on only this object closes it.
+        // The fd must be open (EBADF otherwise) and open for this direction: a reader on a
+        // write end would only fail at its first read, far from the mistake.
+        let access = rustix::fs::fcntl_getfl(fd.borrow()).map_err(os_error)?;
+        let access = access & OFlags::RWMODE;
+        let fits = access == OFlags::RDWR
+            || (writer && access == OFlags::WRONLY)
+            || (!writer && access == OFlags::RDONLY);
+        if !fits {
+            let (want, end) = if writer {
+                ("writing", "a read end")
+            } else {
+                ("reading", "a write end")
+            };
+            return Err(PyValueError::new_err(format!(
+                "fd {} is not open for {want} (it is {end}); from_fd mode {mode:?}",
+                fd.0
+            )));
+        }
+        // SAFETY: the fd is open (fcntl succeeded just above) and the caller hands it over,
+        // as documented; from now on only this object closes it.
         let owned = unsafe { OwnedFd::from_raw_fd(fd.0) };
         Self::from_owned(owned, writer, &options)
     }
@@ -496,14 +529,21 @@ impl AtomicPipe {
 
     /// The next whole message: None at end of stream, when `timeout` seconds pass, or (non-
     /// blocking) when none is ready. Raises ProtocolError for a broken stream, only after all
-    /// complete messages were returned.
-    #[pyo3(signature = (timeout=None))]
-    fn read_message(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<Option<Py<PyBytes>>> {
+    /// complete messages were returned. `with_writer=True` returns `(pid, tid, data)`.
+    #[pyo3(signature = (timeout=None, *, with_writer=false))]
+    fn read_message<'py>(
+        &self,
+        py: Python<'py>,
+        timeout: Option<f64>,
+        with_writer: bool,
+    ) -> PyResult<Option<Bound<'py, PyAny>>> {
         self.need_reader()?;
         self.need_normal_mode(py)?;
         let wait = self.wait_for_read(py, timeout)?;
         match self.next_event(py, wait, false)? {
-            Next::Event(Event::Message { data, .. }) => Ok(Some(PyBytes::new(py, &data).unbind())),
+            Next::Event(Event::Message { writer, data }) => {
+                message_object(py, writer, &data, with_writer).map(Some)
+            }
             Next::Event(_) | Next::Peek(_) | Next::Nothing => Ok(None),
         }
     }
@@ -511,14 +551,15 @@ impl AtomicPipe {
     /// Up to `max` messages: waits like `read_message` for the first, then returns what has
     /// already arrived. `[]` at end of stream, on timeout, or (non-blocking) when none is ready.
     #[pyo3(
-        signature = (max=crate::args::Count(1024), timeout=None),
-        text_signature = "(self, /, max=1024, timeout=None)"
+        signature = (max=crate::args::Count(1024), timeout=None, *, with_writer=false),
+        text_signature = "(self, /, max=1024, timeout=None, *, with_writer=False)"
     )]
     fn read_messages<'py>(
         &self,
         py: Python<'py>,
         max: crate::args::Count,
         timeout: Option<f64>,
+        with_writer: bool,
     ) -> PyResult<Bound<'py, PyList>> {
         self.need_reader()?;
         self.need_normal_mode(py)?;
@@ -548,8 +589,8 @@ impl AtomicPipe {
         }
         let list = PyList::empty(py);
         for event in events {
-            if let Event::Message { data, .. } = event {
-                list.append(PyBytes::new(py, &data))?;
+            if let Event::Message { writer, data } = event {
+                list.append(message_object(py, writer, &data, with_writer)?)?;
             }
         }
         Ok(list)

@@ -1,7 +1,9 @@
 //! `AtomicPipe`'s keyword options, its `ProtocolError` exception, and the data arguments.
 
 use crate::args::{type_name, PathArg, RawBuffer};
-use fdkit::atomic_pipe::{Compression, ProtocolError as CoreProtocolError, ProtocolErrorKind};
+use fdkit::atomic_pipe::{
+    Compression, Compressor, Decompressor, ProtocolError as CoreProtocolError, ProtocolErrorKind,
+};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
@@ -12,7 +14,8 @@ pyo3::create_exception!(
     ProtocolError,
     PyValueError,
     "The stream broke the Atomic::Pipe wire format; `.writer` is (pid, tid) or None, \
-     `.offset` the stream byte offset, `.kind` a short name."
+     `.offset` the stream byte offset, `.kind` a short name, `.fatal` whether the stream \
+     can be read further."
 );
 
 /// The options every constructor takes (and the setters change later).
@@ -97,6 +100,11 @@ pub fn compression(
     if let Some(dict) = dictionary.filter(|d| !d.is_none()) {
         config.dictionary = Some(dictionary_bytes(dict)?);
     }
+    // Checked here, before any fd is taken over: zstd refuses a malformed trained dictionary
+    // (raw content is always accepted).
+    Compressor::new(&config)
+        .and_then(|_| Decompressor::new(&config))
+        .map_err(|e| PyValueError::new_err(format!("zstd refused the settings: {e}")))?;
     Ok(Some(config))
 }
 
@@ -138,6 +146,7 @@ pub fn protocol_error(py: Python<'_>, e: &CoreProtocolError) -> PyErr {
     let _ = value.setattr("writer", writer);
     let _ = value.setattr("offset", e.offset());
     let _ = value.setattr("kind", kind_name(e.kind()));
+    let _ = value.setattr("fatal", e.is_fatal());
     err
 }
 

@@ -10,7 +10,7 @@ import sys
 from collections.abc import Sequence
 
 from fdkit import __version__
-from fdkit.cli import bench, copy, doctor, proxy
+from fdkit.cli import bench, copy, doctor, pipe_cat, proxy
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -23,6 +23,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_parser(sub)
     copy.add_parser(sub)
     doctor.add_parser(sub)
+    pipe_cat.add_parser(sub)
     proxy.add_parser(sub)
     return parser
 
