@@ -159,7 +159,8 @@ def test_human_lines_show_text_escapes_hex_and_cut_long_payloads() -> None:
     binary = bytes(range(256))
     r = cat(str(VECTORS_DIR / "V06_msg_binary_0to255.bin"))
     assert r.stdout.decode() == (
-        f"message pid=12345 tid=0 len=256 hex: {binary[:64].hex()} ... (+192 bytes, --full shows all)\n"
+        f"message pid=12345 tid=0 len=256 hex: {binary[:64].hex()}"
+        " ... (+192 bytes, --full shows all)\n"
     )
     r = cat("--full", str(VECTORS_DIR / "V06_msg_binary_0to255.bin"))
     assert r.stdout.decode() == f"message pid=12345 tid=0 len=256 hex: {binary.hex()}\n"
