@@ -214,6 +214,65 @@ def test_a_child_after_fork_writes_with_its_own_pid() -> None:
     )
 
 
+def test_forking_while_another_thread_writes_never_leaves_the_child_stuck() -> None:
+    """The classic post-fork deadlock: a thread holds the writer's lock (mid-write, GIL
+    released) when another thread forks. The child must still write, and must not repeat
+    the parent's queued bytes."""
+    r, w = AtomicPipe.pair()
+    stop = threading.Event()
+    received: list[tuple[int, int, bytes]] = []
+
+    def drain() -> None:
+        while (m := r.read_message(timeout=5, with_writer=True)) is not None:
+            received.append(m)
+
+    def hammer() -> None:
+        n = 0
+        while not stop.is_set():
+            w.write_message(n.to_bytes(4, "little") * 5000)  # 20 KB: 5 chunks, 5 writes
+            n += 1
+
+    reader = threading.Thread(target=drain)
+    writer = threading.Thread(target=hammer)
+    reader.start()
+    writer.start()
+    children = []
+    try:
+        for _ in range(12):
+            time.sleep(0.01)
+            pid = os.fork()
+            if pid == 0:
+                code = 1
+                try:
+                    w.write_message(b"child %d" % os.getpid())
+                    code = 0
+                finally:
+                    os._exit(code)
+            children.append(pid)
+        for pid in children:
+            deadline = time.monotonic() + 10
+            while (done := os.waitpid(pid, os.WNOHANG))[0] == 0:
+                if time.monotonic() > deadline:
+                    os.kill(pid, 9)
+                    os.waitpid(pid, 0)
+                    pytest.fail("a child forked mid-write hung on the inherited writer")
+                time.sleep(0.01)
+            assert os.waitstatus_to_exitcode(done[1]) == 0
+    finally:
+        stop.set()
+        writer.join(10)
+        w.close()
+        reader.join(10)
+        r.close()
+    mine = [data for pid, _, data in received if pid == os.getpid()]
+    from_children = {pid: data for pid, _, data in received if pid != os.getpid()}
+    assert from_children == {pid: b"child %d" % pid for pid in children}
+    # The parent's messages arrive whole, in order, each once (no child replayed them).
+    numbers = [int.from_bytes(m[:4], "little") for m in mine]
+    assert numbers == list(range(len(numbers)))
+    assert all(m == m[:4] * 5000 for m in mine)
+
+
 # --- FIFOs ----------------------------------------------------------------------------------
 
 

@@ -13,6 +13,7 @@
 use crate::args::{Fd, PathArg};
 use crate::atomic_pipe_options::{compression, protocol_error, Data, Options};
 use crate::errors::{os_error, os_error_with_path, without_gil};
+use crate::fork_safe_lock::{ForkSafe, Held};
 use fdkit::atomic_pipe::{
     BurstError, Event, MessageReader, MessageWriter, Mode, ReadError, Wait, PIPE_BUF,
 };
@@ -21,7 +22,7 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::sync::{Mutex, MutexGuard, TryLockError};
+use std::sync::Mutex;
 use std::time::Duration;
 
 /// Which end, and its state.
@@ -83,52 +84,79 @@ fn timeout_arg(timeout: Option<f64>) -> PyResult<Option<Duration>> {
 /// See `docs/atomic_pipe_api.md` and pipe(7) on `PIPE_BUF` atomicity.
 #[pyclass(name = "AtomicPipe", module = "fdkit._fdkit", frozen)]
 pub struct AtomicPipe {
-    state: Mutex<State>,
+    state: ForkSafe<State>,
     writer: bool,
+    /// How to rebuild the state in a forked child whose parent held the lock at fork time:
+    /// the fd number (-1 once closed) and the settings. Only touched with the GIL held.
+    recipe: Mutex<Recipe>,
+}
+
+struct Recipe {
+    fd: i32,
+    options: Options,
+}
+
+/// Builds an end's state over `fd` with `options` (which were checked when parsed).
+fn build_state(fd: OwnedFd, writer: bool, options: &Options) -> PyResult<State> {
+    let mode = if options.mixed {
+        Mode::Mixed
+    } else {
+        Mode::Normal
+    };
+    let end = if writer {
+        End::Writer(MessageWriter::new(fd, mode).map_err(os_error)?)
+    } else {
+        End::Reader(MessageReader::new(fd, mode).map_err(os_error)?)
+    };
+    let mut state = State {
+        end,
+        compression: false,
+    };
+    apply_compression(&mut state, options)?;
+    Ok(state)
 }
 
 impl AtomicPipe {
-    fn new(end: End, options: &Options) -> PyResult<Self> {
-        let writer = matches!(end, End::Writer(_));
-        let mut state = State {
-            end,
-            compression: false,
-        };
-        if options.mixed {
-            set_mixed(&mut state);
-        }
-        apply_compression(&mut state, options)?;
+    fn from_owned(fd: OwnedFd, writer: bool, options: &Options) -> PyResult<Self> {
+        let raw = fd.as_raw_fd();
+        let state = build_state(fd, writer, options)?;
         Ok(AtomicPipe {
-            state: Mutex::new(state),
+            state: ForkSafe::new(state),
             writer,
+            recipe: Mutex::new(Recipe {
+                fd: raw,
+                options: options.clone(),
+            }),
         })
     }
 
-    fn from_owned(fd: OwnedFd, writer: bool, options: &Options) -> PyResult<Self> {
-        let mode = if options.mixed {
-            Mode::Mixed
-        } else {
-            Mode::Normal
-        };
-        let end = if writer {
-            End::Writer(MessageWriter::new(fd, mode).map_err(os_error)?)
-        } else {
-            End::Reader(MessageReader::new(fd, mode).map_err(os_error)?)
-        };
-        Self::new(end, options)
+    /// Takes the lock without ever waiting for it while holding the GIL; in a child forked
+    /// while another thread held it, rebuilds the end from the recipe (see `fork_safe_lock`).
+    fn lock(&self, py: Python<'_>) -> Held<State> {
+        self.state.lock(py, || self.rebuild())
     }
 
-    /// Takes the mutex without ever waiting for it while holding the GIL.
-    fn lock(&self, py: Python<'_>) -> MutexGuard<'_, State> {
-        loop {
-            match self.state.try_lock() {
-                Ok(guard) => return guard,
-                Err(TryLockError::Poisoned(p)) => return p.into_inner(),
-                Err(TryLockError::WouldBlock) => without_gil(py, || {
-                    drop(self.state.lock());
-                }),
-            }
+    fn recipe(&self) -> std::sync::MutexGuard<'_, Recipe> {
+        self.recipe.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn rebuild(&self) -> State {
+        let recipe = self.recipe();
+        let closed = || State {
+            end: if self.writer {
+                End::Writer(MessageWriter::closed(Mode::Normal))
+            } else {
+                End::Reader(MessageReader::closed(Mode::Normal))
+            },
+            compression: false,
+        };
+        if recipe.fd < 0 {
+            return closed();
         }
+        // SAFETY: the fd belonged to the state that is now set aside and leaked (never
+        // dropped), so this is again its only owner; it is open (the parent's state had it).
+        let fd = unsafe { OwnedFd::from_raw_fd(recipe.fd) };
+        build_state(fd, self.writer, &recipe.options).unwrap_or_else(|_| closed())
     }
 
     fn open_fifo(py: Python<'_>, path: &Bound<'_, PyAny>, flags: OFlags) -> PyResult<OwnedFd> {
@@ -621,6 +649,7 @@ impl AtomicPipe {
     /// Switches to mixed data mode: plain lines, bursts and messages on one stream.
     fn set_mixed_data_mode(&self, py: Python<'_>) {
         set_mixed(&mut self.lock(py));
+        self.recipe().options.mixed = true;
     }
 
     /// Whether mixed data mode is on.
@@ -680,7 +709,11 @@ impl AtomicPipe {
             compression: compression(codec.as_deref(), level, dictionary)?,
             keep_compressed,
         };
-        apply_compression(&mut self.lock(py), &options)
+        apply_compression(&mut self.lock(py), &options)?;
+        let mut recipe = self.recipe();
+        recipe.options.compression = options.compression;
+        recipe.options.keep_compressed = keep_compressed;
+        Ok(())
     }
 
     /// `'zstd'` when compression is on, else None.
@@ -759,8 +792,11 @@ impl AtomicPipe {
                 End::Reader(r) => r.close(),
             },
             |e| *e == Errno::INTR,
-        )?;
-        done.map_err(os_error)
+        );
+        if is_closed(state) {
+            self.recipe().fd = -1;
+        }
+        done?.map_err(os_error)
     }
 
     fn __enter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
@@ -812,7 +848,9 @@ impl Drop for AtomicPipe {
     /// A writer dropped with output queued keeps flushing while the reader makes progress
     /// (the core's rule), with the GIL released so other threads run meanwhile.
     fn drop(&mut self) {
-        let state = self.state.get_mut().unwrap_or_else(|p| p.into_inner());
+        let Some(state) = self.state.get_mut() else {
+            return;
+        };
         let pending = matches!(&state.end, End::Writer(w) if w.pending_output() > 0);
         if pending {
             let taken = std::mem::replace(&mut state.end, End::Reader(placeholder_reader()));

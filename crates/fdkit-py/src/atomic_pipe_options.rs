@@ -19,7 +19,7 @@ pyo3::create_exception!(
 );
 
 /// The options every constructor takes (and the setters change later).
-#[derive(Default)]
+#[derive(Default, Clone)]
 pub struct Options {
     pub mixed: bool,
     pub compression: Option<Compression>,

@@ -8,6 +8,7 @@ mod atomic_pipe;
 mod atomic_pipe_options;
 mod errors;
 mod files;
+mod fork_safe_lock;
 mod io;
 mod net;
 mod proxy_server;

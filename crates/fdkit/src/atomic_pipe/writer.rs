@@ -53,6 +53,18 @@ impl MessageWriter {
         })
     }
 
+    /// A writer with no fd, already closed (a placeholder where one must be).
+    pub fn closed(mode: Mode) -> Self {
+        MessageWriter {
+            fd: None,
+            mode,
+            nonblocking: false,
+            compressor: None,
+            queue: WriteQueue::default(),
+            scratch: Vec::new(),
+        }
+    }
+
     /// The fd, or `EBADF` once closed.
     pub fn fd(&self) -> Result<BorrowedFd<'_>, Errno> {
         self.fd.as_ref().map(AsFd::as_fd).ok_or(Errno::BADF)

@@ -1,0 +1,130 @@
+//! A lock for state shared by Python threads that a `fork()` cannot leave stuck.
+//!
+//! `AtomicPipe` keeps its end behind a mutex held across the syscall (with the GIL released).
+//! If another thread forks meanwhile, the child inherits the mutex locked by a thread that does
+//! not exist there: the classic way `multiprocessing.Queue` and friends deadlock after fork.
+//! Here each acquisition records the fork generation it happened in (a counter that a
+//! `pthread_atfork` child handler bumps); a child that finds the lock held in an older
+//! generation knows nobody will ever release it, sets the stuck state aside (leaked on
+//! purpose: dropping it would run the parent's pending work twice) and rebuilds fresh state
+//! from what the owner provides. See pthread_atfork(3), fork(2).
+//!
+//! Deadlock rule kept from before: nobody *waits* for the lock while holding the GIL.
+
+use parking_lot::lock_api::ArcMutexGuard;
+use parking_lot::{Mutex, RawMutex};
+use pyo3::Python;
+use std::ops::{Deref, DerefMut};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Once};
+
+/// Bumped in every child process right after fork.
+static FORK_GENERATION: AtomicU64 = AtomicU64::new(0);
+
+extern "C" fn after_fork_in_child() {
+    // Async-signal-safe: one atomic add.
+    FORK_GENERATION.fetch_add(1, Ordering::SeqCst);
+}
+
+fn register_fork_handler() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        // SAFETY: registers a handler that only does an atomic add, valid for the life of the
+        // process (a static function); no preparation or parent handler.
+        unsafe { libc::pthread_atfork(None, None, Some(after_fork_in_child)) };
+    });
+}
+
+/// `T` behind a lock that a fork cannot leave stuck; see the module docs.
+pub struct ForkSafe<T> {
+    /// The current state. This outer mutex is only ever taken with the GIL held and never
+    /// across a GIL release, so no other thread can hold it when the GIL holder forks.
+    slot: std::sync::Mutex<Arc<Mutex<T>>>,
+    /// 0 when free, else the fork generation + 1 in which the holder took the lock.
+    held_in: Arc<AtomicU64>,
+}
+
+/// The locked state; releasing it clears the holder's generation.
+pub struct Held<T> {
+    guard: ArcMutexGuard<RawMutex, T>,
+    held_in: Arc<AtomicU64>,
+}
+
+impl<T> Deref for Held<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.guard
+    }
+}
+
+impl<T> DerefMut for Held<T> {
+    fn deref_mut(&mut self) -> &mut T {
+        &mut self.guard
+    }
+}
+
+impl<T> Drop for Held<T> {
+    fn drop(&mut self) {
+        // Runs before `guard` (a field) unlocks: the lock is never seen free with a stale mark.
+        self.held_in.store(0, Ordering::SeqCst);
+    }
+}
+
+impl<T: Send> ForkSafe<T> {
+    /// Wraps `value`.
+    pub fn new(value: T) -> Self {
+        register_fork_handler();
+        ForkSafe {
+            slot: std::sync::Mutex::new(Arc::new(Mutex::new(value))),
+            held_in: Arc::new(AtomicU64::new(0)),
+        }
+    }
+
+    /// Locks, waiting (with the GIL released) while another thread holds it. In a forked child
+    /// whose parent held the lock at fork time, `rebuild` makes fresh state instead.
+    pub fn lock(&self, py: Python<'_>, rebuild: impl FnOnce() -> T) -> Held<T> {
+        let mut rebuild = Some(rebuild);
+        loop {
+            let current = self.current(&mut rebuild);
+            if let Some(guard) = current.try_lock_arc() {
+                return self.held(guard);
+            }
+            // Wait without the GIL (the holder may need it to finish), then try again: the
+            // state may have been replaced meanwhile.
+            crate::errors::without_gil(py, || drop(current.lock_arc()));
+        }
+    }
+
+    /// Mutable access without locking, for `Drop` (no other reference can exist then).
+    pub fn get_mut(&mut self) -> Option<&mut T> {
+        let slot = self.slot.get_mut().unwrap_or_else(|p| p.into_inner());
+        Arc::get_mut(slot).map(Mutex::get_mut)
+    }
+
+    fn held(&self, guard: ArcMutexGuard<RawMutex, T>) -> Held<T> {
+        let generation = FORK_GENERATION.load(Ordering::SeqCst);
+        self.held_in.store(generation + 1, Ordering::SeqCst);
+        Held {
+            guard,
+            held_in: Arc::clone(&self.held_in),
+        }
+    }
+
+    /// The current state, replaced first when it is stuck in a lock from before a fork.
+    fn current(&self, rebuild: &mut Option<impl FnOnce() -> T>) -> Arc<Mutex<T>> {
+        let mut slot = self.slot.lock().unwrap_or_else(|p| p.into_inner());
+        let held_in = self.held_in.load(Ordering::SeqCst);
+        let now = FORK_GENERATION.load(Ordering::SeqCst) + 1;
+        if held_in != 0 && held_in != now {
+            if let Some(rebuild) = rebuild.take() {
+                let stuck = std::mem::replace(&mut *slot, Arc::new(Mutex::new(rebuild())));
+                // The stuck state belongs to a thread that does not exist here: dropping it
+                // would redo the parent's work (write its queued bytes again) and close fds
+                // the fresh state now uses.
+                std::mem::forget(stuck);
+                self.held_in.store(0, Ordering::SeqCst);
+            }
+        }
+        Arc::clone(&slot)
+    }
+}
