@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from fdkit import benchmarks
-from fdkit.benchmarks import _common, _endpoints, report, zerocopy
+from fdkit.benchmarks import _common, _endpoints, atomic_pipe, report, zerocopy
 from fdkit.benchmarks._common import TINY_ENV, Result, is_rate
 
 REPO = Path(__file__).resolve().parent.parent
@@ -53,7 +53,22 @@ HEADLINES = {
         "copy_file_1g",
     ],
     "proxy": ["proxy_vs_asyncio"],
+    # the rows with a goal ratio; the issue's other two headlines are in ATOMIC_PIPE_HEADLINES
+    "atomic_pipe": [
+        "atomic_pipe_batch_100b",
+        "atomic_pipe_10k_vs_raw",
+        "atomic_pipe_4writers_100b",
+    ],
 }
+# every id issue 4 fixes; atomic_pipe_call_100b has an absolute goal only (300k msg/s, in its
+# case text) and atomic_pipe_mixed_100k none, so they carry no goal ratio
+ATOMIC_PIPE_HEADLINES = [
+    "atomic_pipe_batch_100b",
+    "atomic_pipe_call_100b",
+    "atomic_pipe_10k_vs_raw",
+    "atomic_pipe_4writers_100b",
+    "atomic_pipe_mixed_100k",
+]
 
 
 def _expected_headlines(bench: str) -> list[str]:
@@ -163,6 +178,9 @@ def test_goals_match_the_issue(results: dict[str, list[Result]]) -> None:
         "transfer_small_4k": 1.0,
         "copy_file_1g": 1.0,
         "proxy_vs_asyncio": 3.0,
+        "atomic_pipe_batch_100b": 10.0,
+        "atomic_pipe_10k_vs_raw": 0.5,
+        "atomic_pipe_4writers_100b": 10.0,
     }
     assert goals == {k: v for k, v in expected.items() if HAVE_GCC or not k.endswith("_vs_c")}
 
@@ -271,6 +289,7 @@ def test_bench_script_prints_json() -> None:
     [
         ("zerocopy", HEADLINES["zerocopy"]),
         ("proxy", HEADLINES["proxy"]),
+        ("atomic_pipe", ATOMIC_PIPE_HEADLINES),
     ],
 )
 def test_zero_copy_scripts_print_json(script: str, ids: list[str]) -> None:
@@ -375,3 +394,72 @@ def test_endpoint_child_reports_a_crash() -> None:
             child.ask("1", timeout=30)
     finally:
         child.stop()
+
+
+def test_atomic_pipe_rows(results: dict[str, list[Result]]) -> None:
+    rows = results["atomic_pipe"]
+    by_id = {r.id: r for r in rows}
+    for i in ATOMIC_PIPE_HEADLINES:
+        assert [r.id for r in rows].count(i) == 1, i
+        assert by_id[i].unit == "msg/s"
+    assert by_id["atomic_pipe_batch_100b"].baseline_name.startswith("multiprocessing.Queue")
+    assert by_id["atomic_pipe_call_100b"].baseline_name.startswith("multiprocessing.Queue")
+    assert "≥1M msg/s" in by_id["atomic_pipe_batch_100b"].case
+    assert "≥300k msg/s" in by_id["atomic_pipe_call_100b"].case
+    assert by_id["atomic_pipe_10k_vs_raw"].baseline_name.startswith("unframed pipe")
+    assert "4 writers" in by_id["atomic_pipe_4writers_100b"].case
+    assert by_id["atomic_pipe_mixed_100k"].baseline_name.startswith("fdkit normal mode")
+    assert any(r.baseline_name.startswith("multiprocessing.Pipe") for r in rows)
+    for key in ("zstd", "zstd_dict"):
+        size = by_id[f"atomic_pipe_{key}_json_size"]
+        assert size.unit == "B/msg" and size.ratio > 1, size  # compressible JSON shrinks
+
+
+def _traffic(count: int, mixed: bool = False) -> tuple[list[list[bytes]], atomic_pipe.Expect]:
+    """Two writers' shares of ``count`` 100 B messages, and what the reader must get."""
+    load = atomic_pipe.Load(100, count, writers=2, mixed=mixed)
+    shares = atomic_pipe._shares(load)
+    return shares, atomic_pipe._expect(load, shares)
+
+
+class _LossyRaw(atomic_pipe.RawChannel):
+    """Writes one byte of each message wrong: same count, same length, wrong content."""
+
+    def write(self, msgs: list[bytes]) -> None:
+        super().write([b"?" + m[1:] for m in msgs])
+
+
+CHANNELS: dict[str, tuple[Callable[[], atomic_pipe.Channel], bool]] = {
+    "raw": (partial(atomic_pipe.RawChannel, 100), False),
+    "mp_queue": (atomic_pipe.QueueChannel, False),
+    "mp_pipe": (atomic_pipe.PipeChannel, False),
+    "fdkit_batch": (partial(atomic_pipe.FdkitChannel, "batch", "batch", {}), False),
+    "fdkit_call": (partial(atomic_pipe.FdkitChannel, "call", "call", {}), False),
+    "fdkit_mixed": (
+        partial(atomic_pipe.FdkitChannel, "groups", "mixed", {"mixed_data_mode": True}),
+        True,
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(CHANNELS))
+def test_atomic_pipe_measure_catches_a_short_stream(name: str) -> None:
+    """Every contender delivers and verifies 2 writers x 150 messages; a reader waiting for
+    more than was sent ends with EOFError (not a hang, not a figure), and no writer process
+    or fd is left behind."""
+    make, mixed = CHANNELS[name]
+    shares, want = _traffic(300, mixed)
+    sample = atomic_pipe._measure(make, shares, want, check=True)
+    assert sample.count == 300 and sample.wall_ns > 0
+    more = dataclasses.replace(want, count=want.count + 1, nbytes=want.nbytes + 100)
+    with pytest.raises(EOFError):
+        atomic_pipe._measure(make, shares, more, check=False)
+    assert not _children()
+
+
+def test_atomic_pipe_measure_catches_wrong_content() -> None:
+    shares, want = _traffic(50)
+    atomic_pipe._measure(partial(atomic_pipe.RawChannel, 100), shares, want, check=False)
+    with pytest.raises(RuntimeError, match="not the messages sent"):
+        atomic_pipe._measure(partial(_LossyRaw, 100), shares, want, check=True)
+    assert not _children()

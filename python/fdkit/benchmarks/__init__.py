@@ -51,6 +51,7 @@ BENCHES: dict[str, Bench] = dict(
         _bench("file_open", "file open+close per CPU-second: open(), os.open, fdkit, C"),
         _bench("zerocopy", "relay CPU per GiB and MiB/s: transfer vs recv/sendall, splice, C"),
         _bench("proxy", "proxy CPU per GiB: fdkit proxy vs an asyncio proxy"),
+        _bench("atomic_pipe", "whole messages from writer processes: AtomicPipe vs mp.Queue/Pipe"),
     ]
 )
 
