@@ -111,9 +111,7 @@ impl BufRing {
         // SAFETY: buffer `bid` spans `size` bytes inside `bufs` (bid < count); the kernel
         // wrote `len <= size` bytes into it and no longer touches it until it is given back
         // below; the allocation is zero-initialised, so every byte is initialised.
-        let data = unsafe {
-            std::slice::from_raw_parts(self.buf_ptr(bid), len).to_vec()
-        };
+        let data = unsafe { std::slice::from_raw_parts(self.buf_ptr(bid), len).to_vec() };
         self.write_entry(bid);
         self.publish();
         Some(data)

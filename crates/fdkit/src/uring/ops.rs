@@ -87,15 +87,26 @@ impl Ring {
         let entry = opcode::AcceptMulti::new(target(fd))
             .flags(libc::SOCK_CLOEXEC)
             .build();
-        self.push(entry, Slot::new(user_data, OpKind::AcceptMulti, Owned::Nothing))
+        self.push(
+            entry,
+            Slot::new(user_data, OpKind::AcceptMulti, Owned::Nothing),
+        )
     }
 
     /// `IORING_OP_CONNECT` to `addr` (the ring keeps its own copy). See
     /// io_uring_prep_connect(3).
-    pub fn connect(&mut self, fd: BorrowedFd<'_>, addr: &SocketAddrAny, user_data: u64) -> Result<()> {
+    pub fn connect(
+        &mut self,
+        fd: BorrowedFd<'_>,
+        addr: &SocketAddrAny,
+        user_data: u64,
+    ) -> Result<()> {
         let addr = Box::new(addr.clone());
         let entry = opcode::Connect::new(target(fd), addr.as_ptr().cast(), addr.addr_len()).build();
-        self.push(entry, Slot::new(user_data, OpKind::Connect, Owned::Addr(addr)))
+        self.push(
+            entry,
+            Slot::new(user_data, OpKind::Connect, Owned::Addr(addr)),
+        )
     }
 
     /// `IORING_OP_RECV` of up to `len` bytes into a buffer the ring owns; the completion
@@ -126,7 +137,10 @@ impl Ring {
             ));
         }
         let entry = opcode::RecvMulti::new(target(fd), group).build();
-        self.push(entry, Slot::new(user_data, OpKind::RecvMulti, Owned::Group(group)))
+        self.push(
+            entry,
+            Slot::new(user_data, OpKind::RecvMulti, Owned::Group(group)),
+        )
     }
 
     /// `IORING_OP_SEND` of `data` (kept by the ring until the completion).
@@ -212,9 +226,15 @@ impl Ring {
                 i64::try_from(o).map_err(|_| Error::InvalidArgument("offset out of range"))
             })
         };
-        let entry = opcode::Splice::new(target(fd_in), off(off_in)?, target(fd_out), off(off_out)?, len)
-            .flags(flags.bits())
-            .build();
+        let entry = opcode::Splice::new(
+            target(fd_in),
+            off(off_in)?,
+            target(fd_out),
+            off(off_out)?,
+            len,
+        )
+        .flags(flags.bits())
+        .build();
         self.push(entry, Slot::new(user_data, OpKind::Splice, Owned::Nothing))
     }
 
@@ -242,7 +262,10 @@ impl Ring {
             Shutdown::Both => libc::SHUT_RDWR,
         };
         let entry = opcode::Shutdown::new(target(fd), how).build();
-        self.push(entry, Slot::new(user_data, OpKind::Shutdown, Owned::Nothing))
+        self.push(
+            entry,
+            Slot::new(user_data, OpKind::Shutdown, Owned::Nothing),
+        )
     }
 
     /// `IORING_OP_CLOSE`: the ring takes `fd` and closes it. If the op cannot be queued, the
@@ -293,7 +316,10 @@ impl Ring {
     pub fn timeout(&mut self, duration: Duration, count: u32, user_data: u64) -> Result<()> {
         let ts = Box::new(types::Timespec::from(duration));
         let entry = opcode::Timeout::new(&*ts).count(count).build();
-        self.push(entry, Slot::new(user_data, OpKind::Timeout, Owned::Time(ts)))
+        self.push(
+            entry,
+            Slot::new(user_data, OpKind::Timeout, Owned::Time(ts)),
+        )
     }
 
     /// `IORING_OP_ASYNC_CANCEL` of every op in flight whose `user_data` is `target`. Its

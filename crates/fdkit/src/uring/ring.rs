@@ -225,6 +225,12 @@ impl Ring {
         }
     }
 
+    /// Whether the kernel holds completions that did not fit the completion queue
+    /// (`IORING_SQ_CQ_OVERFLOW`); the next [`wait`](Ring::wait) flushes them, none is lost.
+    pub fn cq_overflow_pending(&mut self) -> bool {
+        self.ring.submission().cq_overflow()
+    }
+
     /// Takes the oldest ready completion, without entering the kernel.
     pub fn pop_completion(&mut self) -> Option<Completion> {
         self.ready.pop_front()
@@ -241,16 +247,21 @@ impl Ring {
     /// ring. See io_uring_register_buf_ring(3), io_uring_setup_buf_ring(3).
     pub fn provide_buffers(&mut self, group: u16, count: u16, size: u32) -> Result<()> {
         if self.groups.contains_key(&group) {
-            return Err(Error::InvalidArgument("this buffer group is already provided"));
+            return Err(Error::InvalidArgument(
+                "this buffer group is already provided",
+            ));
         }
         let mut ring = BufRing::new(count, size)?;
         // SAFETY: `ring_addr` is a live, page-aligned, zeroed allocation of `count` entries
         // owned by `ring`, which goes into `self.groups` and is freed only after the group is
         // unregistered (or leaked when that fails), so the kernel never sees freed memory.
         unsafe {
-            self.ring
-                .submitter()
-                .register_buf_ring_with_flags(ring.ring_addr(), ring.count(), group, 0)
+            self.ring.submitter().register_buf_ring_with_flags(
+                ring.ring_addr(),
+                ring.count(),
+                group,
+                0,
+            )
         }
         .map_err(|e| Error::Os(errno(&e)))?;
         ring.fill();
@@ -287,10 +298,11 @@ impl Ring {
     /// Puts `entry` in the submission queue; a full queue is submitted and the push retried
     /// once, then the error is `EBUSY`.
     pub(crate) fn push_entry(&mut self, entry: squeue::Entry) -> Result<()> {
-        // SAFETY (both pushes): every pointer in an entry built by this module points into a
-        // heap allocation owned by the op's slot (or by a registered buffer group), which stays
+        // SAFETY: every pointer in an entry built by this module points into a heap
+        // allocation owned by the op's slot (or by a registered buffer group), which stays
         // alive and in place until the op's last completion has been reaped (or is leaked).
-        if unsafe { self.ring.submission().push(&entry) }.is_ok() {
+        let pushed = unsafe { self.ring.submission().push(&entry) };
+        if pushed.is_ok() {
             return Ok(());
         }
         self.submit()?;
@@ -374,7 +386,9 @@ impl Ring {
             .map(|(id, _)| id)
             .collect();
         for id in targets {
-            let cancel = opcode::AsyncCancel::new(id as u64).build().user_data(TEARDOWN);
+            let cancel = opcode::AsyncCancel::new(id as u64)
+                .build()
+                .user_data(TEARDOWN);
             if self.push_entry(cancel).is_err() {
                 break;
             }
