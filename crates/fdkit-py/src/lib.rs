@@ -10,6 +10,8 @@ mod io;
 mod net;
 mod proxy_server;
 mod uring;
+mod uring_completion;
+mod uring_ring;
 mod zerocopy;
 
 use pyo3::prelude::*;
@@ -61,5 +63,6 @@ fn _fdkit(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(uring::uring_probe, m)?)?;
     zerocopy::register(m)?;
     proxy_server::register(m)?;
+    uring_ring::register(m)?;
     Ok(())
 }
