@@ -17,10 +17,9 @@ from pathlib import Path
 
 import pytest
 
+from conftest import Fds, payload
 from fdkit import fd, uring
 from fdkit.uring import Completion, Ring
-
-from conftest import Fds, payload
 
 _ok, _reason = uring.available()
 pytestmark = pytest.mark.skipif(not _ok, reason=f"io_uring unavailable: {_reason}")
