@@ -584,14 +584,11 @@ impl PyRing {
                 Some(d) => d.saturating_duration_since(Instant::now()).min(WAIT_SLICE),
             };
             let (ready, in_flight) =
-                match self.detached(py, |r| match r.wait_ready(min, Some(slice)) {
+                self.detached(py, |r| match r.wait_ready(min, Some(slice)) {
                     Ok(n) => Ok((n, r.in_flight())),
                     Err(fdkit::Error::Os(Errno::INTR)) => Ok((r.ready(), r.in_flight())),
                     Err(e) => Err(Fail::Core(e)),
-                }) {
-                    Ok(v) => v,
-                    Err(e) => return Err(e.into()),
-                };
+                })?;
             let expired = deadline.is_some_and(|d| Instant::now() >= d);
             if ready >= min || in_flight == 0 || expired {
                 break;
