@@ -32,6 +32,14 @@ def need(*ops: str) -> None:
         pytest.skip(f"this kernel lacks io_uring ops {missing}")
 
 
+def need_kernel(major: int, minor: int, what: str) -> None:
+    """Skips the test on kernels older than ``major.minor`` (multishot ops, buffer rings)."""
+    release = os.uname().release.split("-")[0].split(".")
+    have = (int(release[0]), int(release[1]))
+    if have < (major, minor):
+        pytest.skip(f"{what} needs Linux {major}.{minor}+, this is {os.uname().release}")
+
+
 @pytest.fixture
 def ring() -> Iterator[Ring]:
     with Ring() as r:
@@ -224,6 +232,7 @@ def test_send_keeps_bytes_alive_and_copies_mutable_buffers(ring: Ring, fds: Fds)
 
 
 def test_multishot_accept_of_1000_connections(ring: Ring, fds: Fds) -> None:
+    need_kernel(5, 19, "multishot accept")
     lfd, addr = fds.listener(backlog=1024)
     ring.accept(lfd, 77, multishot=True)
     ring.submit()
@@ -249,6 +258,7 @@ def test_multishot_accept_of_1000_connections(ring: Ring, fds: Fds) -> None:
 
 
 def test_provided_buffer_exhaustion_then_rearm_loses_no_data(ring: Ring, fds: Fds) -> None:
+    need_kernel(6, 0, "multishot receive on a buffer ring")
     c, s = fds.connected()
     ring.provide_buffers(3, 2, 16)  # 32 bytes of buffers for 20,000 bytes
     sent = payload(20_000, 7)
@@ -383,6 +393,7 @@ def test_a_queue_that_cannot_be_submitted_raises_oserror() -> None:
 
 
 def test_closing_a_ring_with_ops_in_flight_cancels_and_reaps_them(fds: Fds) -> None:
+    need_kernel(6, 0, "multishot receive on a buffer ring")
     lfd, _ = fds.listener()
     _, s = fds.connected()
     r, w = fds.pipe()

@@ -329,52 +329,65 @@ impl Ring {
     /// at once (it still completes first). See io_uring_prep_cancel(3).
     pub fn cancel(&mut self, target_user_data: u64, user_data: u64) -> Result<()> {
         let targets = self.slots.ids_with_user_data(target_user_data);
-        let state = CancelState {
-            requests_left: 0,
-            targets_left: 0,
-            result: 0,
-        };
-        let id = self
-            .slots
-            .insert(Slot::new(user_data, OpKind::Cancel, Owned::Cancel(state)));
         let kernel_targets: Vec<u64> = if targets.is_empty() {
             vec![NO_TARGET]
         } else {
             targets.iter().map(|&t| t as u64).collect()
         };
-        let mut pushed = 0u32;
-        let mut first_error = None;
-        for t in &kernel_targets {
-            let entry = opcode::AsyncCancel::new(*t).build().user_data(id as u64);
-            match self.push_entry(entry) {
-                Ok(()) => pushed += 1,
-                Err(e) => {
-                    first_error = Some(e);
-                    break;
-                }
-            }
-        }
-        if pushed == 0 {
-            self.slots.remove(id);
-            return Err(first_error.unwrap_or(Error::Os(Errno::BUSY)));
-        }
-        // Wait only for the targets the kernel was actually asked to cancel.
-        let asked = if targets.is_empty() {
-            0
-        } else {
-            pushed as usize
+        // Everything is registered before the first push: a push may submit (and, on old
+        // kernels, reap), so targets and answers can arrive while we are still pushing.
+        let state = CancelState {
+            requests_left: kernel_targets.len() as u32,
+            targets_left: targets.len() as u32,
+            result: 0,
         };
-        for &t in &targets[..asked] {
+        let id = self
+            .slots
+            .insert(Slot::new(user_data, OpKind::Cancel, Owned::Cancel(state)));
+        for &t in &targets {
             if let Some(slot) = self.slots.get_mut(t) {
                 slot.waiters.push(id);
             }
         }
-        if let Some(slot) = self.slots.get_mut(id) {
-            if let Owned::Cancel(state) = &mut slot.owned {
-                state.requests_left = pushed;
-                state.targets_left = asked as u32;
+        let mut pushed = 0usize;
+        let mut failure = None;
+        for &t in &kernel_targets {
+            let entry = opcode::AsyncCancel::new(t).build().user_data(id as u64);
+            if let Err(e) = self.push_entry(entry) {
+                failure = Some(e);
+                break;
+            }
+            pushed += 1;
+        }
+        let Some(failure) = failure else {
+            return Ok(());
+        };
+        // Forget the targets the kernel was never asked to cancel.
+        let unasked = if targets.is_empty() {
+            &[][..]
+        } else {
+            &targets[pushed..]
+        };
+        let mut forgotten = 0u32;
+        for &t in unasked {
+            if let Some(slot) = self.slots.get_mut(t) {
+                let before = slot.waiters.len();
+                slot.waiters.retain(|&w| w != id);
+                forgotten += (before - slot.waiters.len()) as u32;
             }
         }
+        if pushed == 0 {
+            self.slots.remove(id);
+            return Err(failure);
+        }
+        if let Some(slot) = self.slots.get_mut(id) {
+            if let Owned::Cancel(state) = &mut slot.owned {
+                let not_sent = (kernel_targets.len() - pushed) as u32;
+                state.requests_left = state.requests_left.saturating_sub(not_sent);
+                state.targets_left = state.targets_left.saturating_sub(forgotten);
+            }
+        }
+        self.finish_cancel_if_done(id);
         Ok(())
     }
 }
