@@ -328,7 +328,7 @@ impl PyRing {
 
     /// `provide_buffers(group, count, size)`: registers a provided-buffer ring of `count`
     /// buffers (a power of two up to 32768) of `size` bytes as group `group`
-    /// (0..65535). io_uring_register_buf_ring(3).
+    /// (0..65535), at most 1 GiB in all. io_uring_register_buf_ring(3).
     fn provide_buffers(
         &self,
         py: Python<'_>,
@@ -348,6 +348,9 @@ impl PyRing {
             return Err(PyValueError::new_err(format!(
                 "size must be in 1..=16777216, got {size}"
             )));
+        }
+        if u64::from(count) * u64::from(size) > 1 << 30 {
+            return Err(PyValueError::new_err("count * size must be at most 1 GiB"));
         }
         Ok(self.detached(py, |r| {
             r.provide_buffers(group, count, size).map_err(Fail::Core)
