@@ -11,6 +11,8 @@ import os
 import select
 import signal
 import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -18,7 +20,14 @@ from pathlib import Path
 
 import pytest
 
-from conftest import Fds, is_open, payload
+from conftest import (
+    Fds,
+    interrupt_expecting_keyboard_interrupt,
+    is_open,
+    payload,
+    syscall_of,
+    wait_for,
+)
 from fdkit import fd, uring
 from fdkit.uring import Completion, Ring
 
@@ -511,6 +520,42 @@ def test_a_signal_handler_interrupts_wait_and_nothing_is_lost(ring: Ring) -> Non
         signal.signal(signal.SIGALRM, old)
     # The nop reaped before the interruption is still there.
     assert [c.user_data for c in ring.wait(1, timeout=1)] == [2]
+
+
+IO_URING_ENTER = 426  # the same number on every architecture (the unified syscall table)
+
+CHILD = """
+import os, sys
+from fdkit.uring import Ring
+ring = Ring()
+ring.timeout(3600, 1)
+print("ready", os.getpid(), flush=True)
+try:
+    ring.wait()
+except KeyboardInterrupt:
+    print("KeyboardInterrupt", flush=True)
+    sys.exit(42)
+sys.exit(0)
+"""
+
+
+def test_ctrl_c_interrupts_a_blocked_wait() -> None:
+    child = subprocess.Popen(
+        [sys.executable, "-c", CHILD], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        assert child.stdout is not None
+        assert fd.poll([(child.stdout.fileno(), fd.POLLIN)], 20), "the child never got ready"
+        line = child.stdout.readline().split()
+        assert line[:1] == ["ready"], line
+        pid = int(line[1])
+        wait_for(lambda: syscall_of(pid, pid) == IO_URING_ENTER, 10, "the child to block")
+        out = interrupt_expecting_keyboard_interrupt(child, pid, "Ring.wait")
+        assert "KeyboardInterrupt" in out
+    finally:
+        if child.poll() is None:
+            child.kill()
+        child.communicate(timeout=10)
 
 
 # -- misuse -------------------------------------------------------------------------------
