@@ -609,3 +609,15 @@ def test_misuse_raises_and_never_crashes(ring: Ring, fds: Fds) -> None:
     assert ring.in_flight == 0
     ring.nop(5)
     assert one(ring).user_data == 5
+
+
+def test_the_rings_own_fd_as_an_argument_is_refused_by_the_kernel(ring: Ring) -> None:
+    ring.read(ring.fd, 10, 1)
+    ring.write(ring.fd, b"x", 2)
+    ring.close_fd(ring.fd, 3)
+    ring.splice(ring.fd, ring.fd, 10, 4)
+    got = {c.user_data: c for c in wait_n(ring, 4)}
+    assert all(got[ud].error is not None for ud in (1, 2, 3, 4)), got
+    assert got[3].error.errno == errno.EBADF  # type: ignore[union-attr]
+    ring.nop(5)
+    assert one(ring).user_data == 5  # and the ring still works

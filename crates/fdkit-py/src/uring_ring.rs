@@ -139,7 +139,9 @@ fn nbytes(n: Count) -> PyResult<usize> {
 /// The ring keeps every buffer an op uses until its last completion arrives: `bytes` handed
 /// to `send`/`write` are referenced, other buffers copied; receive buffers are the ring's own.
 /// With `defer_taskrun` (the default where the kernel supports it) only the thread that
-/// created the ring may submit or wait; others get `OSError(EEXIST)`.
+/// created the ring may submit or wait; others get `OSError(EEXIST)` (and such a ring closed
+/// or collected on another thread cannot reap: what its ops hold is leaked, never freed under
+/// the kernel).
 #[pyclass(frozen, module = "fdkit._fdkit", name = "Ring")]
 pub struct PyRing {
     inner: Mutex<Option<Ring>>,
