@@ -10,6 +10,7 @@ mod io;
 mod net;
 mod proxy_server;
 mod uring;
+mod uring_args;
 mod uring_completion;
 mod uring_ring;
 mod zerocopy;

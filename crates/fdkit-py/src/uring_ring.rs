@@ -3,14 +3,15 @@
 //! ever waited for with the GIL released (a `try_lock` first, which never blocks); waits run
 //! with the GIL released in bounded slices, with Python's signal handlers run in between.
 
-use crate::args::{i32_arg, u16_arg, u32_arg, Count, Fd, RawBuffer};
+use crate::args::{i32_arg, u16_arg, u32_arg, Count, Fd};
 use crate::errors::core_error;
+use crate::uring_args::{self, send_data, user_data_arg};
 use crate::uring_completion::PyCompletion;
 use fdkit::fd::Errno;
 use fdkit::uring::{Ring, RingOptions};
-use pyo3::exceptions::{PyOverflowError, PyValueError};
+use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyList, PyTuple};
+use pyo3::types::{PyList, PyTuple};
 use rustix::event::PollFlags;
 use rustix::net::SocketType;
 use rustix::net::{AddressFamily, Protocol, RecvFlags, SendFlags, Shutdown, SocketFlags};
@@ -49,87 +50,6 @@ impl From<Fail> for PyErr {
             Fail::Core(e) => core_error(e),
         }
     }
-}
-
-/// `user_data`: an int in 0..=2**64-1 (`ValueError` otherwise, `TypeError` for a non-int).
-fn user_data_arg(obj: &Bound<'_, PyAny>) -> PyResult<u64> {
-    obj.extract::<u64>().map_err(|e| {
-        if e.is_instance_of::<PyOverflowError>(obj.py()) {
-            PyValueError::new_err(format!(
-                "user_data must be an int in 0..2**64-1, got {}",
-                obj.repr().map(|r| r.to_string()).unwrap_or_default()
-            ))
-        } else {
-            e
-        }
-    })
-}
-
-/// A duration in seconds: finite and non-negative.
-fn seconds(t: f64, what: &str) -> PyResult<Duration> {
-    Duration::try_from_secs_f64(t)
-        .map_err(|_| PyValueError::new_err(format!("{what} must be >= 0 seconds, got {t}")))
-}
-
-/// `bytes` the kernel reads in place: the object is immutable and this reference keeps it
-/// alive until the op's completion (no copy).
-struct SharedBytes {
-    _owner: Py<PyBytes>,
-    ptr: *const u8,
-    len: usize,
-}
-
-// SAFETY: `ptr`/`len` point into the storage of an immutable `bytes` object kept alive by
-// `_owner`; reading it needs no GIL, and `Py` itself is `Send` (dropping it without the GIL
-// defers the decref to PyO3's pool).
-unsafe impl Send for SharedBytes {}
-
-impl AsRef<[u8]> for SharedBytes {
-    fn as_ref(&self) -> &[u8] {
-        // SAFETY: see the `Send` impl: the bytes object lives as long as `self` and never
-        // changes.
-        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
-    }
-}
-
-/// The bytes for a send or write: a `bytes` object is kept by reference; any other
-/// bytes-like object is copied (it could change or resize before the kernel reads it).
-enum SendData {
-    Shared(SharedBytes),
-    Copied(Vec<u8>),
-}
-
-impl AsRef<[u8]> for SendData {
-    fn as_ref(&self) -> &[u8] {
-        match self {
-            SendData::Shared(s) => s.as_ref(),
-            SendData::Copied(v) => v,
-        }
-    }
-}
-
-fn send_data(obj: &Bound<'_, PyAny>) -> PyResult<SendData> {
-    if let Ok(b) = obj.cast::<PyBytes>() {
-        let s = b.as_bytes();
-        return Ok(SendData::Shared(SharedBytes {
-            ptr: s.as_ptr(),
-            len: s.len(),
-            _owner: b.clone().unbind(),
-        }));
-    }
-    Ok(SendData::Copied(
-        RawBuffer::get(obj, false)?.as_slice().to_vec(),
-    ))
-}
-
-/// A byte count for a receive or read (`ValueError` past what one call moves).
-fn nbytes(n: Count) -> PyResult<usize> {
-    usize::try_from(n.0)
-        .ok()
-        .filter(|&n| n <= fdkit::fd::MAX_RW_COUNT)
-        .ok_or_else(|| {
-            PyValueError::new_err(format!("nbytes must be in 0..=0x7ffff000, got {}", n.0))
-        })
 }
 
 /// An io_uring instance: queue ops (each with a `user_data` int you choose), `submit()`, and
@@ -309,7 +229,7 @@ impl PyRing {
         #[pyo3(from_py_with = user_data_arg)] user_data: u64,
         #[pyo3(from_py_with = u32_arg)] flags: u32,
     ) -> PyResult<()> {
-        let n = self::nbytes(nbytes)?;
+        let n = uring_args::nbytes(nbytes)?;
         let flags = RecvFlags::from_bits_retain(flags);
         self.queue(py, |r| r.recv(fd.borrow(), n, flags, user_data))
     }
@@ -403,7 +323,7 @@ impl PyRing {
         #[pyo3(from_py_with = user_data_arg)] user_data: u64,
         offset: Option<Count>,
     ) -> PyResult<()> {
-        let n = self::nbytes(nbytes)?;
+        let n = uring_args::nbytes(nbytes)?;
         let offset = offset.map(|o| o.0);
         self.queue(py, |r| r.read(fd.borrow(), n, offset, user_data))
     }
@@ -544,7 +464,7 @@ impl PyRing {
         #[pyo3(from_py_with = user_data_arg)] user_data: u64,
         #[pyo3(from_py_with = u32_arg)] count: u32,
     ) -> PyResult<()> {
-        let d = self::seconds(seconds, "timeout")?;
+        let d = uring_args::seconds(seconds, "timeout")?;
         self.queue(py, |r| r.timeout(d, count, user_data))
     }
 
@@ -581,7 +501,7 @@ impl PyRing {
         let min = min_complete as usize;
         let deadline = match timeout {
             None => None,
-            Some(t) => Some(Instant::now() + seconds(t, "timeout")?),
+            Some(t) => Some(Instant::now() + uring_args::seconds(t, "timeout")?),
         };
         loop {
             let slice = match deadline {
