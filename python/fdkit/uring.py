@@ -1,13 +1,32 @@
-"""io_uring: whether it works on this machine, and which operations the kernel supports.
+"""io_uring: whether it works on this machine, which operations the kernel supports, and
+:class:`Ring`, a safe ring to drive from Python.
 
-The ring API and the native servers build on this; callers use :func:`available` to choose
-between io_uring and the epoll fallback, and ``fdkit doctor`` prints :func:`probe`.
+Callers use :func:`available` to choose between io_uring and the epoll fallback, and
+``fdkit doctor`` prints :func:`probe`.
+
+:class:`Ring` queues operations (``nop``, ``socket``, ``accept`` (multishot too), ``connect``,
+``recv``, ``recv_multishot`` (with :meth:`Ring.provide_buffers`), ``send``, ``send_zc``,
+``read``, ``write``, ``splice``, ``tee``, ``shutdown``, ``close_fd``, ``poll_add``, ``timeout``,
+``cancel``), each with an integer ``user_data`` of your choosing, and :meth:`Ring.wait` returns
+:class:`Completion` objects carrying it::
+
+    with Ring() as ring:
+        ring.recv(fd, 4096, user_data=1)
+        for c in ring.wait():
+            if c.error is not None:
+                raise c.error
+            print(c.user_data, c.data)
+
+The ring keeps every buffer an operation uses until the operation completes; misuse raises
+(``ValueError``, ``TypeError``, ``OSError``), it never crashes the interpreter. Closing a ring
+cancels what is in flight and waits (at most 2 s) for it.
 """
 
 from __future__ import annotations
 
 from typing import TypedDict
 
+from fdkit._fdkit import Completion, Ring
 from fdkit._fdkit import uring_probe as _uring_probe
 
 
@@ -50,4 +69,4 @@ def available() -> tuple[bool, str | None]:
     return p["available"], p["reason"]
 
 
-__all__ = ["ProbeResult", "available", "probe"]
+__all__ = ["Completion", "ProbeResult", "Ring", "available", "probe"]

@@ -13,6 +13,9 @@ mod io;
 mod net;
 mod proxy_server;
 mod uring;
+mod uring_args;
+mod uring_completion;
+mod uring_ring;
 mod zerocopy;
 
 use pyo3::prelude::*;
@@ -65,5 +68,6 @@ fn _fdkit(m: &Bound<'_, PyModule>) -> PyResult<()> {
     zerocopy::register(m)?;
     proxy_server::register(m)?;
     atomic_pipe::register(m)?;
+    uring_ring::register(m)?;
     Ok(())
 }

@@ -1,0 +1,461 @@
+//! [`Ring`]: a safe io_uring. Ops are queued with a caller-chosen `user_data`; the ring owns
+//! every buffer, address and timespec an op lends the kernel until the op's last completion
+//! arrives; [`Ring::wait`] hands back [`Completion`]s.
+//!
+//! Internally each op gets a slot; the kernel sees the slot's id as its `user_data`, so a
+//! completion always finds what it must release, and the caller may reuse `user_data` values
+//! freely. The op methods live in `ops.rs`; turning completion queue entries into
+//! [`Completion`]s lives in `reap.rs`.
+
+use super::buf_ring::BufRing;
+use super::completion::Completion;
+use super::slots::{Slot, Slots};
+use crate::error::{Error, Result};
+use io_uring::{cqueue, opcode, squeue, types, IoUring};
+use rustix::io::Errno;
+use std::collections::{HashMap, VecDeque};
+use std::os::fd::{AsRawFd, RawFd};
+use std::time::{Duration, Instant};
+
+/// The `user_data` of cancel requests sent while closing the ring (no slot).
+pub(crate) const TEARDOWN: u64 = u64::MAX - 1;
+/// A `user_data` no op ever has: the target of a cancel that matches nothing.
+pub(crate) const NO_TARGET: u64 = u64::MAX;
+/// `IORING_ENTER_GETEVENTS`.
+const ENTER_GETEVENTS: u32 = 1;
+/// How long closing a ring waits for the completions of the ops it cancelled.
+pub const CLOSE_TIMEOUT: Duration = Duration::from_secs(2);
+/// The most submission queue entries a ring may have (`IORING_MAX_ENTRIES`).
+pub const MAX_ENTRIES: u32 = 32768;
+
+/// How to set a ring up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RingOptions {
+    /// Submission queue entries (1..=32768; the kernel rounds up to a power of two).
+    pub entries: u32,
+    /// Completion queue entries (default: twice `entries`); at least `entries`.
+    pub cq_entries: Option<u32>,
+    /// `IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN`: `Some(true)` requires it,
+    /// `Some(false)` refuses it, `None` uses it when the kernel accepts it. Such a ring may
+    /// only be entered by the thread that created it (others get `EEXIST`).
+    pub defer_taskrun: Option<bool>,
+}
+
+impl Default for RingOptions {
+    fn default() -> Self {
+        RingOptions {
+            entries: 256,
+            cq_entries: None,
+            defer_taskrun: None,
+        }
+    }
+}
+
+/// A safe io_uring instance. See io_uring_setup(2), io_uring_enter(2), io_uring(7).
+///
+/// Queue ops with the methods named after them (`nop`, `recv`, `send`, …, see `ops.rs`),
+/// submit them with [`submit`](Ring::submit) (or let [`wait`](Ring::wait) do it) and collect
+/// [`Completion`]s with [`wait`](Ring::wait).
+///
+/// Dropping a ring with ops in flight cancels them and waits (at most [`CLOSE_TIMEOUT`]) for
+/// their completions before freeing their buffers; buffers whose completion never came are
+/// leaked rather than freed under the kernel.
+pub struct Ring {
+    pub(crate) ring: IoUring,
+    pub(crate) slots: Slots,
+    pub(crate) ready: VecDeque<Completion>,
+    pub(crate) groups: HashMap<u16, BufRing>,
+    pub(crate) scratch: Vec<cqueue::Entry>,
+    defer_taskrun: bool,
+    ext_arg: bool,
+    closed: bool,
+}
+
+impl Ring {
+    /// A ring with `entries` submission entries and the default options.
+    /// See io_uring_queue_init(3).
+    pub fn new(entries: u32) -> Result<Ring> {
+        Ring::with_options(RingOptions {
+            entries,
+            ..RingOptions::default()
+        })
+    }
+
+    /// `io_uring_setup(2)` with `options`; `IORING_SETUP_SUBMIT_ALL` when the kernel has it
+    /// (an op that fails to queue does not stop the ones after it).
+    /// See io_uring_queue_init_params(3).
+    pub fn with_options(options: RingOptions) -> Result<Ring> {
+        if options.entries == 0 || options.entries > MAX_ENTRIES {
+            return Err(Error::InvalidArgument("entries must be in 1..=32768"));
+        }
+        if let Some(cq) = options.cq_entries {
+            if cq < options.entries || cq > 2 * MAX_ENTRIES {
+                return Err(Error::InvalidArgument(
+                    "cq_entries must be at least entries and at most 65536",
+                ));
+            }
+        }
+        // (defer_taskrun, submit_all), best first; EINVAL means "not this kernel": try the next.
+        let attempts: &[(bool, bool)] = match options.defer_taskrun {
+            Some(true) => &[(true, true), (true, false)],
+            None => &[(true, true), (true, false), (false, true), (false, false)],
+            Some(false) => &[(false, true), (false, false)],
+        };
+        let mut last = Errno::INVAL;
+        for &(defer, submit_all) in attempts {
+            let mut b = IoUring::builder();
+            if defer {
+                b.setup_single_issuer().setup_defer_taskrun();
+            }
+            if submit_all {
+                b.setup_submit_all();
+            }
+            if let Some(cq) = options.cq_entries {
+                b.setup_cqsize(cq);
+            }
+            match b.build(options.entries) {
+                Ok(ring) => {
+                    let ext_arg = ring.params().is_feature_ext_arg();
+                    return Ok(Ring {
+                        ring,
+                        slots: Slots::default(),
+                        ready: VecDeque::new(),
+                        groups: HashMap::new(),
+                        scratch: Vec::new(),
+                        defer_taskrun: defer,
+                        ext_arg,
+                        closed: false,
+                    });
+                }
+                Err(e) => {
+                    last = errno(&e);
+                    if last != Errno::INVAL {
+                        break;
+                    }
+                }
+            }
+        }
+        Err(Error::Os(last))
+    }
+
+    /// Whether the ring runs with `SINGLE_ISSUER | DEFER_TASKRUN`.
+    pub fn defer_taskrun(&self) -> bool {
+        self.defer_taskrun
+    }
+
+    /// The ring's own fd (for `poll`ing it, or for display).
+    pub fn as_raw_fd(&self) -> RawFd {
+        self.ring.as_raw_fd()
+    }
+
+    /// Submission queue size, as the kernel rounded it.
+    pub fn sq_entries(&self) -> u32 {
+        self.ring.params().sq_entries()
+    }
+
+    /// Completion queue size, as the kernel rounded it.
+    pub fn cq_entries(&self) -> u32 {
+        self.ring.params().cq_entries()
+    }
+
+    /// Ops queued or in flight whose last completion has not been reaped yet.
+    pub fn in_flight(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// Completions reaped and waiting to be taken by [`wait`](Ring::wait) or
+    /// [`pop_completion`](Ring::pop_completion).
+    pub fn ready(&self) -> usize {
+        self.ready.len()
+    }
+
+    /// Submits the queued ops: io_uring_enter(2) without waiting. Returns how many the
+    /// kernel took. See io_uring_submit(3).
+    pub fn submit(&mut self) -> Result<usize> {
+        if self.ring.submission().is_empty() {
+            return Ok(0);
+        }
+        loop {
+            match self.ring.submit() {
+                Ok(n) => return Ok(n),
+                Err(e) => match errno(&e) {
+                    Errno::INTR => continue,
+                    // Older kernels refuse new work while completions sit in the overflow
+                    // list: flush them into our queue, then try once more.
+                    Errno::BUSY => {
+                        self.reap()?;
+                        return self.ring.submit().map_err(|e| Error::Os(errno(&e)));
+                    }
+                    other => return Err(Error::Os(other)),
+                },
+            }
+        }
+    }
+
+    /// Submits the queued ops and waits until at least `min_complete` completions are ready,
+    /// `timeout` passes, or no op is left in flight; then returns every ready completion
+    /// (possibly none). A signal ends the wait with `EINTR`; completions reaped so far stay
+    /// ready for the next call. See io_uring_submit_and_wait_timeout(3).
+    pub fn wait(
+        &mut self,
+        min_complete: usize,
+        timeout: Option<Duration>,
+    ) -> Result<Vec<Completion>> {
+        self.wait_ready(min_complete, timeout)?;
+        Ok(self.ready.drain(..).collect())
+    }
+
+    /// [`wait`](Ring::wait) without taking the completions: returns how many are ready.
+    pub fn wait_ready(&mut self, min_complete: usize, timeout: Option<Duration>) -> Result<usize> {
+        self.submit()?;
+        let deadline = timeout.map(|t| Instant::now() + t);
+        loop {
+            self.reap()?;
+            if self.ready.len() >= min_complete || self.slots.is_empty() {
+                return Ok(self.ready.len());
+            }
+            let left = match deadline {
+                None => None,
+                Some(d) => match d.checked_duration_since(Instant::now()) {
+                    Some(left) if !left.is_zero() => Some(left),
+                    _ => return Ok(self.ready.len()),
+                },
+            };
+            self.enter_wait(min_complete - self.ready.len(), left)?;
+        }
+    }
+
+    /// Whether the kernel holds completions that did not fit the completion queue
+    /// (`IORING_SQ_CQ_OVERFLOW`); the next [`wait`](Ring::wait) flushes them, none is lost.
+    pub fn cq_overflow_pending(&mut self) -> bool {
+        self.ring.submission().cq_overflow()
+    }
+
+    /// Takes the oldest ready completion, without entering the kernel.
+    pub fn pop_completion(&mut self) -> Option<Completion> {
+        self.ready.pop_front()
+    }
+
+    /// Takes every ready completion, without entering the kernel.
+    pub fn take_ready(&mut self) -> Vec<Completion> {
+        self.ready.drain(..).collect()
+    }
+
+    /// Registers a provided-buffer ring for `group`: `count` buffers (a power of two up to
+    /// 32768) of `size` bytes, for [`recv_multishot`](Ring::recv_multishot). Received bytes are
+    /// copied out of a buffer into the completion and the buffer goes straight back to the
+    /// ring. See io_uring_register_buf_ring(3), io_uring_setup_buf_ring(3).
+    pub fn provide_buffers(&mut self, group: u16, count: u16, size: u32) -> Result<()> {
+        if self.groups.contains_key(&group) {
+            return Err(Error::InvalidArgument(
+                "this buffer group is already provided",
+            ));
+        }
+        let mut ring = BufRing::new(count, size)?;
+        // SAFETY: `ring_addr` is a live, page-aligned, zeroed allocation of `count` entries
+        // owned by `ring`, which goes into `self.groups` and is freed only after the group is
+        // unregistered (or leaked when that fails), so the kernel never sees freed memory.
+        unsafe {
+            self.ring.submitter().register_buf_ring_with_flags(
+                ring.ring_addr(),
+                ring.count(),
+                group,
+                0,
+            )
+        }
+        .map_err(|e| Error::Os(errno(&e)))?;
+        ring.fill();
+        self.groups.insert(group, ring);
+        Ok(())
+    }
+
+    /// Whether buffer group `group` is registered.
+    pub fn has_group(&self, group: u16) -> bool {
+        self.groups.contains_key(&group)
+    }
+
+    /// Cancels every op in flight, waits up to `timeout` for their completions, then
+    /// releases everything. Returns whether every op completed (if not, the buffers of those
+    /// that did not are leaked, never freed under the kernel). Dropping the ring does the
+    /// same with [`CLOSE_TIMEOUT`].
+    pub fn close(mut self, timeout: Duration) -> bool {
+        self.teardown(timeout)
+    }
+
+    /// Queues one prepared entry for a new slot; on failure the slot (and what it owns) is
+    /// released, since the kernel never saw it.
+    pub(crate) fn push(&mut self, entry: squeue::Entry, slot: Slot) -> Result<()> {
+        let id = self.slots.insert(slot);
+        match self.push_entry(entry.user_data(id as u64)) {
+            Ok(()) => Ok(()),
+            Err(e) => {
+                self.slots.remove(id);
+                Err(e)
+            }
+        }
+    }
+
+    /// Puts `entry` in the submission queue; a full queue is submitted and the push retried
+    /// once, then the error is `EBUSY`.
+    pub(crate) fn push_entry(&mut self, entry: squeue::Entry) -> Result<()> {
+        // SAFETY: every pointer in an entry built by this module points into a heap
+        // allocation owned by the op's slot (or by a registered buffer group), which stays
+        // alive and in place until the op's last completion has been reaped (or is leaked).
+        let pushed = unsafe { self.ring.submission().push(&entry) };
+        if pushed.is_ok() {
+            return Ok(());
+        }
+        self.submit()?;
+        // SAFETY: as above.
+        unsafe { self.ring.submission().push(&entry) }.map_err(|_| Error::Os(Errno::BUSY))
+    }
+
+    /// Runs pending task work and flushes overflowed completions into the completion queue:
+    /// io_uring_enter(2) with `IORING_ENTER_GETEVENTS`, submitting nothing, waiting for nothing.
+    pub(crate) fn get_events(&self) -> Result<()> {
+        // SAFETY: no argument pointer is passed (`None`), so the kernel reads nothing of ours
+        // beyond the rings it mapped; to_submit = 0 queues nothing.
+        let r = unsafe {
+            self.ring
+                .submitter()
+                .enter::<libc::sigset_t>(0, 0, ENTER_GETEVENTS, None)
+        };
+        match r {
+            Ok(_) => Ok(()),
+            Err(e) => match errno(&e) {
+                Errno::INTR | Errno::AGAIN | Errno::BUSY => Ok(()),
+                other => Err(Error::Os(other)),
+            },
+        }
+    }
+
+    /// Submits and sleeps in the kernel until `want` completions are posted or `timeout`
+    /// passes (`ETIME` is not an error here).
+    fn enter_wait(&mut self, want: usize, timeout: Option<Duration>) -> Result<()> {
+        let want = want.clamp(1, self.cq_entries() as usize);
+        let r = match timeout {
+            None => self.ring.submitter().submit_and_wait(want),
+            Some(t) if self.ext_arg => {
+                let ts = types::Timespec::from(t);
+                let args = types::SubmitArgs::new().timespec(&ts);
+                self.ring.submitter().submit_with_args(want, &args)
+            }
+            Some(t) => return self.poll_wait(t),
+        };
+        match r {
+            Ok(_) => Ok(()),
+            Err(e) => match errno(&e) {
+                Errno::TIME | Errno::BUSY | Errno::AGAIN => Ok(()),
+                other => Err(Error::Os(other)),
+            },
+        }
+    }
+
+    /// Kernels before 5.11 (no `IORING_ENTER_EXT_ARG`): wait on the ring fd with poll(2).
+    fn poll_wait(&mut self, timeout: Duration) -> Result<()> {
+        use rustix::event::{poll, PollFd, PollFlags, Timespec};
+        self.submit()?;
+        let ts = Timespec {
+            tv_sec: timeout.as_secs() as _,
+            tv_nsec: timeout.subsec_nanos() as _,
+        };
+        let mut fds = [PollFd::from_borrowed_fd(
+            // SAFETY: the ring fd is open for as long as `self.ring` lives, which outlasts
+            // this call.
+            unsafe { std::os::fd::BorrowedFd::borrow_raw(self.ring.as_raw_fd()) },
+            PollFlags::IN,
+        )];
+        match poll(&mut fds, Some(&ts)) {
+            Ok(_) => Ok(()),
+            Err(e) => Err(Error::Os(e)),
+        }
+    }
+
+    /// Cancels everything in flight and waits (bounded) for the completions; then frees what
+    /// the ops owned, or leaks what the kernel may still use.
+    fn teardown(&mut self, timeout: Duration) -> bool {
+        if self.closed {
+            return true;
+        }
+        self.closed = true;
+        let _ = self.submit();
+        let targets: Vec<usize> = self
+            .slots
+            .iter()
+            .filter(|(_, s)| s.op != super::OpKind::Cancel)
+            .map(|(id, _)| id)
+            .collect();
+        for id in targets {
+            let cancel = opcode::AsyncCancel::new(id as u64)
+                .build()
+                .user_data(TEARDOWN);
+            if self.push_entry(cancel).is_err() {
+                break;
+            }
+        }
+        let deadline = Instant::now() + timeout;
+        while !self.slots.is_empty() {
+            let Some(left) = deadline.checked_duration_since(Instant::now()) else {
+                break;
+            };
+            let step = left.min(Duration::from_millis(50));
+            if step.is_zero() {
+                break;
+            }
+            match self.enter_wait(1, Some(step)) {
+                Ok(()) | Err(Error::Os(Errno::INTR)) => {}
+                Err(_) => break,
+            }
+            let reaped = self.reap();
+            // Completions nobody will read: dropping them closes fds that accepts created.
+            self.ready.clear();
+            if reaped.is_err() {
+                break;
+            }
+        }
+        self.ready.clear();
+        let complete = self.slots.is_empty();
+        if !complete {
+            // The kernel may still write into these: never free them.
+            std::mem::forget(std::mem::take(&mut self.slots));
+            std::mem::forget(std::mem::take(&mut self.groups));
+            return false;
+        }
+        for (group, ring) in std::mem::take(&mut self.groups) {
+            if self.ring.submitter().unregister_buf_ring(group).is_err() {
+                std::mem::forget(ring);
+            }
+        }
+        true
+    }
+}
+
+// A ring may move to another thread (the Python binding keeps it behind a mutex).
+const _: fn() = || {
+    fn assert_send<T: Send>() {}
+    assert_send::<Ring>();
+};
+
+impl Drop for Ring {
+    fn drop(&mut self) {
+        self.teardown(CLOSE_TIMEOUT);
+    }
+}
+
+impl std::fmt::Debug for Ring {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Ring")
+            .field("fd", &self.ring.as_raw_fd())
+            .field("sq_entries", &self.sq_entries())
+            .field("cq_entries", &self.cq_entries())
+            .field("defer_taskrun", &self.defer_taskrun)
+            .field("in_flight", &self.slots.len())
+            .field("ready", &self.ready.len())
+            .finish()
+    }
+}
+
+/// The errno of an error from the io-uring crate (`EINVAL` for its own argument checks).
+pub(crate) fn errno(e: &std::io::Error) -> Errno {
+    Errno::from_raw_os_error(e.raw_os_error().unwrap_or(libc::EINVAL))
+}
