@@ -94,6 +94,29 @@ def test_close_flushes_queued_output_first() -> None:
         assert drain.error is None and drain.got == msgs and drain.saw_eof
 
 
+def test_a_signal_during_close_loses_nothing() -> None:
+    """close() waits in poll(2); a signal whose handler returns interrupts the wait, the
+    handler runs, and the flush goes on: no byte is dropped, the fd is closed once."""
+    r, w = AtomicPipe.pair()
+    handled: list[int] = []
+    old = signal.signal(signal.SIGUSR1, lambda signum, frame: handled.append(signum))
+    try:
+        with r:
+            msgs = fill(w)
+            drain = Drain(r, COUNT, delay=0.6, eof=True)
+            drain.start()
+            main = threading.get_ident()
+            kicker = threading.Timer(0.2, signal.pthread_kill, (main, signal.SIGUSR1))
+            kicker.start()
+            w.close()
+            kicker.join()
+            assert handled == [signal.SIGUSR1] and w.closed
+            drain.join(10)
+            assert drain.error is None and drain.got == msgs and drain.saw_eof
+    finally:
+        signal.signal(signal.SIGUSR1, old)
+
+
 def test_flush_to_a_vanished_reader_is_broken_pipe() -> None:
     r, w = AtomicPipe.pair()
     try:

@@ -27,6 +27,7 @@ mod decoder;
 mod decoder_mixed;
 mod encoder;
 mod identity;
+mod pipe_end;
 mod protocol_error;
 mod reader;
 mod reassembly;

@@ -8,6 +8,7 @@
 
 use super::compress::{Compression, Decompressor};
 use super::decoder::{Decoder, Event};
+use super::pipe_end::PipeEnd;
 use super::protocol_error::{ProtocolError, ProtocolErrorKind};
 use super::wait::{wait_for, Wait};
 use super::wire::Mode;
@@ -62,9 +63,8 @@ enum Fill {
 /// The reading end of an atomic pipe. See the [module docs](self).
 #[derive(Debug)]
 pub struct MessageReader {
-    fd: Option<OwnedFd>,
+    end: PipeEnd,
     decoder: Decoder,
-    nonblocking: bool,
     decompressor: Option<Decompressor>,
     keep_compressed: bool,
     read_size: usize,
@@ -74,14 +74,12 @@ impl MessageReader {
     /// Takes ownership of `fd` (a pipe's read end, a FIFO opened for reading, or any fd).
     /// Reads `O_NONBLOCK` once: change it through [`set_blocking`](Self::set_blocking).
     pub fn new(fd: OwnedFd, mode: Mode) -> Result<Self, Errno> {
-        let nonblocking = !crate::fd::get_blocking(fd.as_fd())?;
         let read_size = crate::fd::pipe_size(&fd)
             .unwrap_or(MIN_READ)
             .clamp(MIN_READ, MAX_READ);
         Ok(MessageReader {
-            fd: Some(fd),
+            end: PipeEnd::new(fd)?,
             decoder: Decoder::new(mode),
-            nonblocking,
             decompressor: None,
             keep_compressed: false,
             read_size,
@@ -91,9 +89,8 @@ impl MessageReader {
     /// A reader with no fd, already closed (a placeholder where one must be).
     pub fn closed(mode: Mode) -> Self {
         MessageReader {
-            fd: None,
+            end: PipeEnd::default(),
             decoder: Decoder::new(mode),
-            nonblocking: false,
             decompressor: None,
             keep_compressed: false,
             read_size: MIN_READ,
@@ -102,12 +99,12 @@ impl MessageReader {
 
     /// The fd, or `EBADF` once closed.
     pub fn fd(&self) -> Result<BorrowedFd<'_>, Errno> {
-        self.fd.as_ref().map(AsFd::as_fd).ok_or(Errno::BADF)
+        self.end.fd()
     }
 
     /// Whether [`close`](Self::close) ran.
     pub fn is_closed(&self) -> bool {
-        self.fd.is_none()
+        self.end.is_closed()
     }
 
     /// The framing in use.
@@ -137,14 +134,12 @@ impl MessageReader {
 
     /// Whether the fd is in blocking mode.
     pub fn is_blocking(&self) -> bool {
-        !self.nonblocking
+        self.end.is_blocking()
     }
 
     /// Sets or clears `O_NONBLOCK` on the fd. See fcntl(2).
     pub fn set_blocking(&mut self, blocking: bool) -> Result<(), Errno> {
-        crate::fd::set_blocking(self.fd()?, blocking)?;
-        self.nonblocking = !blocking;
-        Ok(())
+        self.end.set_blocking(blocking)
     }
 
     /// True once the writers are gone (end of file) and every event was returned.
@@ -231,7 +226,7 @@ impl MessageReader {
 
     /// Closes the fd (once).
     pub fn close(&mut self) -> Result<(), Errno> {
-        self.fd.take().map_or(Ok(()), crate::fd::close)
+        self.end.close()
     }
 
     fn fill(
@@ -239,10 +234,8 @@ impl MessageReader {
         wait: Wait,
         checkpoint: &mut dyn FnMut() -> Result<(), Errno>,
     ) -> Result<Fill, Errno> {
-        let Some(fd) = self.fd.as_ref() else {
-            return Err(Errno::BADF);
-        };
-        let poll_first = !self.nonblocking && !wait.is_forever();
+        let fd = self.end.fd()?;
+        let poll_first = self.end.poll_first(wait);
         loop {
             if poll_first && !wait_for(fd.as_fd(), PollFlags::IN, wait, checkpoint)? {
                 return Ok(Fill::NotReady);

@@ -10,6 +10,7 @@ use super::compress::{Compression, Compressor};
 use super::encoder::{
     encode_burst, encode_burst_unchecked, fits_in_burst, message_chunks, BurstError,
 };
+use super::pipe_end::PipeEnd;
 use super::wait::{wait_for, Wait};
 use super::wire::{Mode, Writer};
 use super::write_queue::WriteQueue;
@@ -30,9 +31,8 @@ pub const DROP_STALL_TIMEOUT: Duration = Duration::from_secs(5);
 /// The writing end of an atomic pipe. See the [module docs](self).
 #[derive(Debug)]
 pub struct MessageWriter {
-    fd: Option<OwnedFd>,
+    end: PipeEnd,
     mode: Mode,
-    nonblocking: bool,
     compressor: Option<Compressor>,
     queue: WriteQueue,
     scratch: Vec<u8>,
@@ -42,11 +42,9 @@ impl MessageWriter {
     /// Takes ownership of `fd` (a pipe's write end, a FIFO opened for writing, or any fd).
     /// Reads `O_NONBLOCK` once: change it through [`set_blocking`](Self::set_blocking).
     pub fn new(fd: OwnedFd, mode: Mode) -> Result<Self, Errno> {
-        let nonblocking = !crate::fd::get_blocking(fd.as_fd())?;
         Ok(MessageWriter {
-            fd: Some(fd),
+            end: PipeEnd::new(fd)?,
             mode,
-            nonblocking,
             compressor: None,
             queue: WriteQueue::default(),
             scratch: Vec::new(),
@@ -56,9 +54,8 @@ impl MessageWriter {
     /// A writer with no fd, already closed (a placeholder where one must be).
     pub fn closed(mode: Mode) -> Self {
         MessageWriter {
-            fd: None,
+            end: PipeEnd::default(),
             mode,
-            nonblocking: false,
             compressor: None,
             queue: WriteQueue::default(),
             scratch: Vec::new(),
@@ -67,12 +64,12 @@ impl MessageWriter {
 
     /// The fd, or `EBADF` once closed.
     pub fn fd(&self) -> Result<BorrowedFd<'_>, Errno> {
-        self.fd.as_ref().map(AsFd::as_fd).ok_or(Errno::BADF)
+        self.end.fd()
     }
 
     /// Whether [`close`](Self::close) ran.
     pub fn is_closed(&self) -> bool {
-        self.fd.is_none()
+        self.end.is_closed()
     }
 
     /// The framing in use.
@@ -94,14 +91,12 @@ impl MessageWriter {
 
     /// Whether the fd is in blocking mode.
     pub fn is_blocking(&self) -> bool {
-        !self.nonblocking
+        self.end.is_blocking()
     }
 
     /// Sets or clears `O_NONBLOCK` on the fd. See fcntl(2).
     pub fn set_blocking(&mut self, blocking: bool) -> Result<(), Errno> {
-        crate::fd::set_blocking(self.fd()?, blocking)?;
-        self.nonblocking = !blocking;
-        Ok(())
+        self.end.set_blocking(blocking)
     }
 
     /// Bytes queued by a non-blocking writer and not yet taken by the pipe.
@@ -254,28 +249,27 @@ impl MessageWriter {
     }
 
     /// Flushes queued output (waiting as long as it takes), then closes the fd. The fd is
-    /// closed even when the flush fails (a vanished reader: `EPIPE`).
+    /// closed even when the flush fails (a vanished reader: `EPIPE`), except when the
+    /// checkpoint stopped it (`EINTR`): then nothing is lost and `close` may be called again.
     pub fn close(
         &mut self,
         checkpoint: &mut dyn FnMut() -> Result<(), Errno>,
     ) -> Result<(), Errno> {
-        if self.fd.is_none() {
+        if self.end.is_closed() {
             return Ok(());
         }
         let flushed = self.drain(Wait::Until(None), checkpoint);
-        if flushed.is_err() {
-            self.queue.clear();
+        match flushed {
+            Err(Errno::INTR) => return Err(Errno::INTR),
+            Err(_) => self.queue.clear(),
+            Ok(_) => {}
         }
-        let closed = self.fd.take().map_or(Ok(()), crate::fd::close);
-        flushed.and(closed)
+        let closed = self.end.close();
+        flushed.map(drop).and(closed)
     }
 
     fn default_wait(&self) -> Wait {
-        if self.nonblocking {
-            Wait::Never
-        } else {
-            Wait::Until(None)
-        }
+        self.end.default_wait()
     }
 
     /// Writes queued units in order. `Ok(true)`: all written; `Ok(false)`: the pipe is full and
@@ -288,12 +282,10 @@ impl MessageWriter {
         if self.queue.is_empty() {
             return Ok(true);
         }
-        let Some(fd) = self.fd.as_ref() else {
-            return Err(Errno::BADF);
-        };
+        let fd = self.end.fd()?;
         let _sigpipe = SigpipeGuard::if_needed();
         // A blocking fd would sleep in write(2) past a deadline: poll first then.
-        let poll_first = !self.nonblocking && !wait.is_forever();
+        let poll_first = self.end.poll_first(wait);
         while let Some(unit) = self.queue.front() {
             if poll_first && !wait_for(fd.as_fd(), PollFlags::OUT, wait, checkpoint)? {
                 return Ok(false);
@@ -321,7 +313,7 @@ impl Drop for MessageWriter {
     /// Queued output is not dropped silently: the writer keeps flushing while the reader makes
     /// progress (poll, not a spin) and gives up after [`DROP_STALL_TIMEOUT`] without any.
     fn drop(&mut self) {
-        while !self.queue.is_empty() && self.fd.is_some() {
+        while !self.queue.is_empty() && !self.end.is_closed() {
             let before = self.queue.len();
             let deadline = Instant::now() + DROP_STALL_TIMEOUT;
             let mut go_on = crate::fd::no_checkpoint;
