@@ -17,6 +17,7 @@
 pub mod atomic_pipe;
 pub mod error;
 pub mod fd;
+pub mod http;
 pub mod servers;
 pub mod uring;
 pub mod zerocopy;

@@ -1,0 +1,196 @@
+//! [`resolve_target`]: a request target into a path relative to the served directory, or the
+//! status that refuses it.
+//!
+//! The rules, in order: an absolute-form target (`http://host/p`) keeps only its path (the host
+//! names no file); anything else must start with `/`. The query and fragment are cut. Raw
+//! control bytes (NUL included) and backslashes are refused (403). Each segment is
+//! percent-decoded once; an escape that decodes to `.`, `/`, `\`, or a control byte (`%2e`,
+//! `%2f`, `%5c`, `%00`) is refused (403), as is a malformed escape (400). Empty and `.`
+//! segments are dropped; a `..` segment is refused (403), never resolved. What is left can only
+//! name something below the root (the server still opens it with `RESOLVE_BENEATH`, which also
+//! stops symlinks that leave the root).
+
+use super::response::Status;
+
+/// A resolved target: the relative path is in the caller's buffer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Target<'a> {
+    /// The path part as sent (absolute-form stripped, query cut), for a redirect `Location`.
+    pub raw_path: &'a [u8],
+    /// The query with its `?`, or empty.
+    pub query: &'a [u8],
+    /// Whether the path ends in `/` (a directory was asked for).
+    pub trailing_slash: bool,
+}
+
+/// Resolves `target` into `out` (cleared first): segments joined by `/`, no leading slash,
+/// empty for the root. See RFC 9112 §3.2, RFC 3986 §2.1.
+pub fn resolve_target<'a>(target: &'a [u8], out: &mut Vec<u8>) -> Result<Target<'a>, Status> {
+    out.clear();
+    let mut path = target;
+    if let Some(rest) = strip_scheme(target) {
+        path = match rest
+            .iter()
+            .position(|&b| b == b'/' || b == b'?' || b == b'#')
+        {
+            Some(i) if rest[i] == b'/' => &rest[i..],
+            Some(_) | None => b"/",
+        };
+        if rest.is_empty() {
+            return Err(Status::BadRequest);
+        }
+    }
+    if path.first() != Some(&b'/') {
+        return Err(Status::BadRequest);
+    }
+    let (path, query) = match path.iter().position(|&b| b == b'?' || b == b'#') {
+        Some(i) if path[i] == b'?' => {
+            let q = &path[i..];
+            let q = &q[..q.iter().position(|&b| b == b'#').unwrap_or(q.len())];
+            (&path[..i], q)
+        }
+        Some(i) => (&path[..i], &b""[..]),
+        None => (path, &b""[..]),
+    };
+    if path.iter().any(|&b| is_ctl(b) || b == b'\\') {
+        return Err(Status::Forbidden);
+    }
+    for segment in path.split(|&b| b == b'/') {
+        if segment.is_empty() || segment == b"." {
+            continue;
+        }
+        if segment == b".." {
+            return Err(Status::Forbidden);
+        }
+        let mark = out.len();
+        if mark > 0 {
+            out.push(b'/');
+        }
+        let mut i = 0;
+        while i < segment.len() {
+            let b = segment[i];
+            if b == b'%' {
+                let (Some(&h), Some(&l)) = (segment.get(i + 1), segment.get(i + 2)) else {
+                    return Err(Status::BadRequest);
+                };
+                let (Some(h), Some(l)) = (hex(h), hex(l)) else {
+                    return Err(Status::BadRequest);
+                };
+                let d = h << 4 | l;
+                if d == b'.' || d == b'/' || d == b'\\' || is_ctl(d) {
+                    return Err(Status::Forbidden);
+                }
+                out.push(d);
+                i += 3;
+            } else {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    Ok(Target {
+        raw_path: path,
+        query,
+        trailing_slash: path.ends_with(b"/"),
+    })
+}
+
+/// The target after `http://` or `https://` (any case), when it has one.
+fn strip_scheme(target: &[u8]) -> Option<&[u8]> {
+    for scheme in [&b"http://"[..], b"https://"] {
+        if target.len() >= scheme.len() && target[..scheme.len()].eq_ignore_ascii_case(scheme) {
+            return Some(&target[scheme.len()..]);
+        }
+    }
+    None
+}
+
+fn is_ctl(b: u8) -> bool {
+    b < 0x20 || b == 0x7f
+}
+
+fn hex(b: u8) -> Option<u8> {
+    match b {
+        b'0'..=b'9' => Some(b - b'0'),
+        b'a'..=b'f' => Some(b - b'a' + 10),
+        b'A'..=b'F' => Some(b - b'A' + 10),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ok(target: &str) -> (String, bool) {
+        let mut out = Vec::new();
+        let t = resolve_target(target.as_bytes(), &mut out).unwrap();
+        (String::from_utf8(out).unwrap(), t.trailing_slash)
+    }
+
+    fn err(target: &[u8]) -> Status {
+        resolve_target(target, &mut Vec::new()).unwrap_err()
+    }
+
+    #[test]
+    fn plain_paths() {
+        assert_eq!(ok("/"), (String::new(), true));
+        assert_eq!(ok("/a/b.txt"), ("a/b.txt".into(), false));
+        assert_eq!(ok("//a/./b/"), ("a/b".into(), true));
+        assert_eq!(ok("/a%20b?x=/../"), ("a b".into(), false));
+        assert_eq!(ok("/x#frag"), ("x".into(), false));
+        assert_eq!(
+            ok("http://evil.example/etc/passwd"),
+            ("etc/passwd".into(), false)
+        );
+        assert_eq!(ok("HTTP://h"), (String::new(), true));
+        assert_eq!(ok("/%252e%252e/"), ("%2e%2e".into(), true));
+        assert_eq!(ok("/.hidden"), (".hidden".into(), false));
+        assert_eq!(ok("/a..b"), ("a..b".into(), false));
+    }
+
+    #[test]
+    fn hostile_targets() {
+        for t in [
+            &b"/.."[..],
+            b"/../etc/passwd",
+            b"/a/../../b",
+            b"/%2e%2e/etc/passwd",
+            b"/%2E%2E/x",
+            b"/.%2e/x",
+            b"/..%2fetc%2fpasswd",
+            b"/a%2fb",
+            b"/a%5cb",
+            b"/a\\..\\b",
+            b"/a%00.html",
+            b"/a\0b",
+            b"/a%0ab",
+            b"/a\x7f",
+            b"http://h/../x",
+            b"/file%2etxt",
+        ] {
+            assert_eq!(
+                err(t),
+                Status::Forbidden,
+                "{:?}",
+                String::from_utf8_lossy(t)
+            );
+        }
+        for t in [
+            &b"*"[..],
+            b"a/b",
+            b"/%",
+            b"/%4",
+            b"/%zz",
+            b"http://",
+            b"example.com:80",
+        ] {
+            assert_eq!(
+                err(t),
+                Status::BadRequest,
+                "{:?}",
+                String::from_utf8_lossy(t)
+            );
+        }
+    }
+}
