@@ -12,6 +12,7 @@ mod fork_safe_lock;
 mod io;
 mod net;
 mod proxy_server;
+mod serve;
 mod uring;
 mod uring_args;
 mod uring_completion;
@@ -67,6 +68,7 @@ fn _fdkit(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(uring::uring_probe, m)?)?;
     zerocopy::register(m)?;
     proxy_server::register(m)?;
+    serve::register(m)?;
     atomic_pipe::register(m)?;
     uring_ring::register(m)?;
     Ok(())

@@ -10,7 +10,7 @@ import sys
 from collections.abc import Sequence
 
 from fdkit import __version__
-from fdkit.cli import bench, copy, doctor, pipe_cat, proxy
+from fdkit.cli import bench, copy, doctor, pipe_cat, proxy, serve
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -25,6 +25,7 @@ def build_parser() -> argparse.ArgumentParser:
     doctor.add_parser(sub)
     pipe_cat.add_parser(sub)
     proxy.add_parser(sub)
+    serve.add_parser(sub)
     return parser
 
 

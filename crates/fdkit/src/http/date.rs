@@ -106,7 +106,7 @@ pub fn parse_http_date(s: &[u8]) -> Option<u64> {
     if !(1..=31).contains(&d) || hh > 23 || mm > 59 || ss > 60 || y < 1970 {
         return None;
     }
-    let days = days_from_civil(i64::from(y), m, d as u32);
+    let days = days_from_civil(i64::from(y), m, d);
     let secs = days * 86_400 + i64::from(hh * 3600 + mm * 60 + ss);
     u64::try_from(secs).ok()
 }

@@ -2,3 +2,4 @@
 //! them.
 
 pub mod proxy;
+pub mod static_files;

@@ -117,6 +117,22 @@ impl BufRing {
         Some(data)
     }
 
+    /// Appends the first `len` bytes of buffer `bid` to `out` (no allocation when `out` has
+    /// room) and gives the buffer back to the kernel. `false` when `bid` is not one of ours.
+    pub fn take_into(&mut self, bid: u16, len: usize, out: &mut Vec<u8>) -> bool {
+        if bid >= self.count {
+            return false;
+        }
+        let len = len.min(self.size as usize);
+        // SAFETY: as in `take`: buffer `bid` spans `size` initialised bytes inside `bufs`, the
+        // kernel filled `len <= size` of them and does not touch the buffer until it is given
+        // back below.
+        out.extend_from_slice(unsafe { std::slice::from_raw_parts(self.buf_ptr(bid), len) });
+        self.write_entry(bid);
+        self.publish();
+        true
+    }
+
     fn buf_ptr(&self, bid: u16) -> *mut u8 {
         // SAFETY: bid < count, so the offset stays inside the `count * size` allocation.
         unsafe { self.bufs.ptr.add(bid as usize * self.size as usize) }

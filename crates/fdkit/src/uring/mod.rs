@@ -17,6 +17,7 @@ mod reap;
 mod ring;
 mod slots;
 
+pub(crate) use buf_ring::BufRing;
 pub use buf_ring::MAX_BUFFERS;
 pub use completion::{Completion, CompletionFlags, OpKind};
 pub use probe::{probe, Availability, OpSupport};

@@ -1,0 +1,219 @@
+//! `serve_static`: the static file server behind `fdkit serve`, its loop run with the GIL
+//! released (only the signal check every 100 ms takes it back). Worker processes are forked
+//! by the Python layer (`fdkit.serve`); each runs this with `reuse_port=True`.
+
+use crate::args::{i64_arg, PathArg};
+use crate::errors::os_error;
+use fdkit::error::strerror;
+use fdkit::fd::Errno;
+use fdkit::servers::static_files::{EngineChoice, ServeConfig, ServeStats, StaticServer};
+use pyo3::exceptions::{PyOSError, PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+use std::ffi::OsStr;
+use std::io::{self, Write};
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::os::unix::ffi::OsStrExt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Adds this family's functions to the native module.
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(serve_static, m)?)
+}
+
+const MAX_CONNECTIONS: i64 = 1 << 24;
+
+/// `serve_static(directory, *, host="127.0.0.1", port=8000, engine="auto", idle_timeout=30.0,
+/// max_connections=10000, reuse_port=False, quiet=False, on_listen=None)`: serves the files
+/// under `directory` over HTTP/1.1 until a signal handler raises.
+///
+/// `on_listen(info)` is called once the socket listens, with a dict: `host`, `port` (the real
+/// one), `engine` (`"io_uring"` or `"epoll"`), `fallback` (why `auto` chose epoll, or None).
+/// Notices (a lowered connection cap, accept failures) go to stderr unless `quiet`.
+///
+/// When a signal handler raises, the server stops gracefully (responses in flight finish)
+/// and the exception is re-raised with the run's stats dict in its `serve_stats` attribute.
+/// Bad arguments raise `ValueError`; kernel errors `OSError`; `engine="uring"` where io_uring
+/// cannot serve raises `OSError` naming the reason.
+#[pyfunction]
+#[pyo3(signature = (
+    directory,
+    *,
+    host="127.0.0.1",
+    port=8000,
+    engine="auto",
+    idle_timeout=30.0,
+    max_connections=10000,
+    reuse_port=false,
+    quiet=false,
+    on_listen=None,
+))]
+#[allow(clippy::too_many_arguments)]
+pub fn serve_static<'py>(
+    py: Python<'py>,
+    directory: &Bound<'py, PyAny>,
+    host: &str,
+    #[pyo3(from_py_with = i64_arg)] port: i64,
+    engine: &str,
+    idle_timeout: f64,
+    #[pyo3(from_py_with = i64_arg)] max_connections: i64,
+    reuse_port: bool,
+    quiet: bool,
+    on_listen: Option<&Bound<'py, PyAny>>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let root = PathBuf::from(OsStr::from_bytes(PathArg::extract(directory)?.as_bytes()));
+    if !(0..=65535).contains(&port) {
+        return Err(PyValueError::new_err(format!(
+            "port must be 0..=65535, got {port}"
+        )));
+    }
+    if !(1..=MAX_CONNECTIONS).contains(&max_connections) {
+        return Err(PyValueError::new_err(format!(
+            "max_connections must be 1..={MAX_CONNECTIONS}, got {max_connections}"
+        )));
+    }
+    let engine = match engine {
+        "auto" => EngineChoice::Auto,
+        "uring" | "io_uring" => EngineChoice::Uring,
+        "epoll" => EngineChoice::Epoll,
+        other => {
+            return Err(PyValueError::new_err(format!(
+                "engine must be 'auto', 'uring' or 'epoll', got {other:?}"
+            )))
+        }
+    };
+    let idle = match Duration::try_from_secs_f64(idle_timeout) {
+        Ok(d) if idle_timeout > 0.0 => d,
+        _ => {
+            return Err(PyValueError::new_err(format!(
+                "idle_timeout must be a positive number of seconds, got {idle_timeout}"
+            )))
+        }
+    };
+    if let Some(cb) = on_listen {
+        if !cb.is_callable() {
+            return Err(PyTypeError::new_err("on_listen must be callable"));
+        }
+    }
+    let host = host.to_owned();
+    let server = py
+        .detach(|| -> Result<StaticServer, PyErrLater> {
+            let addr = resolve(&host, port as u16)?;
+            let mut config = ServeConfig::new(root.clone(), addr);
+            config.engine = engine;
+            config.idle_timeout = idle;
+            config.max_connections = max_connections as usize;
+            config.reuse_port = reuse_port;
+            StaticServer::bind(config).map_err(|e| PyErrLater::Io(e, Some(root.clone())))
+        })
+        .map_err(PyErrLater::into_py)?;
+    if let Some(cb) = on_listen {
+        let info = PyDict::new(py);
+        let local = server.local_addr();
+        info.set_item("host", local.ip().to_string())?;
+        info.set_item("port", local.port())?;
+        info.set_item("engine", server.engine().name())?;
+        info.set_item("fallback", server.fallback_reason())?;
+        cb.call1((info,))?;
+    }
+    let mut stop = Stop::default();
+    let result = py.detach(|| {
+        server.run(stop.checkpoint(), |line| {
+            if !quiet {
+                write_stderr(line);
+            }
+        })
+    });
+    match result {
+        Ok(stats) => {
+            let dict = stats_dict(py, &stats)?;
+            match stop.raised {
+                Some(raised) => {
+                    let _ = raised.value(py).setattr("serve_stats", &dict);
+                    Err(raised)
+                }
+                None => Ok(dict),
+            }
+        }
+        Err(e) => Err(stop
+            .raised
+            .unwrap_or_else(|| PyErrLater::Io(e, None).into_py())),
+    }
+}
+
+/// A failure found without the GIL, turned into a Python exception once it is back.
+enum PyErrLater {
+    Address(String),
+    Io(io::Error, Option<PathBuf>),
+}
+
+impl PyErrLater {
+    fn into_py(self) -> PyErr {
+        match self {
+            PyErrLater::Address(text) => PyValueError::new_err(text),
+            PyErrLater::Io(e, path) => match (e.raw_os_error(), path) {
+                (Some(n), Some(p))
+                    if n == libc::ENOENT || n == libc::ENOTDIR || n == libc::EACCES =>
+                {
+                    PyOSError::new_err((
+                        n,
+                        strerror(Errno::from_raw_os_error(n)),
+                        p.to_string_lossy().into_owned(),
+                    ))
+                }
+                (Some(n), _) => os_error(Errno::from_raw_os_error(n)),
+                (None, _) if e.kind() == io::ErrorKind::InvalidInput => {
+                    PyValueError::new_err(e.to_string())
+                }
+                (None, _) => PyOSError::new_err(e.to_string()),
+            },
+        }
+    }
+}
+
+fn resolve(host: &str, port: u16) -> Result<SocketAddr, PyErrLater> {
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    (host, port)
+        .to_socket_addrs()
+        .map_err(|e| PyErrLater::Address(format!("cannot resolve host {host:?}: {e}")))?
+        .next()
+        .ok_or_else(|| PyErrLater::Address(format!("host {host:?} has no address")))
+}
+
+fn write_stderr(line: &str) {
+    let mut buf = Vec::with_capacity(line.len() + 1);
+    buf.extend_from_slice(line.as_bytes());
+    buf.push(b'\n');
+    let _ = io::stderr().lock().write_all(&buf);
+}
+
+fn stats_dict<'py>(py: Python<'py>, s: &ServeStats) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("requests", s.requests)?;
+    d.set_item("connections", s.connections)?;
+    d.set_item("timeouts", s.timeouts)?;
+    d.set_item("refused", s.refused)?;
+    d.set_item("peak_connections", s.peak_connections)?;
+    d.set_item("max_connections", s.max_connections)?;
+    Ok(d)
+}
+
+/// The loop's checkpoint: takes the GIL for a moment to run signal handlers; a handler's
+/// exception is kept and stops the loop.
+#[derive(Default)]
+struct Stop {
+    raised: Option<PyErr>,
+}
+
+impl Stop {
+    fn checkpoint(&mut self) -> impl FnMut() -> Result<(), Errno> + Send + '_ {
+        move || match Python::attach(|py| py.check_signals()) {
+            Ok(()) => Ok(()),
+            Err(e) => {
+                self.raised = Some(e);
+                Err(Errno::INTR)
+            }
+        }
+    }
+}

@@ -1,0 +1,72 @@
+//! What `fdkit serve` is asked to do: [`ServeConfig`], [`EngineChoice`], [`Engine`].
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Which event engine to run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EngineChoice {
+    /// io_uring when the kernel allows it (probed at bind), else epoll.
+    Auto,
+    /// io_uring or fail.
+    Uring,
+    /// epoll.
+    Epoll,
+}
+
+/// The engine a server runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Engine {
+    /// One ring: multishot accept, multishot receive on a provided-buffer ring, sendmsg.
+    Uring,
+    /// One edge-triggered epoll set.
+    Epoll,
+}
+
+impl Engine {
+    /// `"io_uring"` or `"epoll"`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Engine::Uring => "io_uring",
+            Engine::Epoll => "epoll",
+        }
+    }
+}
+
+/// The static server's configuration. Build one with [`ServeConfig::new`].
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct ServeConfig {
+    /// The directory served; nothing outside it is ever opened.
+    pub root: PathBuf,
+    /// Where to listen (port 0 picks a free port).
+    pub addr: SocketAddr,
+    /// The engine.
+    pub engine: EngineChoice,
+    /// A connection is dropped when a request head is not complete this long after its first
+    /// byte (slow clients), when a kept-alive connection sends nothing for this long, or when
+    /// a response makes no progress for this long.
+    pub idle_timeout: Duration,
+    /// The most connections open at once; more are accepted and closed at once.
+    pub max_connections: usize,
+    /// `SO_REUSEPORT`, so several worker processes can listen on the same port.
+    pub reuse_port: bool,
+    /// The `listen(2)` backlog (the kernel caps it at `net.core.somaxconn`).
+    pub backlog: i32,
+}
+
+impl ServeConfig {
+    /// The defaults: auto engine, 30 s idle timeout, 10,000 connections, no `SO_REUSEPORT`.
+    pub fn new(root: impl Into<PathBuf>, addr: SocketAddr) -> Self {
+        ServeConfig {
+            root: root.into(),
+            addr,
+            engine: EngineChoice::Auto,
+            idle_timeout: Duration::from_secs(30),
+            max_connections: 10_000,
+            reuse_port: false,
+            backlog: 4096,
+        }
+    }
+}

@@ -1,0 +1,185 @@
+//! One request in, one response head (and body plan) out: statuses, conditional and range
+//! requests, redirects, error bodies.
+
+use super::conn::Out;
+use super::files::{FileCache, FileEntry, Refusal};
+use crate::http::{
+    parse_http_date, parse_range, write_decimal, ByteRange, Method, Request, Status, Version,
+    HTTP_DATE_LEN,
+};
+use std::rc::Rc;
+use std::time::Instant;
+
+/// What a response needs from the engine.
+pub(super) struct Ctx<'a> {
+    pub files: &'a mut FileCache,
+    pub date: &'a [u8; HTTP_DATE_LEN],
+    pub now: Instant,
+}
+
+/// Appends the response to `req` to `out`. Returns whether the connection closes after it.
+pub(super) fn respond(req: &Request<'_>, out: &mut Out, ctx: &mut Ctx<'_>) -> bool {
+    let head = req.method == Method::Head;
+    let keep_alive = req.keep_alive;
+    if req.has_body {
+        // We never read request bodies: refuse, and close (the body is still unread).
+        error(out, ctx, Status::ContentTooLarge, head, false, &[]);
+        return true;
+    }
+    if req.method == Method::Other {
+        error(
+            out,
+            ctx,
+            Status::MethodNotAllowed,
+            head,
+            keep_alive,
+            &[b"Allow: GET, HEAD\r\n"],
+        );
+        return !keep_alive;
+    }
+    let entry = match ctx.files.lookup(req.target, ctx.now) {
+        Ok(entry) => entry,
+        Err((Refusal::Redirect, raw_path, query)) => {
+            let start = out.heads.len();
+            head_start(out, Status::MovedPermanently, ctx.date);
+            out.heads.extend_from_slice(b"Location: ");
+            out.heads.extend_from_slice(raw_path);
+            out.heads.push(b'/');
+            out.heads.extend_from_slice(query);
+            out.heads.extend_from_slice(b"\r\n");
+            error_rest(
+                out,
+                Status::MovedPermanently,
+                head,
+                keep_alive,
+                req.version,
+                start,
+            );
+            return !keep_alive;
+        }
+        Err((Refusal::Status(status), _, _)) => {
+            let keep = keep_alive && !status.closes();
+            error(out, ctx, status, head, keep, &[]);
+            return !keep;
+        }
+    };
+    if let Some(since) = req.if_modified_since.and_then(parse_http_date) {
+        if entry.mtime <= since as i64 {
+            let start = out.heads.len();
+            head_start(out, Status::NotModified, ctx.date);
+            out.heads.extend_from_slice(&entry.fixed_head);
+            head_end(out, keep_alive, req.version);
+            out.push_head(start);
+            return !keep_alive;
+        }
+    }
+    let (status, off, len) = match req.range.map(|r| parse_range(r, entry.size)) {
+        None | Some(ByteRange::Full) => (Status::Ok, 0, entry.size),
+        Some(ByteRange::Partial { start, end }) => (Status::PartialContent, start, end - start + 1),
+        Some(ByteRange::Unsatisfiable) => {
+            let start = out.heads.len();
+            head_start(out, Status::RangeNotSatisfiable, ctx.date);
+            out.heads.extend_from_slice(b"Content-Range: bytes */");
+            write_decimal(&mut out.heads, entry.size);
+            out.heads.extend_from_slice(b"\r\n");
+            error_rest(
+                out,
+                Status::RangeNotSatisfiable,
+                head,
+                keep_alive,
+                req.version,
+                start,
+            );
+            return !keep_alive;
+        }
+    };
+    let start = out.heads.len();
+    head_start(out, status, ctx.date);
+    out.heads.extend_from_slice(&entry.fixed_head);
+    if status == Status::PartialContent {
+        out.heads.extend_from_slice(b"Content-Range: bytes ");
+        write_decimal(&mut out.heads, off);
+        out.heads.push(b'-');
+        write_decimal(&mut out.heads, off + len - 1);
+        out.heads.push(b'/');
+        write_decimal(&mut out.heads, entry.size);
+        out.heads.extend_from_slice(b"\r\n");
+    }
+    out.heads.extend_from_slice(b"Content-Length: ");
+    write_decimal(&mut out.heads, len);
+    out.heads.extend_from_slice(b"\r\n");
+    head_end(out, keep_alive, req.version);
+    out.push_head(start);
+    if !head && len > 0 {
+        body(out, &entry, off, len);
+    }
+    !keep_alive
+}
+
+fn body(out: &mut Out, entry: &Rc<FileEntry>, off: u64, len: u64) {
+    if entry.map.is_some() {
+        out.push_body(entry, off, len);
+    } else {
+        out.set_tail(entry.clone(), off, len);
+    }
+}
+
+/// An error response for a request that could not be parsed (always closes).
+pub(super) fn invalid(out: &mut Out, date: &[u8; HTTP_DATE_LEN], status: Status) {
+    let start = out.heads.len();
+    head_start(out, status, date);
+    error_rest(out, status, false, false, Version::Http11, start);
+}
+
+fn error(
+    out: &mut Out,
+    ctx: &Ctx<'_>,
+    status: Status,
+    head: bool,
+    keep_alive: bool,
+    extra: &[&[u8]],
+) {
+    let start = out.heads.len();
+    head_start(out, status, ctx.date);
+    for e in extra {
+        out.heads.extend_from_slice(e);
+    }
+    error_rest(out, status, head, keep_alive, Version::Http11, start);
+}
+
+/// Content type and length of the small plain-text body, the end of the head, the body.
+fn error_rest(
+    out: &mut Out,
+    status: Status,
+    head: bool,
+    keep_alive: bool,
+    version: Version,
+    start: usize,
+) {
+    let body = status.body();
+    out.heads
+        .extend_from_slice(b"Content-Type: text/plain; charset=utf-8\r\nContent-Length: ");
+    write_decimal(&mut out.heads, body.len() as u64);
+    out.heads.extend_from_slice(b"\r\n");
+    head_end(out, keep_alive, version);
+    if !head {
+        out.heads.extend_from_slice(body);
+    }
+    out.push_head(start);
+}
+
+fn head_start(out: &mut Out, status: Status, date: &[u8; HTTP_DATE_LEN]) {
+    out.heads.extend_from_slice(status.line());
+    out.heads.extend_from_slice(b"Server: fdkit\r\nDate: ");
+    out.heads.extend_from_slice(date);
+    out.heads.extend_from_slice(b"\r\n");
+}
+
+fn head_end(out: &mut Out, keep_alive: bool, version: Version) {
+    if !keep_alive {
+        out.heads.extend_from_slice(b"Connection: close\r\n");
+    } else if version == Version::Http10 {
+        out.heads.extend_from_slice(b"Connection: keep-alive\r\n");
+    }
+    out.heads.extend_from_slice(b"\r\n");
+}
