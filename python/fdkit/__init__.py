@@ -9,5 +9,6 @@ Submodules:
 
 from fdkit import atomic_pipe, fd, uring, zerocopy
 from fdkit._fdkit import __version__
+from fdkit.serve import serve
 
-__all__ = ["__version__", "atomic_pipe", "fd", "uring", "zerocopy"]
+__all__ = ["__version__", "atomic_pipe", "fd", "serve", "uring", "zerocopy"]

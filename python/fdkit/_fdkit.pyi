@@ -201,6 +201,21 @@ def serve_proxy(
     on_listen: Callable[[str, str], object] | None = None,
 ) -> dict[str, int]: ...
 
+# The static file server (fdkit serve)
+
+def serve_static(
+    directory: _Path,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    engine: str = "auto",
+    idle_timeout: float = 30.0,
+    max_connections: int = 10000,
+    reuse_port: bool = False,
+    quiet: bool = False,
+    on_listen: Callable[[dict[str, Any]], object] | None = None,
+) -> dict[str, int]: ...
+
 # Atomic pipe messages (fdkit.atomic_pipe)
 
 class ProtocolError(ValueError):
