@@ -8,6 +8,7 @@ counters.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import select
@@ -204,11 +205,9 @@ def _worker(
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         os.write(wfd, (json.dumps({"stats": stats}) + "\n").encode())
-    except BaseException as e:  # noqa: BLE001 - a worker reports every failure, then exits
-        try:
+    except BaseException as e:
+        with contextlib.suppress(OSError):
             os.write(wfd, (json.dumps({"error": str(e) or type(e).__name__}) + "\n").encode())
-        except OSError:
-            pass
         code = 1
     finally:
         os._exit(code)
@@ -246,10 +245,8 @@ def _supervise(
     def forward(signum: int, frame: FrameType | None) -> None:
         forwarded.append(signum)
         for pid in children:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signum)
-            except ProcessLookupError:
-                pass
 
     main = threading_is_main()
     previous = (
@@ -284,10 +281,7 @@ def _supervise(
             if "ready" in msg:
                 engine = msg["ready"]["engine"]
             for k, v in msg.get("stats", {}).items():
-                if k in ("peak_connections", "max_connections"):
-                    total[k] = total.get(k, 0) + v
-                else:
-                    total[k] = total.get(k, 0) + v
+                total[k] = total.get(k, 0) + v  # every counter adds up across workers
     total["engine"] = engine
     total["workers"] = workers
     total["stopped_by"] = (

@@ -85,8 +85,8 @@ impl StaticServer {
         let root = files::Root::open(&config.root)?;
         let (engine, fallback) = match config.engine {
             EngineChoice::Epoll => (Engine::Epoll, None),
-            EngineChoice::Uring | EngineChoice::Auto => match uring::setup() {
-                Ok(_probe) => (Engine::Uring, None),
+            EngineChoice::Uring | EngineChoice::Auto => match uring::check() {
+                Ok(()) => (Engine::Uring, None),
                 Err(reason) if config.engine == EngineChoice::Auto => (Engine::Epoll, Some(reason)),
                 Err(reason) => {
                     return Err(io::Error::new(

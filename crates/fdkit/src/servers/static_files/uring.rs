@@ -65,10 +65,22 @@ pub(super) struct UringSetup {
     bufs: BufRing,
 }
 
-/// Sets the ring up (`SINGLE_ISSUER | DEFER_TASKRUN` when accepted: the ring then belongs to
-/// this thread) and registers the provided-buffer ring. Fails with the reason io_uring cannot
-/// serve here. See io_uring_setup(2), io_uring_register_buf_ring(3).
+/// Whether io_uring can serve here, without binding any ring to this thread: the kernel
+/// version (multishot receive), the probe, and a plain ring with a buffer ring registered.
+/// The reason when not.
+pub(super) fn check() -> Result<(), String> {
+    setup_with(false).map(drop)
+}
+
+/// Sets the serving ring up (`SINGLE_ISSUER | DEFER_TASKRUN` when accepted: the ring then
+/// belongs to this thread, and its teardown may interrupt this thread's blocking calls, so
+/// only the thread that serves creates it) and registers the provided-buffer ring.
+/// See io_uring_setup(2), io_uring_register_buf_ring(3).
 pub(super) fn setup() -> Result<UringSetup, String> {
+    setup_with(true)
+}
+
+fn setup_with(defer_taskrun: bool) -> Result<UringSetup, String> {
     let release = rustix::system::uname();
     let release = release.release().to_string_lossy().into_owned();
     let mut parts = release.split(|c: char| !c.is_ascii_digit());
@@ -79,19 +91,13 @@ pub(super) fn setup() -> Result<UringSetup, String> {
             "multishot receive needs Linux 6.0 (this is {release})"
         ));
     }
-    let avail = crate::uring::probe();
-    if !avail.available {
-        return Err(avail
-            .reason
-            .unwrap_or_else(|| "io_uring_setup failed".into()));
-    }
-    for op in ["accept", "recv", "poll_add", "cancel"] {
-        if !avail.ops.iter().any(|o| o.name == op && o.supported) {
-            return Err(format!("the kernel lacks the io_uring {op} op"));
-        }
-    }
     let mut last = String::new();
-    for defer in [true, false] {
+    let choices: &[bool] = if defer_taskrun {
+        &[true, false]
+    } else {
+        &[false]
+    };
+    for &defer in choices {
         let mut b = IoUring::builder();
         if defer {
             b.setup_single_issuer().setup_defer_taskrun();
@@ -99,6 +105,21 @@ pub(super) fn setup() -> Result<UringSetup, String> {
         b.setup_submit_all().setup_cqsize(ENTRIES * 8);
         match b.build(ENTRIES) {
             Ok(ring) => {
+                let mut probe = io_uring::Probe::new();
+                ring.submitter()
+                    .register_probe(&mut probe)
+                    .map_err(|e| format!("IORING_REGISTER_PROBE: {e}"))?;
+                for (name, code) in [
+                    ("accept", opcode::AcceptMulti::CODE),
+                    ("recv", opcode::RecvMulti::CODE),
+                    ("sendmsg", opcode::SendMsg::CODE),
+                    ("poll_add", opcode::PollAdd::CODE),
+                    ("async_cancel", opcode::AsyncCancel::CODE),
+                ] {
+                    if !probe.is_supported(code) {
+                        return Err(format!("the kernel lacks the io_uring {name} op"));
+                    }
+                }
                 if !ring.params().is_feature_ext_arg() || !ring.params().is_feature_nodrop() {
                     return Err("the kernel lacks IORING_FEAT_EXT_ARG or NODROP".into());
                 }
@@ -117,7 +138,18 @@ pub(super) fn setup() -> Result<UringSetup, String> {
                 bufs.fill();
                 return Ok(UringSetup { ring, bufs });
             }
-            Err(e) => last = format!("io_uring_setup: {e}"),
+            Err(e) => {
+                last = format!("io_uring_setup: {e}");
+                if !defer {
+                    // Why not (seccomp, the sysctl, ENOSYS), in the probe's words. The probe is
+                    // asked only now: it also tries a DEFER_TASKRUN ring, which ties itself to
+                    // the calling thread (and its teardown can interrupt that thread's
+                    // blocking calls with EINTR), so it is not run on every bind.
+                    if let Some(reason) = crate::uring::probe().reason {
+                        last = reason;
+                    }
+                }
+            }
         }
     }
     Err(last)
