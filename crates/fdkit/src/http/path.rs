@@ -5,8 +5,8 @@
 //! names no file); anything else must start with `/`. The query and fragment are cut. Raw
 //! control bytes (NUL included) and backslashes are refused (403). Each segment is
 //! percent-decoded once; an escape that decodes to `.`, `/`, `\`, or a control byte (`%2e`,
-//! `%2f`, `%5c`, `%00`) is refused (403), as is a malformed escape (400). Empty and `.`
-//! segments are dropped; a `..` segment is refused (403), never resolved. What is left can only
+//! `%2f`, `%5c`, `%00`) is refused (403), as is a malformed escape (400). Empty segments are
+//! dropped; `..` segments are refused (403) and `.` segments answered 404, never resolved. What is left can only
 //! name something below the root (the server still opens it with `RESOLVE_BENEATH`, which also
 //! stops symlinks that leave the root).
 
@@ -56,11 +56,15 @@ pub fn resolve_target<'a>(target: &'a [u8], out: &mut Vec<u8>) -> Result<Target<
         return Err(Status::Forbidden);
     }
     for segment in path.split(|&b| b == b'/') {
-        if segment.is_empty() || segment == b"." {
+        if segment.is_empty() {
             continue;
         }
         if segment == b".." {
             return Err(Status::Forbidden);
+        }
+        if segment == b"." {
+            // Not resolved either: no file is named ".".
+            return Err(Status::NotFound);
         }
         let mark = out.len();
         if mark > 0 {
@@ -136,7 +140,9 @@ mod tests {
     fn plain_paths() {
         assert_eq!(ok("/"), (String::new(), true));
         assert_eq!(ok("/a/b.txt"), ("a/b.txt".into(), false));
-        assert_eq!(ok("//a/./b/"), ("a/b".into(), true));
+        assert_eq!(ok("//a//b/"), ("a/b".into(), true));
+        assert_eq!(err(b"/a/./b"), Status::NotFound);
+        assert_eq!(err(b"/."), Status::NotFound);
         assert_eq!(ok("/a%20b?x=/../"), ("a b".into(), false));
         assert_eq!(ok("/x#frag"), ("x".into(), false));
         assert_eq!(

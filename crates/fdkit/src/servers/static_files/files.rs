@@ -6,9 +6,9 @@
 //! still never reach outside. Where `openat2` is missing (`ENOSYS`, before Linux 5.6) the file
 //! is opened with `openat` and its real path (`/proc/self/fd/N`) must lie under the root's.
 //!
-//! Open files are cached by request path (like nginx's `open_file_cache`): a cached entry is
-//! trusted for [`VALID`] and then re-checked with one `statat` (device, inode, size, mtime);
-//! a change reopens it. Files up to [`MAP_MAX`] bytes are also mapped (`mmap`, read-only,
+//! Open files are cached by request path (like nginx's `open_file_cache`): each use of an
+//! entry costs one `fstat` of its fd (size and mtime must not have changed), and every
+//! [`VALID`] one `statat` of its path (the same inode must still be there); a change reopens it. Files up to [`MAP_MAX`] bytes are also mapped (`mmap`, read-only,
 //! shared) so their bodies go out in the same `sendmsg` as the head: the kernel copies them
 //! from the page cache into the socket; this process never reads the mapping (so a file
 //! truncated meanwhile makes the send fail with `EFAULT`, never a `SIGBUS` here). Larger
@@ -171,19 +171,28 @@ impl FileCache {
             self.key.push(b'/');
         }
         if let Some(c) = self.map.get_mut(&self.key[..]) {
-            if now.saturating_duration_since(c.checked) < VALID {
-                return Ok(c.entry.clone());
-            }
-            let path = if c.entry.file_path.is_empty() {
-                &b"."[..]
-            } else {
-                &c.entry.file_path[..]
-            };
-            let same = rustix::fs::statat(&self.root.fd, OsStr::from_bytes(path), AtFlags::empty())
-                .is_ok_and(|st| ident(&st) == c.entry.ident);
-            if same {
-                c.checked = now;
-                return Ok(c.entry.clone());
+            // One fstat of the cached fd per request: a file rewritten in place (truncated,
+            // grown, touched) must never be answered with a stale length, which the body
+            // could not keep. A different file under the name (renamed over) is seen by the
+            // path check at most VALID later; until then the old file is served whole.
+            let unchanged =
+                rustix::fs::fstat(&c.entry.fd).is_ok_and(|st| ident(&st) == c.entry.ident);
+            if unchanged {
+                if now.saturating_duration_since(c.checked) < VALID {
+                    return Ok(c.entry.clone());
+                }
+                let path = if c.entry.file_path.is_empty() {
+                    &b"."[..]
+                } else {
+                    &c.entry.file_path[..]
+                };
+                let same =
+                    rustix::fs::statat(&self.root.fd, OsStr::from_bytes(path), AtFlags::empty())
+                        .is_ok_and(|st| ident(&st) == c.entry.ident);
+                if same {
+                    c.checked = now;
+                    return Ok(c.entry.clone());
+                }
             }
             self.map.remove(&self.key[..]);
         }
@@ -229,6 +238,9 @@ impl FileCache {
             let index = self.root.open_beneath(&self.scratch).map_err(refusal)?;
             st = rustix::fs::fstat(&index).map_err(refusal)?;
             index
+        } else if trailing_slash {
+            // `/file/`: a file is not a directory (openat would say ENOTDIR).
+            return Err(Refusal::Status(Status::NotFound));
         } else {
             fd
         };
