@@ -28,7 +28,7 @@ def _positive(text: str, what: str, kind: type[int] | type[float]) -> int | floa
 
 
 def run(args: argparse.Namespace) -> int:
-    from fdkit.serve import _serve
+    from fdkit.static_server import _serve
 
     if args.engine not in ENGINES:
         raise ValueError(f"--engine must be one of {', '.join(ENGINES)}, got {args.engine!r}")
