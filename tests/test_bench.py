@@ -6,23 +6,26 @@ every bench runs, cleans up after itself, and reports rows ``fdkit bench`` can p
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
 import math
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator
 from functools import partial
 from pathlib import Path
 
 import pytest
 
-from fdkit import benchmarks
-from fdkit.benchmarks import _common, _endpoints, atomic_pipe, report, zerocopy
+from fdkit import benchmarks, uring
+from fdkit.benchmarks import _common, _endpoints, atomic_pipe, report, serve, zerocopy
 from fdkit.benchmarks._common import TINY_ENV, Result, is_rate
 
 REPO = Path(__file__).resolve().parent.parent
@@ -59,6 +62,14 @@ HEADLINES = {
         "atomic_pipe_10k_vs_raw",
         "atomic_pipe_4writers_100b",
     ],
+    # each needs its contenders on this machine: see _serve_available
+    "serve": [
+        "serve_vs_nginx_6b",
+        "serve_vs_nginx_4k",
+        "serve_vs_nginx_1m",
+        "serve_epoll_vs_nginx_4k",
+        "ring_hello_vs_asyncio",
+    ],
 }
 # every id issue 4 fixes; atomic_pipe_call_100b has an absolute goal only (300k msg/s, in its
 # case text) and atomic_pipe_mixed_100k none, so they carry no goal ratio
@@ -71,8 +82,25 @@ ATOMIC_PIPE_HEADLINES = [
 ]
 
 
+HAVE_NGINX = serve._which("nginx") is not None  # the bench installs nothing at smoke size
+URING_OK = uring.available()[0]
+
+
+def _serve_available(row_id: str) -> bool:
+    """Whether the serve bench can produce ``row_id`` here (nginx installed, io_uring)."""
+    if row_id.startswith("ring_hello"):
+        return URING_OK
+    if "nginx" in row_id and not HAVE_NGINX:
+        return False
+    return URING_OK or row_id.startswith("serve_epoll")
+
+
 def _expected_headlines(bench: str) -> list[str]:
-    return [i for i in HEADLINES.get(bench, []) if HAVE_GCC or not i.endswith("_vs_c")]
+    return [
+        i
+        for i in HEADLINES.get(bench, [])
+        if (HAVE_GCC or not i.endswith("_vs_c")) and (bench != "serve" or _serve_available(i))
+    ]
 
 
 def _open_fds() -> set[str]:
@@ -181,8 +209,18 @@ def test_goals_match_the_issue(results: dict[str, list[Result]]) -> None:
         "atomic_pipe_batch_100b": 10.0,
         "atomic_pipe_10k_vs_raw": 0.5,
         "atomic_pipe_4writers_100b": 10.0,
+        "serve_vs_nginx_6b": 1.25,
+        "serve_vs_nginx_4k": 1.25,
+        "serve_vs_nginx_1m": 1.0,
+        "serve_epoll_vs_nginx_4k": 1.0,
+        "ring_hello_vs_asyncio": 1.0,
     }
-    assert goals == {k: v for k, v in expected.items() if HAVE_GCC or not k.endswith("_vs_c")}
+    assert goals == {
+        k: v
+        for k, v in expected.items()
+        if (HAVE_GCC or not k.endswith("_vs_c"))
+        and (k not in HEADLINES["serve"] or _serve_available(k))
+    }
 
 
 def test_json_round_trips(results: dict[str, list[Result]]) -> None:
@@ -463,3 +501,145 @@ def test_atomic_pipe_measure_catches_wrong_content() -> None:
     with pytest.raises(RuntimeError, match="not the messages sent"):
         atomic_pipe._measure(partial(_LossyRaw, 100), shares, want, check=True)
     assert not _children()
+
+
+# ------------------------------------------------------------------------------ serve
+
+
+def test_serve_rows(results: dict[str, list[Result]]) -> None:
+    rows = results["serve"]
+    by_id = {r.id: r for r in rows}
+    for r in rows:
+        assert r.unit in ("us/req", "req/s", "ms p99"), r
+        assert r.baseline_name in serve.LABELS.values(), r
+    # every CPU row comes with its requests/s and p99 rows
+    for r in rows:
+        if r.unit == "us/req":
+            base = r.id.split("_vs_")
+            assert f"{base[0]}_rps_vs_{base[1]}" in by_id, r.id
+            assert f"{base[0]}_p99_vs_{base[1]}" in by_id, r.id
+    if HAVE_NGINX and URING_OK:
+        for size in ("6b", "4k", "1m"):
+            row = by_id[f"serve_vs_nginx_{size}"]
+            assert row.baseline_name.startswith("nginx") and row.unit == "us/req"
+            assert f"{size} file" in row.case
+        assert "serve_vs_asyncio_4k" in by_id  # the smoke size runs the asyncio server too
+    if URING_OK:
+        assert by_id["ring_hello_vs_asyncio"].baseline_name == serve.LABELS["asyncio_hello"]
+
+
+def test_serve_script_prints_json() -> None:
+    env = dict(os.environ, **{TINY_ENV: "1"})
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "bench" / "serve.py"), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    got = [r["id"] for r in json.loads(proc.stdout)["results"]]
+    for i in _expected_headlines("serve"):
+        assert got.count(i) == 1, got
+
+
+WRK_OUTPUT = """\
+Running 2s test @ http://127.0.0.1:41234/hallo.txt
+  1 threads and 64 connections
+  Thread Stats   Avg      Stdev     Max   +/- Stdev
+    Latency   462.50us   88.10us   3.21ms   91.23%
+    Req/Sec   138.51k     4.12k  142.00k    85.00%
+  Latency Distribution
+     50%  450.00us
+     75%  490.00us
+     90%  540.00us
+     99%    1.02ms
+  275632 requests in 2.00s, 38.12MB read
+  Socket errors: connect 0, read 3, write 0, timeout 0
+  Non-2xx or 3xx responses: 7
+Requests/sec: 137801.33
+Transfer/sec:     19.06MB
+"""
+
+
+def test_parse_wrk() -> None:
+    out = serve.parse_wrk(WRK_OUTPUT)
+    assert out.requests == 275632
+    assert out.seconds == pytest.approx(2.0)
+    assert out.rate == pytest.approx(137801.33)
+    assert out.p99_ms == pytest.approx(1.02)
+    assert out.non_2xx == 7
+    assert out.socket_errors == {"connect": 0, "read": 3, "write": 0, "timeout": 0}
+    micro = WRK_OUTPUT.replace("99%    1.02ms", "99%  812.00us").replace("in 2.00s", "in 1.50m")
+    assert serve.parse_wrk(micro).p99_ms == pytest.approx(0.812)
+    assert serve.parse_wrk(micro).seconds == pytest.approx(90.0)
+    with pytest.raises(ValueError, match="unexpected wrk output"):
+        serve.parse_wrk("unable to connect to 127.0.0.1:1 Connection refused")
+
+
+def test_nginx_config(tmp_path: Path) -> None:
+    conf = serve._nginx_conf(tmp_path, tmp_path / "www", 12345).read_text()
+    for directive in (
+        "worker_processes 1;",
+        "daemon off;",
+        "sendfile on;",
+        "open_file_cache max=1000",
+        "access_log off;",
+        "listen 127.0.0.1:12345",
+        f"root {tmp_path / 'www'};",
+        f"pid {tmp_path / 'nginx.pid'};",
+    ):
+        assert directive in conf, directive
+    assert ("user " in conf) == (os.geteuid() == 0)  # run as the current user
+
+
+def test_serve_tiny_installs_nothing(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv(TINY_ENV, "1")
+    monkeypatch.setattr(serve, "_which", lambda name: None)
+
+    def no_install(*args: object, **kwargs: object) -> None:
+        raise AssertionError(f"the bench tried to run {args}")
+
+    monkeypatch.setattr(subprocess, "run", no_install)
+    assert serve.ensure_tool("wrk", "wrk") is None
+    assert "installs nothing" in capsys.readouterr().err
+
+
+def test_serve_without_root_skips_with_a_note(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv(TINY_ENV, raising=False)
+    monkeypatch.setattr(serve, "_which", lambda name: None)
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+
+    def no_install(*args: object, **kwargs: object) -> None:
+        raise AssertionError(f"the bench tried to run {args}")
+
+    monkeypatch.setattr(subprocess, "run", no_install)
+    assert serve.ensure_tool("nginx", "nginx") is None
+    err = capsys.readouterr().err
+    assert "cannot be (not root)" in err and "apt-get install nginx" in err
+    assert serve.run(quick=True) == []  # no wrk: the bench is skipped, nothing fails
+    assert "no wrk" in capsys.readouterr().err
+
+
+def test_serve_process_tree_sums_children() -> None:
+    child = subprocess.Popen(
+        [sys.executable, "-c", "import subprocess, sys; subprocess.run(['sleep', '30'])"],
+    )
+    try:
+        deadline = time.monotonic() + 10
+        while len(tree := serve.process_tree(child.pid)) < 2:
+            assert time.monotonic() < deadline, tree
+            time.sleep(0.02)
+        assert tree[0] == child.pid
+        cpu = serve.tree_cpu(tree)
+        assert cpu() >= 0.0
+    finally:
+        for pid in reversed(serve.process_tree(child.pid)):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        child.wait(10)

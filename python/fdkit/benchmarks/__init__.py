@@ -52,6 +52,7 @@ BENCHES: dict[str, Bench] = dict(
         _bench("zerocopy", "relay CPU per GiB and MiB/s: transfer vs recv/sendall, splice, C"),
         _bench("proxy", "proxy CPU per GiB: fdkit proxy vs an asyncio proxy"),
         _bench("atomic_pipe", "whole messages from writer processes: AtomicPipe vs mp.Queue/Pipe"),
+        _bench("serve", "static files under wrk, CPU per request: fdkit serve vs nginx, asyncio"),
     ]
 )
 

@@ -160,6 +160,9 @@ pub(super) struct Conn {
     pub lingering: bool,
     /// (epoll) the socket may have more to read.
     pub readable: bool,
+    /// (epoll) the peer shut its side (EPOLLRDHUP): a short read no longer means "drained",
+    /// the end of stream is still to be read (it may have come in the same edge as the data).
+    pub peer_closed: bool,
 }
 
 impl Conn {
@@ -172,6 +175,7 @@ impl Conn {
             eof: false,
             lingering: false,
             readable: true,
+            peer_closed: false,
         }
     }
 

@@ -99,6 +99,10 @@ impl Epoll<'_> {
                     let (idx, gen) = ((t & 0xffff_ffff) as usize, (t >> 32) as u32);
                     if let Some(c) = self.conns.get_mut(idx, gen) {
                         c.readable = true;
+                        let flags = { ev.flags }; // a copy: the kernel struct is packed
+                        if flags.intersects(EventFlags::RDHUP | EventFlags::HUP) {
+                            c.peer_closed = true;
+                        }
                         self.service(idx, gen);
                     }
                 }
@@ -235,7 +239,9 @@ impl Epoll<'_> {
             ) {
                 Ok((0, _)) => c.eof = true,
                 Ok((n, _)) => {
-                    if n < room {
+                    // A short read drained the socket, unless the peer's FIN is still to be
+                    // read: with edge triggering no further event would announce it.
+                    if n < room && !c.peer_closed {
                         c.readable = false;
                     }
                 }
