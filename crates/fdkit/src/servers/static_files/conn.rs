@@ -66,6 +66,11 @@ impl Out {
         self.segs.is_empty() && self.tail.is_none()
     }
 
+    /// Whether a `sendfile` tail with bytes left ends the batch.
+    pub fn has_tail(&self) -> bool {
+        self.tail.as_ref().is_some_and(|t| t.left > 0)
+    }
+
     /// Whether segments remain to be sent.
     pub fn segs_pending(&self) -> bool {
         self.sent < self.seg_bytes

@@ -16,7 +16,7 @@ use super::clock::Clock;
 use super::conn::{Conn, INBUF_MAX, LINGER, MAX_SEGS};
 use super::files::FileCache;
 use super::respond::Ctx;
-use super::send::{msghdr, sendfile_tail, Sent};
+use super::send::{msghdr, send_out, Sent};
 use super::slab::Slab;
 use super::{ServeStats, Shared};
 use crate::uring::BufRing;
@@ -440,11 +440,12 @@ impl Uring<'_> {
         self.send(idx);
     }
 
-    /// Queues a `sendmsg` of the batch's unsent segments, or sends its tail.
+    /// Queues a `sendmsg` of the batch's unsent segments; a batch that ends in a large
+    /// file goes out from the loop instead (`sendmsg` + `sendfile`, see `send_tail`).
     fn send(&mut self, idx: usize) {
         let gen = self.conns.slots[idx].gen;
         let c = self.conn(idx);
-        if !c.conn.out.segs_pending() {
+        if !c.conn.out.segs_pending() || c.conn.out.has_tail() {
             return self.send_tail(idx);
         }
         c.conn.out.iovecs(&mut c.iovs);
@@ -484,14 +485,23 @@ impl Uring<'_> {
         self.send_tail(idx);
     }
 
-    /// `sendfile` of the tail from the loop; a full socket queues a `POLL_ADD(POLLOUT)`.
+    /// A batch ending in a large file, from the loop: the head (and any small responses
+    /// before it) with `sendmsg`, then `sendfile`, as the epoll engine does. A ring
+    /// `SendMsg` for the head would cost a completion round trip per response before the body
+    /// could start (measured: ~10% more CPU per 1 MiB request than nginx). A full socket
+    /// queues a `POLL_ADD(POLLOUT)`.
     fn send_tail(&mut self, idx: usize) {
         let now = self.clock.now;
         let idle = self.shared.idle;
         let gen = self.conns.slots[idx].gen;
         let c = self.conn(idx);
         let mut progress = false;
-        let r = sendfile_tail(c.conn.fd.as_fd(), &mut c.conn.out, &mut progress);
+        let r = send_out(
+            c.conn.fd.as_fd(),
+            &mut c.conn.out,
+            &mut c.iovs,
+            &mut progress,
+        );
         if progress {
             c.conn.deadline = now + idle;
         }
