@@ -161,6 +161,11 @@ impl Signals {
         }
     }
 
+    /// The exception a signal handler raised, if any (taken out).
+    pub fn take_raised(&mut self) -> Option<PyErr> {
+        self.raised.take()
+    }
+
     /// The call's result for Python: a signal handler's exception wins over the `EINTR` it
     /// caused.
     pub fn finish<T>(self, result: Result<T, Errno>) -> PyResult<T> {

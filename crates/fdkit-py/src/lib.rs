@@ -13,6 +13,7 @@ mod io;
 mod net;
 mod proxy_server;
 mod serve;
+mod server_run;
 mod uring;
 mod uring_args;
 mod uring_completion;

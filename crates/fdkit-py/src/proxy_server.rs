@@ -5,6 +5,7 @@
 
 use crate::args::{i64_arg, Count, PathArg};
 use crate::errors::os_error;
+use crate::server_run::run_server;
 use fdkit::error::strerror;
 use fdkit::fd::Errno;
 use fdkit::servers::proxy::{Endpoint, ProxyConfig, ProxyServer, ProxyStats};
@@ -12,7 +13,7 @@ use pyo3::exceptions::{PyOSError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use std::ffi::OsStr;
-use std::io::{self, Write};
+use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -117,28 +118,14 @@ pub fn serve_proxy<'py>(
         ))?;
     }
 
-    let mut stop = Stop::default();
-    let result = py.detach(|| {
-        server.run(stop.checkpoint(), |line| {
-            if !quiet {
-                write_stderr(line);
-            }
-        })
-    });
-    match result {
-        Ok(stats) => {
-            let dict = stats_dict(py, &stats)?;
-            match stop.raised {
-                Some(raised) => {
-                    // Best effort: an exception type with __slots__ cannot take the attribute.
-                    let _ = raised.value(py).setattr("proxy_stats", &dict);
-                    Err(raised)
-                }
-                None => Ok(dict),
-            }
-        }
-        Err(e) => Err(stop.raised.unwrap_or_else(|| io_to_py(&e))),
-    }
+    run_server(
+        py,
+        quiet,
+        "proxy_stats",
+        |checkpoint, log| server.run(checkpoint, log),
+        stats_dict,
+        |e| io_to_py(&e),
+    )
 }
 
 /// A failure before serving, kept apart from Python until the GIL is back.
@@ -196,15 +183,6 @@ fn seconds(t: f64, what: &str) -> PyResult<Duration> {
     )))
 }
 
-/// One log line to fd 2 in one `write` (Rust's stderr is unbuffered); errors are dropped, as
-/// a server's logging must never stop it.
-fn write_stderr(line: &str) {
-    let mut buf = Vec::with_capacity(line.len() + 1);
-    buf.extend_from_slice(line.as_bytes());
-    buf.push(b'\n');
-    let _ = io::stderr().lock().write_all(&buf);
-}
-
 fn stats_dict<'py>(py: Python<'py>, s: &ProxyStats) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
     d.set_item("connections", s.connections)?;
@@ -214,24 +192,4 @@ fn stats_dict<'py>(py: Python<'py>, s: &ProxyStats) -> PyResult<Bound<'py, PyDic
     d.set_item("peak_connections", s.peak_connections)?;
     d.set_item("max_connections", s.max_connections)?;
     Ok(d)
-}
-
-/// The checkpoint handed to the loop (the `Signals` pattern of `errors.rs`, keeping the
-/// exception here so the stats can ride on it): with the GIL released, it takes the GIL back
-/// for a moment to run signal handlers; a handler's exception is kept and stops the loop.
-#[derive(Default)]
-struct Stop {
-    raised: Option<PyErr>,
-}
-
-impl Stop {
-    fn checkpoint(&mut self) -> impl FnMut() -> Result<(), Errno> + Send + '_ {
-        move || match Python::attach(|py| py.check_signals()) {
-            Ok(()) => Ok(()),
-            Err(e) => {
-                self.raised = Some(e);
-                Err(Errno::INTR)
-            }
-        }
-    }
 }

@@ -4,6 +4,7 @@
 
 use crate::args::{i64_arg, PathArg};
 use crate::errors::os_error;
+use crate::server_run::run_server;
 use fdkit::error::strerror;
 use fdkit::fd::Errno;
 use fdkit::servers::static_files::{EngineChoice, ServeConfig, ServeStats, StaticServer};
@@ -11,7 +12,7 @@ use pyo3::exceptions::{PyOSError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use std::ffi::OsStr;
-use std::io::{self, Write};
+use std::io;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
@@ -117,29 +118,14 @@ pub fn serve_static<'py>(
         info.set_item("fallback", server.fallback_reason())?;
         cb.call1((info,))?;
     }
-    let mut stop = Stop::default();
-    let result = py.detach(|| {
-        server.run(stop.checkpoint(), |line| {
-            if !quiet {
-                write_stderr(line);
-            }
-        })
-    });
-    match result {
-        Ok(stats) => {
-            let dict = stats_dict(py, &stats)?;
-            match stop.raised {
-                Some(raised) => {
-                    let _ = raised.value(py).setattr("serve_stats", &dict);
-                    Err(raised)
-                }
-                None => Ok(dict),
-            }
-        }
-        Err(e) => Err(stop
-            .raised
-            .unwrap_or_else(|| PyErrLater::Io(e, None).into_py())),
-    }
+    run_server(
+        py,
+        quiet,
+        "serve_stats",
+        |checkpoint, log| server.run(checkpoint, log),
+        stats_dict,
+        |e| PyErrLater::Io(e, None).into_py(),
+    )
 }
 
 /// A failure found without the GIL, turned into a Python exception once it is back.
@@ -181,13 +167,6 @@ fn resolve(host: &str, port: u16) -> Result<SocketAddr, PyErrLater> {
         .ok_or_else(|| PyErrLater::Address(format!("host {host:?} has no address")))
 }
 
-fn write_stderr(line: &str) {
-    let mut buf = Vec::with_capacity(line.len() + 1);
-    buf.extend_from_slice(line.as_bytes());
-    buf.push(b'\n');
-    let _ = io::stderr().lock().write_all(&buf);
-}
-
 fn stats_dict<'py>(py: Python<'py>, s: &ServeStats) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
     d.set_item("requests", s.requests)?;
@@ -197,23 +176,4 @@ fn stats_dict<'py>(py: Python<'py>, s: &ServeStats) -> PyResult<Bound<'py, PyDic
     d.set_item("peak_connections", s.peak_connections)?;
     d.set_item("max_connections", s.max_connections)?;
     Ok(d)
-}
-
-/// The loop's checkpoint: takes the GIL for a moment to run signal handlers; a handler's
-/// exception is kept and stops the loop.
-#[derive(Default)]
-struct Stop {
-    raised: Option<PyErr>,
-}
-
-impl Stop {
-    fn checkpoint(&mut self) -> impl FnMut() -> Result<(), Errno> + Send + '_ {
-        move || match Python::attach(|py| py.check_signals()) {
-            Ok(()) => Ok(()),
-            Err(e) => {
-                self.raised = Some(e);
-                Err(Errno::INTR)
-            }
-        }
-    }
 }

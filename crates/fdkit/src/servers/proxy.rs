@@ -28,7 +28,6 @@
 mod conn;
 mod endpoint;
 mod event_loop;
-mod limits;
 mod listener;
 mod record;
 mod relay;

@@ -6,7 +6,14 @@
 
 use super::conn::{connect_end, log_line, Conn, End, Serviced, State, Who};
 use super::endpoint::peer_text;
-use super::limits::{self, NofileGuard, FDS_PER_CONNECTION, FDS_PER_RECORDING};
+use crate::servers::nofile::{fit_nofile, NofileGuard};
+
+/// Fds one connection holds: the client, the upstream, two pipes of two ends each.
+const FDS_PER_CONNECTION: usize = 6;
+/// Extra fds a recorded connection holds: the recording pipe's two ends and the file.
+const FDS_PER_RECORDING: usize = 3;
+/// Fds kept free for everything else (epoll, the listener, the host program's own).
+const SPARE_FDS: usize = 32;
 use super::listener::Listener;
 use super::record::Recorder;
 use super::relay::{Relay, Side};
@@ -106,7 +113,7 @@ impl<'a> EventLoop<'a> {
             } else {
                 0
             };
-        let (cap, notice, nofile) = limits::fit_nofile(config.max_connections, per_connection);
+        let (cap, notice, nofile) = fit_nofile(config.max_connections, per_connection, SPARE_FDS);
         if let Some(notice) = notice {
             log(&notice);
         }

@@ -24,7 +24,6 @@ mod config;
 mod conn;
 mod epoll;
 mod files;
-mod limits;
 mod listener;
 mod respond;
 mod send;
@@ -40,6 +39,10 @@ use std::io;
 use std::net::SocketAddr;
 use std::os::fd::OwnedFd;
 use std::time::Duration;
+
+/// Fds kept free beyond one per connection: the listener, the ring or epoll set, the files the
+/// open-file cache holds, and the host program's own.
+const SPARE_FDS: usize = 256;
 
 /// How long a stopping server lets responses in flight finish.
 pub const GRACE: Duration = Duration::from_secs(5);
@@ -135,7 +138,8 @@ impl StaticServer {
         mut checkpoint: impl FnMut() -> Result<(), Errno>,
         mut log: impl FnMut(&str),
     ) -> io::Result<ServeStats> {
-        let (cap, notice, _nofile) = limits::fit_nofile(self.config.max_connections);
+        let (cap, notice, _nofile) =
+            crate::servers::nofile::fit_nofile(self.config.max_connections, 1, SPARE_FDS);
         if let Some(n) = notice {
             log(&n);
         }

@@ -1,16 +1,10 @@
-//! Making room for the connection cap under `RLIMIT_NOFILE`.
+//! Making room for a server's connection cap under `RLIMIT_NOFILE` (the proxy and the static
+//! file server share this).
 
 use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
 
-/// Fds one connection holds: the client, the upstream, two pipes of two ends each.
-pub(super) const FDS_PER_CONNECTION: usize = 6;
-/// Extra fds a recorded connection holds: the recording pipe's two ends and the file.
-pub(super) const FDS_PER_RECORDING: usize = 3;
-/// Fds kept free for everything else (epoll, the listener, the host program's own).
-const SPARE_FDS: usize = 32;
-
 /// The soft `RLIMIT_NOFILE` as it was before the run, put back on drop.
-pub(super) struct NofileGuard(Option<Rlimit>);
+pub(crate) struct NofileGuard(Option<Rlimit>);
 
 impl Drop for NofileGuard {
     fn drop(&mut self) {
@@ -20,17 +14,19 @@ impl Drop for NofileGuard {
     }
 }
 
-/// Raises the soft `RLIMIT_NOFILE` toward what `max_connections` needs (never above the hard
-/// limit) and returns the cap that fits, with a notice when it had to be lowered.
-/// See getrlimit(2).
-pub(super) fn fit_nofile(
+/// Raises the soft `RLIMIT_NOFILE` toward what `max_connections` connections of
+/// `per_connection` fds each need, plus the fds open now and `spare` more for everything else
+/// (never above the hard limit), and returns the cap that fits, with a notice when it had to
+/// be lowered. See getrlimit(2).
+pub(crate) fn fit_nofile(
     max_connections: usize,
     per_connection: usize,
+    spare: usize,
 ) -> (usize, Option<String>, NofileGuard) {
     let in_use = open_fds();
     let needed = max_connections
         .saturating_mul(per_connection)
-        .saturating_add(in_use + SPARE_FDS);
+        .saturating_add(in_use + spare);
     let limit = getrlimit(Resource::Nofile);
     let soft = limit.current.map_or(usize::MAX, clamp);
     let hard = limit.maximum.map_or(usize::MAX, clamp);
@@ -50,7 +46,7 @@ pub(super) fn fit_nofile(
     if have >= needed {
         return (max_connections, None, guard);
     }
-    let fit = have.saturating_sub(in_use + SPARE_FDS) / per_connection;
+    let fit = have.saturating_sub(in_use + spare) / per_connection.max(1);
     let cap = fit.max(1);
     let notice = format!(
         "max connections lowered from {max_connections} to {cap}: RLIMIT_NOFILE allows {have} \
