@@ -196,6 +196,24 @@ impl AtomicPipe {
         r.map_err(|e| self.map_errno(state, e))
     }
 
+    /// Encodes into the writer's queue once (`queue`), then writes the queue as the fd's mode
+    /// allows; an `EINTR` resumes the writing, never the queueing (which would duplicate).
+    fn queue_then_flush<T: Send>(
+        &self,
+        py: Python<'_>,
+        queue: impl FnOnce(&mut MessageWriter) -> Result<T, Errno> + Send,
+    ) -> PyResult<T> {
+        let mut queue = Some(queue);
+        let mut queued = None;
+        self.with_writer(py, |w| {
+            if let Some(queue) = queue.take() {
+                queued = Some(queue(w)?);
+            }
+            w.flush_default(&mut interrupted)
+        })?;
+        Ok(queued.expect("the first attempt queues or fails"))
+    }
+
     fn map_errno(&self, state: &State, e: Errno) -> PyErr {
         if e == Errno::BADF && is_closed(state) {
             closed()
@@ -473,13 +491,8 @@ impl AtomicPipe {
         self.need_writer()?;
         let data = Data::extract(data)?;
         let bytes = data.as_slice();
-        let mut queued = false;
-        self.with_writer(py, |w| {
-            if !queued {
-                w.queue_message(fdkit::atomic_pipe::Writer::current(), bytes)?;
-                queued = true;
-            }
-            w.flush_default(&mut interrupted)
+        self.queue_then_flush(py, |w| {
+            w.queue_message(fdkit::atomic_pipe::Writer::current(), bytes)
         })
     }
 
@@ -512,17 +525,10 @@ impl AtomicPipe {
         self.need_writer()?;
         let data = Data::extract(data)?;
         let bytes = data.as_slice();
-        let mut sent: Option<Result<usize, BurstError>> = None;
-        self.with_writer(py, |w| {
-            if sent.is_none() {
-                sent = Some(w.queue_burst(bytes)?);
-            }
-            w.flush_default(&mut interrupted)
-        })?;
-        match sent {
-            Some(Ok(n)) => Ok(Some(n)),
-            Some(Err(BurstError::TooLarge { .. })) | None => Ok(None),
-            Some(Err(refused)) => Err(PyValueError::new_err(refused.to_string())),
+        match self.queue_then_flush(py, |w| w.queue_burst(bytes))? {
+            Ok(n) => Ok(Some(n)),
+            Err(BurstError::TooLarge { .. }) => Ok(None),
+            Err(refused) => Err(PyValueError::new_err(refused.to_string())),
         }
     }
 
@@ -829,16 +835,9 @@ impl AtomicPipe {
             return Ok(0);
         }
         let slices: Vec<&[u8]> = batch.iter().map(Data::as_slice).collect();
-        let mut queued = false;
-        self.with_writer(py, |w| {
-            if !queued {
-                let writer = fdkit::atomic_pipe::Writer::current();
-                for s in &slices {
-                    w.queue_message(writer, s)?;
-                }
-                queued = true;
-            }
-            w.flush_default(&mut interrupted)
+        self.queue_then_flush(py, |w| {
+            let writer = fdkit::atomic_pipe::Writer::current();
+            slices.iter().try_for_each(|s| w.queue_message(writer, s))
         })?;
         Ok(batch.len())
     }
