@@ -3,37 +3,21 @@
 //! `AtomicPipe` keeps its end behind a mutex held across the syscall (with the GIL released).
 //! If another thread forks meanwhile, the child inherits the mutex locked by a thread that does
 //! not exist there: the classic way `multiprocessing.Queue` and friends deadlock after fork.
-//! Here each acquisition records the fork generation it happened in (a counter that a
-//! `pthread_atfork` child handler bumps); a child that finds the lock held in an older
-//! generation knows nobody will ever release it, sets the stuck state aside (leaked on
-//! purpose: dropping it would run the parent's pending work twice) and rebuilds fresh state
-//! from what the owner provides. See pthread_atfork(3), fork(2).
+//! Here each acquisition records the fork generation it happened in
+//! ([`fdkit::fd::fork_generation`], a counter bumped in every child); a child that finds the
+//! lock held in an older generation knows nobody will ever release it, sets the stuck state
+//! aside (leaked on purpose: dropping it would run the parent's pending work twice) and
+//! rebuilds fresh state from what the owner provides. See pthread_atfork(3), fork(2).
 //!
 //! Deadlock rule kept from before: nobody *waits* for the lock while holding the GIL.
 
+use fdkit::fd::fork_generation;
 use parking_lot::lock_api::ArcMutexGuard;
 use parking_lot::{Mutex, RawMutex};
 use pyo3::Python;
 use std::ops::{Deref, DerefMut};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Once};
-
-/// Bumped in every child process right after fork.
-static FORK_GENERATION: AtomicU64 = AtomicU64::new(0);
-
-extern "C" fn after_fork_in_child() {
-    // Async-signal-safe: one atomic add.
-    FORK_GENERATION.fetch_add(1, Ordering::SeqCst);
-}
-
-fn register_fork_handler() {
-    static ONCE: Once = Once::new();
-    ONCE.call_once(|| {
-        // SAFETY: registers a handler that only does an atomic add, valid for the life of the
-        // process (a static function); no preparation or parent handler.
-        unsafe { libc::pthread_atfork(None, None, Some(after_fork_in_child)) };
-    });
-}
+use std::sync::Arc;
 
 /// `T` behind a lock that a fork cannot leave stuck; see the module docs.
 pub struct ForkSafe<T> {
@@ -73,7 +57,8 @@ impl<T> Drop for Held<T> {
 impl<T: Send> ForkSafe<T> {
     /// Wraps `value`.
     pub fn new(value: T) -> Self {
-        register_fork_handler();
+        // Registers the fork handler now, before any fork this lock must survive.
+        fork_generation();
         ForkSafe {
             slot: std::sync::Mutex::new(Arc::new(Mutex::new(value))),
             held_in: Arc::new(AtomicU64::new(0)),
@@ -102,7 +87,7 @@ impl<T: Send> ForkSafe<T> {
     }
 
     fn held(&self, guard: ArcMutexGuard<RawMutex, T>) -> Held<T> {
-        let generation = FORK_GENERATION.load(Ordering::SeqCst);
+        let generation = fork_generation();
         self.held_in.store(generation + 1, Ordering::SeqCst);
         Held {
             guard,
@@ -114,7 +99,7 @@ impl<T: Send> ForkSafe<T> {
     fn current(&self, rebuild: &mut Option<impl FnOnce() -> T>) -> Arc<Mutex<T>> {
         let mut slot = self.slot.lock().unwrap_or_else(|p| p.into_inner());
         let held_in = self.held_in.load(Ordering::SeqCst);
-        let now = FORK_GENERATION.load(Ordering::SeqCst) + 1;
+        let now = fork_generation() + 1;
         if held_in != 0 && held_in != now {
             if let Some(rebuild) = rebuild.take() {
                 let stuck = std::mem::replace(&mut *slot, Arc::new(Mutex::new(rebuild())));

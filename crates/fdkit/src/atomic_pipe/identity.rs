@@ -6,30 +6,31 @@
 //! and the main thread reads exactly as an unthreaded Perl writer does.
 
 use super::wire::Writer;
+use crate::fd::fork_generation;
 use std::cell::Cell;
 
 thread_local! {
-    /// (pid, tid as written) computed on this thread; the pid tells a stale copy after fork.
-    static CACHED: Cell<(i32, i32)> = const { Cell::new((0, 0)) };
+    /// This thread's identity and the fork generation it was computed in: a forked child's
+    /// copy is stale (its pid is the parent's) and is recomputed.
+    static CACHED: Cell<Option<(u64, Writer)>> = const { Cell::new(None) };
 }
 
 impl Writer {
     /// The calling thread's identity: `getpid()` and, unless this is the main thread,
-    /// `gettid()`. One `getpid` syscall per call; the tid is cached per thread and per process.
-    /// See getpid(2), gettid(2).
+    /// `gettid()`. Both are asked once per thread and per process (after a fork, again): a
+    /// message per call costs no identity syscall. See getpid(2), gettid(2).
     pub fn current() -> Writer {
-        let pid = rustix::process::getpid().as_raw_nonzero().get();
-        CACHED.with(|cached| {
-            let (seen_pid, tid) = cached.get();
-            if seen_pid == pid {
-                return Writer::new(pid, tid);
+        let generation = fork_generation();
+        CACHED.with(|cached| match cached.get() {
+            Some((seen, writer)) if seen == generation => writer,
+            _ => {
+                let pid = rustix::process::getpid().as_raw_nonzero().get();
+                let kernel_tid = rustix::thread::gettid().as_raw_nonzero().get();
+                let tid = if kernel_tid == pid { 0 } else { kernel_tid };
+                let writer = Writer::new(pid, tid);
+                cached.set(Some((generation, writer)));
+                writer
             }
-            // First use on this thread, or the first after a fork (the child's thread-local
-            // copy still holds the parent's pid).
-            let kernel_tid = rustix::thread::gettid().as_raw_nonzero().get();
-            let tid = if kernel_tid == pid { 0 } else { kernel_tid };
-            cached.set((pid, tid));
-            Writer::new(pid, tid)
         })
     }
 }

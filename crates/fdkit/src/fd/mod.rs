@@ -20,6 +20,7 @@
 mod accept;
 mod fcntl;
 mod file;
+mod fork;
 mod pipe_size;
 mod poll;
 mod sendfile;
@@ -31,6 +32,7 @@ mod stat;
 pub use accept::{accept4, accept_many, Accepted};
 pub use fcntl::{fcntl_int, get_blocking, get_cloexec, set_blocking, set_cloexec, FcntlCmd};
 pub use file::{close, dup, dup3, mkdtemp, mkstemp};
+pub use fork::fork_generation;
 pub use pipe_size::{pipe_max_size, pipe_size, set_pipe_size, set_pipe_size_or_max};
 pub use poll::poll;
 pub use sendfile::sendfile_all;
