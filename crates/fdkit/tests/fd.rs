@@ -2,34 +2,13 @@
 
 use fdkit::fd::{self, AddressFamily, Errno, FcntlCmd, SocketAddrAny, SocketFlags, SocketType};
 use fdkit::Error;
-use std::net::{Ipv4Addr, SocketAddrV4};
+
+mod common;
+use common::{client, listener};
+use std::net::SocketAddrV4;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::fs::PermissionsExt;
 use std::time::{Duration, Instant};
-
-fn listener(nonblocking: bool) -> (OwnedFd, SocketAddrV4) {
-    let mut flags = SocketFlags::CLOEXEC;
-    if nonblocking {
-        flags |= SocketFlags::NONBLOCK;
-    }
-    let l = fd::socket(AddressFamily::INET, SocketType::STREAM, flags, None).unwrap();
-    fd::bind(&l, &SocketAddrV4::new(Ipv4Addr::LOCALHOST, 0)).unwrap();
-    fd::listen(&l, 128).unwrap();
-    let addr = SocketAddrV4::try_from(fd::getsockname(&l).unwrap()).unwrap();
-    (l, addr)
-}
-
-fn client(addr: SocketAddrV4) -> OwnedFd {
-    let c = fd::socket(
-        AddressFamily::INET,
-        SocketType::STREAM,
-        SocketFlags::CLOEXEC,
-        None,
-    )
-    .unwrap();
-    fd::connect(c.as_fd(), &addr, fd::no_checkpoint).unwrap();
-    c
-}
 
 #[test]
 fn accept_many_drains_pending_and_respects_max() {
@@ -37,7 +16,7 @@ fn accept_many_drains_pending_and_respects_max() {
     assert!(fd::accept_many(l.as_fd(), 64, SocketFlags::CLOEXEC)
         .unwrap()
         .is_empty());
-    let clients: Vec<OwnedFd> = (0..10).map(|_| client(addr)).collect();
+    let clients: Vec<OwnedFd> = (0..10).map(|_| client(&addr)).collect();
     let first = fd::accept_many(l.as_fd(), 4, SocketFlags::CLOEXEC).unwrap();
     assert_eq!(first.len(), 4);
     let rest = fd::accept_many(l.as_fd(), 64, SocketFlags::CLOEXEC).unwrap();

@@ -16,6 +16,9 @@ use std::sync::{Arc, Barrier, Mutex};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
+mod common;
+use common::data;
+
 const TIMEOUT: Duration = Duration::from_secs(20);
 
 // ---------------------------------------------------------------- the proxy under test
@@ -121,19 +124,6 @@ fn thread_cpu_ticks() -> u64 {
 }
 
 // ---------------------------------------------------------------- upstreams and data
-
-/// Deterministic pseudo-random bytes (xorshift), different per `seed`.
-fn data(len: usize, seed: u64) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
-}
 
 fn echo<S: Read + Write>(mut s: S, shutdown: impl FnOnce(&S)) {
     let mut buf = vec![0u8; 65536];

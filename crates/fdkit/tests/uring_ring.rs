@@ -10,9 +10,11 @@ use fdkit::uring::{probe, Completion, OpKind, Ring, RingOptions};
 use rustix::event::PollFlags;
 use rustix::net::{RecvFlags, SendFlags, Shutdown, SocketAddrAny};
 use rustix::pipe::{PipeFlags, SpliceFlags};
-use std::net::{Ipv4Addr, SocketAddrV4};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::time::{Duration, Instant};
+
+mod common;
+use common::{client, data, listener, tcp_pair};
 
 /// A ring, or None (with the reason printed) when io_uring or one of `ops` is unavailable.
 fn ring_for(ops: &[&str]) -> Option<Ring> {
@@ -77,39 +79,6 @@ fn one(ring: &mut Ring) -> Completion {
     c.pop().unwrap()
 }
 
-fn listener() -> (OwnedFd, SocketAddrV4) {
-    let l = fd::socket(
-        AddressFamily::INET,
-        SocketType::STREAM,
-        SocketFlags::CLOEXEC,
-        None,
-    )
-    .unwrap();
-    fd::bind(&l, &SocketAddrV4::new(Ipv4Addr::LOCALHOST, 0)).unwrap();
-    fd::listen(&l, 1024).unwrap();
-    let addr = SocketAddrV4::try_from(fd::getsockname(&l).unwrap()).unwrap();
-    (l, addr)
-}
-
-fn client(addr: &SocketAddrV4) -> OwnedFd {
-    let c = fd::socket(
-        AddressFamily::INET,
-        SocketType::STREAM,
-        SocketFlags::CLOEXEC,
-        None,
-    )
-    .unwrap();
-    fd::connect(c.as_fd(), addr, fd::no_checkpoint).unwrap();
-    c
-}
-
-fn tcp_pair() -> (OwnedFd, OwnedFd) {
-    let (l, addr) = listener();
-    let c = client(&addr);
-    let (s, _) = fd::accept4(l.as_fd(), SocketFlags::CLOEXEC).unwrap();
-    (c, s)
-}
-
 fn pipe() -> (OwnedFd, OwnedFd) {
     fd::pipe2(PipeFlags::CLOEXEC).unwrap()
 }
@@ -127,18 +96,6 @@ fn read_exact(from: &OwnedFd, n: usize) -> Vec<u8> {
     }
     got.truncate(at);
     got
-}
-
-fn data(n: usize, seed: u64) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..n)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
 }
 
 /// An fd number far above anything open (and above the usual RLIMIT_NOFILE): EBADF.
@@ -219,7 +176,7 @@ fn socket_connect_accept_send_recv_shutdown_close_on_loopback() {
     ]) else {
         return;
     };
-    let (l, addr) = listener();
+    let (l, addr) = listener(false);
     ring.socket(
         AddressFamily::INET,
         SocketType::STREAM,
@@ -283,7 +240,7 @@ fn errors_come_back_as_errnos() {
     assert!(c.data.is_none());
 
     // A port nobody listens on: bind one, note it, close it.
-    let (l, addr) = listener();
+    let (l, addr) = listener(false);
     drop(l);
     let s = fd::socket(
         AddressFamily::INET,
@@ -407,7 +364,7 @@ fn multishot_accept_takes_many_connections_then_cancel_ends_it() {
     let Some(mut ring) = ring_for(&["accept", "cancel"]) else {
         return;
     };
-    let (l, addr) = listener();
+    let (l, addr) = listener(false);
     ring.accept_multishot(l.as_fd(), 42).unwrap();
     ring.submit().unwrap();
     let clients: Vec<OwnedFd> = (0..200).map(|_| client(&addr)).collect();
@@ -673,7 +630,7 @@ fn closing_a_ring_with_ops_in_flight_cancels_and_reaps_them() {
     let Some(mut ring) = ring_for(&["recv", "accept", "timeout", "read"]) else {
         return;
     };
-    let (l, _addr) = listener();
+    let (l, _addr) = listener(false);
     let (_c, s) = tcp_pair();
     let (r, _w) = pipe();
     ring.provide_buffers(1, 4, 64).unwrap();
@@ -699,7 +656,7 @@ fn accepted_fds_nobody_took_are_closed_with_their_completion_or_ring() {
     let Some(mut ring) = ring_for(&["accept"]) else {
         return;
     };
-    let (l, addr) = listener();
+    let (l, addr) = listener(false);
     // A completion dropped without take_fd closes the fd: the client reads end of stream.
     let c1 = client(&addr);
     ring.accept(l.as_fd(), 1).unwrap();

@@ -4,18 +4,20 @@
 //! The pool is process-wide and the test harness runs tests on parallel threads, so every
 //! test here holds [`serial`] for its whole run: pool counts stay exact.
 
-use fdkit::fd::{self, AddressFamily, Errno, OFlags, SocketFlags, SocketType};
+use fdkit::fd::{self, Errno, OFlags};
 use fdkit::zerocopy::{
     fd_kind, pool_clear, pool_idle, proxy, relay, transfer, FdKind, Path, Pipe, PooledPipe,
     POOL_CAPACITY, SMALL_TRANSFER,
 };
 use rustix::pipe::{PipeFlags, SpliceFlags};
-use std::net::{Ipv4Addr, SocketAddrV4};
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::PathBuf;
 use std::sync::{Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
+
+mod common;
+use common::{data, tcp_pair, unix_pair};
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
@@ -28,54 +30,8 @@ fn serial() -> MutexGuard<'static, ()> {
     SERIAL.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// Deterministic pseudo-random bytes (xorshift), so reordered or repeated chunks show.
-fn data(n: usize, seed: u64) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..n)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
-}
-
 fn tempdir() -> PathBuf {
     fd::mkdtemp(&std::env::temp_dir(), "fdkit-zc".as_ref(), "".as_ref()).unwrap()
-}
-
-fn unix_pair() -> (OwnedFd, OwnedFd) {
-    fd::socketpair(
-        AddressFamily::UNIX,
-        SocketType::STREAM,
-        SocketFlags::CLOEXEC,
-        None,
-    )
-    .unwrap()
-}
-
-fn tcp_pair() -> (OwnedFd, OwnedFd) {
-    let l = fd::socket(
-        AddressFamily::INET,
-        SocketType::STREAM,
-        SocketFlags::CLOEXEC,
-        None,
-    )
-    .unwrap();
-    fd::bind(&l, &SocketAddrV4::new(Ipv4Addr::LOCALHOST, 0)).unwrap();
-    fd::listen(&l, 8).unwrap();
-    let addr = SocketAddrV4::try_from(fd::getsockname(&l).unwrap()).unwrap();
-    let c = fd::socket(
-        AddressFamily::INET,
-        SocketType::STREAM,
-        SocketFlags::CLOEXEC,
-        None,
-    )
-    .unwrap();
-    fd::connect(c.as_fd(), &addr, fd::no_checkpoint).unwrap();
-    let (s, _) = fd::accept4(l.as_fd(), SocketFlags::CLOEXEC).unwrap();
-    (c, s)
 }
 
 /// Writes all of `bytes` to `to` from a thread, then shuts it down for writing (or closes it).
