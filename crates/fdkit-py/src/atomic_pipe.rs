@@ -242,17 +242,19 @@ impl AtomicPipe {
         }
     }
 
-    /// Reads the next event within `wait`; `peek` stops at a partial line.
-    fn next_event(&self, py: Python<'_>, wait: Wait, peek: bool) -> PyResult<Next> {
+    /// Reads the next event of a reader in `mode`, waiting as `patience` says; `peek` stops at
+    /// a partial line. The mode, the wait and the read are settled under one lock.
+    fn next_event(
+        &self,
+        py: Python<'_>,
+        mode: Mode,
+        patience: Patience,
+        peek: bool,
+    ) -> PyResult<Next> {
         self.need_reader()?;
         let mut guard = self.lock(py);
         let state: &mut State = &mut guard;
-        let End::Reader(r) = &mut state.end else {
-            unreachable!("need_reader checked the end");
-        };
-        if r.is_closed() {
-            return Err(closed());
-        }
+        let wait = read_wait(state, mode, patience)?;
         let got = retry(
             py,
             state,
@@ -277,28 +279,44 @@ impl AtomicPipe {
             }
         })
     }
+}
 
-    fn wait_for_read(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<Wait> {
-        let timeout = timeout_arg(timeout)?;
-        if timeout.is_some() {
-            return Ok(Wait::timeout(timeout));
-        }
-        let guard = self.lock(py);
-        Ok(match &guard.end {
-            End::Reader(r) if !r.is_blocking() => Wait::Never,
-            _ => Wait::Until(None),
-        })
-    }
+/// How long a read may wait, as the caller asked.
+enum Patience {
+    /// `timeout` seconds; None: as the fd's mode says (forever when blocking, not at all when
+    /// not).
+    Timeout(Option<f64>),
+    /// As long as it takes, whatever the fd's mode (iteration).
+    Forever,
+}
 
-    fn need_normal_mode(&self, py: Python<'_>) -> PyResult<()> {
-        if mode_of(&self.lock(py)) == Mode::Mixed {
-            return Err(PyValueError::new_err(
+/// Under the reader's lock: refuses a stream in the other mode, turns `patience` into a
+/// [`Wait`], and refuses a closed pipe (in that order).
+fn read_wait(state: &State, mode: Mode, patience: Patience) -> PyResult<Wait> {
+    let End::Reader(r) = &state.end else {
+        unreachable!("need_reader checked the end");
+    };
+    if r.mode() != mode {
+        return Err(PyValueError::new_err(match mode {
+            Mode::Normal => {
                 "read_message() reads normal-mode streams; in mixed data mode use \
-                 get_line_burst_or_data()",
-            ));
-        }
-        Ok(())
+                 get_line_burst_or_data()"
+            }
+            Mode::Mixed => "get_line_burst_or_data() needs mixed data mode (set_mixed_data_mode())",
+        }));
     }
+    let wait = match patience {
+        Patience::Forever => Wait::Until(None),
+        Patience::Timeout(t) => match timeout_arg(t)? {
+            Some(t) => Wait::timeout(Some(t)),
+            None if r.is_blocking() => Wait::Until(None),
+            None => Wait::Never,
+        },
+    };
+    if r.is_closed() {
+        return Err(closed());
+    }
+    Ok(wait)
 }
 
 enum Next {
@@ -571,10 +589,7 @@ impl AtomicPipe {
         timeout: Option<f64>,
         with_writer: bool,
     ) -> PyResult<Option<Bound<'py, PyAny>>> {
-        self.need_reader()?;
-        self.need_normal_mode(py)?;
-        let wait = self.wait_for_read(py, timeout)?;
-        match self.next_event(py, wait, false)? {
+        match self.next_event(py, Mode::Normal, Patience::Timeout(timeout), false)? {
             Next::Event(Event::Message { writer, data }) => {
                 message_object(py, writer, &data, with_writer).map(Some)
             }
@@ -596,16 +611,12 @@ impl AtomicPipe {
         with_writer: bool,
     ) -> PyResult<Bound<'py, PyList>> {
         self.need_reader()?;
-        self.need_normal_mode(py)?;
-        let wait = self.wait_for_read(py, timeout)?;
         let max = max.clamped();
         let mut events = Vec::new();
         {
             let mut guard = self.lock(py);
             let state: &mut State = &mut guard;
-            if is_closed(state) {
-                return Err(closed());
-            }
+            let wait = read_wait(state, Mode::Normal, Patience::Timeout(timeout))?;
             let got = retry(
                 py,
                 state,
@@ -637,8 +648,7 @@ impl AtomicPipe {
 
     /// Iteration waits for each message (even on a non-blocking pipe) until end of stream.
     fn __next__(&self, py: Python<'_>) -> PyResult<Option<Py<PyBytes>>> {
-        self.need_normal_mode(py)?;
-        match self.next_event(py, Wait::Until(None), false)? {
+        match self.next_event(py, Mode::Normal, Patience::Forever, false)? {
             Next::Event(Event::Message { data, .. }) => Ok(Some(PyBytes::new(py, &data).unbind())),
             _ => Ok(None),
         }
@@ -675,24 +685,20 @@ impl AtomicPipe {
         peek_line: bool,
         timeout: Option<f64>,
     ) -> PyResult<Option<Bound<'py, PyTuple>>> {
-        self.need_reader()?;
-        if mode_of(&self.lock(py)) != Mode::Mixed {
-            return Err(PyValueError::new_err(
-                "get_line_burst_or_data() needs mixed data mode (set_mixed_data_mode())",
-            ));
-        }
-        let wait = self.wait_for_read(py, timeout)?;
-        Ok(match self.next_event(py, wait, peek_line)? {
-            Next::Event(event) => Some(event_tuple(py, event)),
-            Next::Peek(data) => Some(PyTuple::new(
-                py,
-                [
-                    "peek".into_pyobject(py)?.into_any(),
-                    data.into_bound(py).into_any(),
-                ],
-            )?),
-            Next::Nothing => None,
-        })
+        let patience = Patience::Timeout(timeout);
+        Ok(
+            match self.next_event(py, Mode::Mixed, patience, peek_line)? {
+                Next::Event(event) => Some(event_tuple(py, event)),
+                Next::Peek(data) => Some(PyTuple::new(
+                    py,
+                    [
+                        "peek".into_pyobject(py)?.into_any(),
+                        data.into_bound(py).into_any(),
+                    ],
+                )?),
+                Next::Nothing => None,
+            },
+        )
     }
 
     /// `set_compression(codec='zstd', *, level=3, dictionary=None, keep_compressed=False)`:
