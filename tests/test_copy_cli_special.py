@@ -88,6 +88,16 @@ def test_directory_dst_whose_entry_is_a_device(tmp_path: Path, small: Path) -> N
     no_temp_files(out)
 
 
+def test_directory_dst_whose_entry_is_a_directory_is_refused(tmp_path: Path, small: Path) -> None:
+    out = tmp_path / "out"
+    (out / small.name).mkdir(parents=True)
+    line = one_line_error(run(str(small), str(out)))
+    # cp: "cannot overwrite directory 'out/small.txt' with non-directory"
+    assert line == f"fdkit copy: cannot overwrite directory {str(out / small.name)!r} with a file"
+    assert (out / small.name).is_dir() and not list((out / small.name).iterdir())
+    no_temp_files(out)
+
+
 def test_full_device_names_dst_and_stays_a_device(tmp_path: Path, small: Path) -> None:
     node = tmp_path / "fulldev"
     mknod_chr(node, 7)
@@ -138,7 +148,8 @@ def test_fifo_without_reader_says_it_waits_then_delivers(tmp_path: Path, small: 
         sel.register(proc.stderr, selectors.EVENT_READ)
         assert sel.select(timeout=20), "no 'waiting for a reader' line"
         first = proc.stderr.readline()
-        assert first.strip() == f"fdkit copy: waiting for a reader on FIFO {str(fifo)!r} (Ctrl-C to stop)"
+        want = f"fdkit copy: waiting for a reader on FIFO {str(fifo)!r} (Ctrl-C to stop)"
+        assert first.strip() == want
         cat = reader(fifo, tmp_path / "got")
         cat.wait(timeout=30)
         assert proc.wait(timeout=30) == 0
@@ -201,6 +212,9 @@ def test_symlink_dst_writes_through_and_stays_a_link(tmp_path: Path, small: Path
     assert target.read_bytes() == small.read_bytes()
     assert sorted(p.name for p in a.iterdir()) == ["link"]
     assert sorted(p.name for p in b.iterdir()) == ["target.txt"]
+    # The target copied onto a link to itself is one file, as cp says.
+    line = one_line_error(run(str(target), str(link)))
+    assert "are the same file" in line and link.is_symlink()
 
 
 def test_symlink_to_a_device_writes_into_the_device(tmp_path: Path, small: Path) -> None:
@@ -221,14 +235,6 @@ def test_dangling_symlink_is_refused_as_cp_does(tmp_path: Path, small: Path) -> 
     assert link.is_symlink() and os.readlink(link) == "nowhere"
     assert not (tmp_path / "nowhere").exists()
     no_temp_files(tmp_path)
-
-
-def test_symlink_to_src_is_the_same_file(tmp_path: Path, small: Path) -> None:
-    link = tmp_path / "link"
-    link.symlink_to(small.name)
-    line = one_line_error(run(str(small), str(link)))
-    assert "are the same file" in line
-    assert link.is_symlink()
 
 
 # --- sparse files ------------------------------------------------------------------------
@@ -336,8 +342,9 @@ def test_dst_in_a_directory_that_cannot_hold_files_names_dst(small: Path) -> Non
 
 
 def test_missing_src_names_src(tmp_path: Path) -> None:
-    line = one_line_error(run(str(tmp_path / "missing"), str(tmp_path / "x")))
-    assert line == f"fdkit copy: cannot open {str(tmp_path / 'missing')!r}: No such file or directory"
+    missing = str(tmp_path / "missing")
+    line = one_line_error(run(missing, str(tmp_path / "x")))
+    assert line == f"fdkit copy: cannot open {missing!r}: No such file or directory"
 
 
 def test_file_too_large_names_dst_not_the_temp_file(tmp_path: Path) -> None:
@@ -346,9 +353,18 @@ def test_file_too_large_names_dst_not_the_temp_file(tmp_path: Path) -> None:
     dst = tmp_path / "dst.bin"
     # RLIMIT_FSIZE below the source size: the write fails with EFBIG (SIGXFSZ ignored).
     r = subprocess.run(
-        ["sh", "-c", 'trap "" XFSZ; ulimit -f 1024; exec "$0" copy "$1" "$2"', FDKIT,
-         str(src), str(dst)],
-        capture_output=True, text=True, timeout=60, check=False,
+        [
+            "sh",
+            "-c",
+            'trap "" XFSZ; ulimit -f 1024; exec "$0" copy "$1" "$2"',
+            FDKIT,
+            str(src),
+            str(dst),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
     )
     line = one_line_error(r)
     assert line == f"fdkit copy: writing {str(dst)!r}: File too large"
@@ -361,12 +377,17 @@ def tiny_fs(tmp_path: Path) -> Iterator[Path]:
     """A directory a 1 MiB tmpfs will be mounted on, inside a private mount namespace."""
     mnt = tmp_path / "mnt"
     mnt.mkdir()
+    if shutil.which("unshare") is None:
+        pytest.skip("no unshare command")
     probe = subprocess.run(
         ["unshare", "-m", "sh", "-c", f"mount -t tmpfs -o size=1m fdkit-test {mnt}"],
-        capture_output=True, text=True, timeout=30, check=False,
-    ) if shutil.which("unshare") else None
-    if probe is None or probe.returncode != 0:
-        pytest.skip(f"no private tmpfs mount here ({probe.stderr.strip() if probe else 'no unshare'})")
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    if probe.returncode != 0:
+        pytest.skip(f"no private tmpfs mount here ({probe.stderr.strip()})")
     yield mnt
 
 
@@ -380,7 +401,10 @@ def test_no_space_left_names_dst(tmp_path: Path, tiny_fs: Path) -> None:
     )
     r = subprocess.run(
         ["unshare", "-m", "sh", "-c", script, FDKIT, str(src), str(dst), str(tiny_fs)],
-        capture_output=True, text=True, timeout=60, check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
     )
     line = one_line_error(r)
     assert line == f"fdkit copy: writing {str(dst)!r}: No space left on device"

@@ -236,20 +236,26 @@ def _write_into(
             # A FIFO with no reader blocks open(2) (cp waits there, silently); say so first.
             try:
                 out_fd = fd.open(target, flags | fd.O_NONBLOCK)
-                fd.set_blocking(out_fd, True)
             except OSError as e:
                 if e.errno != errno.ENXIO:
                     raise
                 p.say(f"fdkit copy: waiting for a reader on FIFO {dst!r} (Ctrl-C to stop)")
                 out_fd = fd.open(target, flags)
+            else:
+                try:
+                    fd.set_blocking(out_fd, True)
+                except OSError:
+                    fd.close(out_fd)
+                    raise
         else:
             out_fd = fd.open(target, flags)
     except OSError as e:
         raise _failed(e, f"cannot open {dst!r} for writing") from None
     try:
         now = fd.fstat(out_fd)
-        if not (stat.S_ISCHR(now.st_mode) or stat.S_ISBLK(now.st_mode)
-                or stat.S_ISFIFO(now.st_mode)):
+        if not (
+            stat.S_ISCHR(now.st_mode) or stat.S_ISBLK(now.st_mode) or stat.S_ISFIFO(now.st_mode)
+        ):
             # Replaced between lstat and open: nothing was written (no O_TRUNC).
             raise CopyError(errno.EAGAIN, f"{dst!r} changed while opening it; try again")
         done = _copy_into(src, src_fd, dst, out_fd, st, sparse_ok=False, p=p)
@@ -264,7 +270,13 @@ def _write_into(
 
 
 def _copy_into(
-    src: str, src_fd: int, dst: str, dst_fd: int, st: fd.StatResult, *, sparse_ok: bool,
+    src: str,
+    src_fd: int,
+    dst: str,
+    dst_fd: int,
+    st: fd.StatResult,
+    *,
+    sparse_ok: bool,
     p: Progress,
 ) -> int:
     """Every byte of ``src_fd`` into ``dst_fd`` (holes kept when ``sparse_ok`` and the source
