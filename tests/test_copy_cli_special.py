@@ -11,10 +11,12 @@ import hashlib
 import os
 import selectors
 import shutil
+import signal
 import socket
 import stat
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -161,6 +163,31 @@ def test_fifo_without_reader_says_it_waits_then_delivers(tmp_path: Path, small: 
                 p.wait()
         if proc.stderr is not None:
             proc.stderr.close()
+
+
+def test_fifo_without_reader_stops_on_ctrl_c(tmp_path: Path, small: Path) -> None:
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    proc = subprocess.Popen(
+        [FDKIT, "copy", str(small), str(fifo)], stderr=subprocess.PIPE, text=True
+    )
+    try:
+        assert proc.stderr is not None
+        sel = selectors.DefaultSelector()
+        sel.register(proc.stderr, selectors.EVENT_READ)
+        assert sel.select(timeout=20), "no 'waiting for a reader' line"
+        assert "waiting for a reader" in proc.stderr.readline()
+        time.sleep(0.1)  # into the blocking open(2)
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=10) == 130
+        assert proc.stderr.read().strip() == "fdkit: interrupted"
+    finally:
+        proc.kill()
+        proc.wait()
+        if proc.stderr is not None:
+            proc.stderr.close()
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
+    no_temp_files(tmp_path)
 
 
 def test_fifo_reader_leaving_early_names_dst(tmp_path: Path) -> None:
