@@ -523,9 +523,10 @@ def test_relay_to_a_peer_that_goes_away(fds: Fds, tmp_path: Path) -> None:
     assert isinstance(out.error, (BrokenPipeError, ConnectionResetError)), out.result
     # The recording holds at least what the client got, and never more than was read.
     assert (tmp_path / "rec").stat().st_size >= 100_000
-    fd.shutdown(far, socket.SHUT_RDWR)  # wakes the blocked feeder
+    # The reset is passed back to the source: the far writer's blocked write fails with it.
     feeder.join(10)
     assert not feeder.is_alive()
+    assert isinstance(feeder.error, (BrokenPipeError, ConnectionResetError)), feeder.error
 
 
 def test_relay_argument_errors(fds: Fds) -> None:
@@ -659,7 +660,12 @@ def test_relay_passes_a_source_reset_on_to_the_destination(fds: Fds) -> None:
     sent = payload(1 << 20, seed=10)
     sink = Sink(dst_far, keep=True)
     sink.start()
-    feeder = threading.Thread(target=send_then, args=(far, sent), kwargs={"reset": True})
+
+    def feed_then_reset() -> None:
+        send_then(far, sent, reset=True)
+        fds.close(far)
+
+    feeder = threading.Thread(target=feed_then_reset, daemon=True)
     feeder.start()
     out = bounded(
         lambda: zerocopy.relay(src, dst),
@@ -667,7 +673,6 @@ def test_relay_passes_a_source_reset_on_to_the_destination(fds: Fds) -> None:
         unblock=lambda: fd.shutdown(src, socket.SHUT_RDWR),
     )
     feeder.join(10)
-    fds.close(far)
     assert isinstance(out.error, ConnectionResetError), out.result
     fds.close(src)
     fds.close(dst)
