@@ -174,6 +174,12 @@ impl Conn {
     /// prefix of the stream rather than a clean end of file. The other direction is dropped.
     /// The loop's sweep gives up on a survivor that takes nothing for the reset stall.
     pub fn abort(&mut self, dead: Who, error: Errno, now: Instant) -> Serviced {
+        let abort = self.begin_abort(dead, error, now);
+        self.service_abort(abort, now)
+    }
+
+    /// Enters the state [`Conn::abort`] works in, without servicing yet.
+    fn begin_abort(&mut self, dead: Who, error: Errno, now: Instant) -> Abort {
         let abort = Abort {
             dead,
             error,
@@ -188,7 +194,7 @@ impl Conn {
         relay.abort();
         // A reset socket never blocks a read: it gives its last bytes, the error, or 0.
         src.readable = true;
-        self.service_abort(abort, now)
+        abort
     }
 
     fn service_abort(&mut self, mut abort: Abort, now: Instant) -> Serviced {
@@ -237,6 +243,13 @@ impl Conn {
                 Ok(true)
             }
             Ok(Ok(())) => Ok(false),
+            Ok(Err(e @ Errno::CONNRESET)) => {
+                // The connect succeeded and the upstream reset before the loop saw it: the
+                // bytes it sent first are still queued. Pass the reset on like any other.
+                self.state = State::Relaying;
+                self.begin_abort(Who::Upstream, e, Instant::now());
+                Ok(true)
+            }
             Ok(Err(e)) | Err(e) => Err(connect_end(e)),
         }
     }
