@@ -478,6 +478,7 @@ def test_a_reset_waits_for_bytes_the_client_has_not_read_only_so_long(
     done = threading.Event()
 
     def fill_then_reset(conn: socket.socket) -> None:
+        conn.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 64 << 10)
         conn.settimeout(0.5)
         with contextlib.suppress(TimeoutError):
             conn.sendall(sent)
@@ -486,6 +487,7 @@ def test_a_reset_waits_for_bytes_the_client_has_not_read_only_so_long(
 
     up = upstream(fill_then_reset)
     with fdkit_proxy(tmp_path, "127.0.0.1:0", up.spec) as p, p.connect() as c:
+        c.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 << 10)
         assert done.wait(10)
         t0 = time.monotonic()
         line = p.wait_log("conn 1 ", timeout=10)[0]

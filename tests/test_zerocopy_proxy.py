@@ -628,6 +628,10 @@ def test_proxy_resets_a_side_with_bytes_still_in_flight_after_what_it_can_delive
     client, a = pair("tcp", fds)
     b, server = pair("tcp", fds)
     sent = payload(32 << 20, seed=9)
+    # Small socket buffers (no autotuning up to tcp_rmem's 32 MB): the stream backs up soon.
+    for n, opt in ((client, socket.SO_RCVBUF), (a, socket.SO_SNDBUF), (b, socket.SO_RCVBUF)):
+        fd.setsockopt(n, socket.SOL_SOCKET, opt, 64 << 10)
+    fd.setsockopt(server, socket.SOL_SOCKET, socket.SO_SNDBUF, 64 << 10)
     proxy = Proxy(a, b)
     proxy.start()
     # Fill everything between the server and the idle client, then reset the server.
