@@ -831,7 +831,12 @@ fn proxy_passes_a_reset_on_as_a_reset_and_a_fin_as_a_fin() {
             let err = p.join().unwrap().unwrap_err();
             assert_eq!(err, Errno::CONNRESET, "{resetting_side}");
             let (got, end) = reader.join().unwrap();
-            assert_eq!(end, Some(Errno::CONNRESET), "{resetting_side}: {} B", got.len());
+            assert_eq!(
+                end,
+                Some(Errno::CONNRESET),
+                "{resetting_side}: {} B",
+                got.len()
+            );
             assert!(sent.starts_with(&got), "{resetting_side}: not a prefix");
         } else {
             feed(gone, sent.clone()).join().unwrap();

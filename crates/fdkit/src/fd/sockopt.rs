@@ -118,7 +118,8 @@ pub fn siocoutq(fd: BorrowedFd<'_>) -> rustix::io::Result<usize> {
     let n = unsafe {
         rustix::ioctl::ioctl(
             fd,
-            rustix::ioctl::Getter::<{ libc::TIOCOUTQ as rustix::ioctl::Opcode }, libc::c_int>::new(),
+            rustix::ioctl::Getter::<{ libc::TIOCOUTQ as rustix::ioctl::Opcode }, libc::c_int>::new(
+            ),
         )
     }?;
     Ok(n.max(0) as usize)

@@ -294,6 +294,20 @@ impl Drop for RestoreBlocking<'_> {
     }
 }
 
+/// `from_dead`'s source side failed with `e`: it finishes, then resets the survivor. Returns
+/// the error for the caller; the checkpoint's own (Ctrl-C while delivering) wins over `e`.
+fn abort(
+    from_dead: &mut Direction<'_>,
+    e: Errno,
+    stall: Duration,
+    checkpoint: &mut dyn FnMut() -> Result<(), Errno>,
+) -> Errno {
+    match from_dead.pass_reset_on(stall, checkpoint) {
+        Err(Errno::INTR) => Errno::INTR,
+        _ => e,
+    }
+}
+
 /// Relays both directions between two connected stream sockets until both have ended,
 /// passing each half-close on with `shutdown(SHUT_WR)`.
 ///
@@ -328,30 +342,19 @@ pub fn proxy(
     let mut ab = Direction::new(a, b)?;
     let mut ba = Direction::new(b, a)?;
     let stall = idle_timeout.map_or(RESET_DRAIN_STALL, |t| t.min(RESET_DRAIN_STALL));
-    // `from_dead` is the direction whose source side failed: it finishes, then resets the
-    // survivor. The checkpoint's own error (Ctrl-C while delivering) wins over the reset's.
-    let abort = |from_dead: &mut Direction<'_>,
-                     e: Errno,
-                     checkpoint: &mut dyn FnMut() -> Result<(), Errno>|
-     -> Errno {
-        match from_dead.pass_reset_on(stall, checkpoint) {
-            Err(Errno::INTR) => Errno::INTR,
-            _ => e,
-        }
-    };
     let mut last_progress = Instant::now();
     let mut hung_up = [false; 2];
     loop {
         let before = ab.moved + ba.moved;
         let p1 = match ab.pump() {
             Ok(p) => p,
-            Err(Broken::Source(e)) => return Err(abort(&mut ab, e, checkpoint)),
-            Err(Broken::Destination(e)) => return Err(abort(&mut ba, e, checkpoint)),
+            Err(Broken::Source(e)) => return Err(abort(&mut ab, e, stall, checkpoint)),
+            Err(Broken::Destination(e)) => return Err(abort(&mut ba, e, stall, checkpoint)),
         };
         let p2 = match ba.pump() {
             Ok(p) => p,
-            Err(Broken::Source(e)) => return Err(abort(&mut ba, e, checkpoint)),
-            Err(Broken::Destination(e)) => return Err(abort(&mut ab, e, checkpoint)),
+            Err(Broken::Source(e)) => return Err(abort(&mut ba, e, stall, checkpoint)),
+            Err(Broken::Destination(e)) => return Err(abort(&mut ab, e, stall, checkpoint)),
         };
         if p1 || p2 {
             last_progress = Instant::now();
@@ -411,8 +414,8 @@ pub fn proxy(
             }
         }
         match reset {
-            Some((0, e)) => return Err(abort(&mut ab, e, checkpoint)),
-            Some((_, e)) => return Err(abort(&mut ba, e, checkpoint)),
+            Some((0, e)) => return Err(abort(&mut ab, e, stall, checkpoint)),
+            Some((_, e)) => return Err(abort(&mut ba, e, stall, checkpoint)),
             None => {}
         }
     }
