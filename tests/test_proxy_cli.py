@@ -16,6 +16,7 @@ import select
 import shutil
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import threading
@@ -403,3 +404,111 @@ def test_unix_listener_and_idle_timeout(
         code, _ = p.stop()
     assert code == 0
     assert not path.exists()
+
+
+# ------------------------------------------------------------------------------- resets
+
+MB = 1 << 20
+LINGER_ZERO = struct.pack("ii", 1, 0)
+
+
+def read_until_end(s: socket.socket) -> tuple[bytes, BaseException | None]:
+    """Everything ``s`` reads, and how it ended: None for a clean EOF, else the exception."""
+    got = bytearray()
+    try:
+        while data := s.recv(MB):
+            got += data
+    except OSError as e:
+        return bytes(got), e
+    return bytes(got), None
+
+
+def test_an_upstream_reset_reaches_the_client_as_a_reset(
+    tmp_path: Path, upstream: Callable[[Callable[[socket.socket], None]], Upstream]
+) -> None:
+    """The upstream sends 1 MB and resets (SO_LINGER 0 + close). The client reads a prefix of
+    it and then ECONNRESET, never a clean EOF that would make the cut body look complete."""
+    sent = os.urandom(MB)
+
+    def send_then_reset(conn: socket.socket) -> None:
+        conn.sendall(sent)
+        conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, LINGER_ZERO)
+
+    up = upstream(send_then_reset)
+    with fdkit_proxy(tmp_path, "127.0.0.1:0", up.spec) as p, p.connect() as c:
+        got, end = read_until_end(c)
+        assert isinstance(end, ConnectionResetError), (
+            f"the upstream's reset reached the client as {end or 'a clean EOF'!r} "
+            f"after {len(got)} bytes"
+        )
+        assert sent.startswith(got), f"{len(got)} bytes are not a prefix of what was sent"
+        line = p.wait_log("conn 1 ")[0]
+        assert "upstream reset" in line, line
+
+
+def test_a_client_reset_reaches_the_upstream_as_a_reset(
+    tmp_path: Path, upstream: Callable[[Callable[[socket.socket], None]], Upstream]
+) -> None:
+    sent = os.urandom(MB)
+    seen: list[tuple[bytes, BaseException | None]] = []
+    up = upstream(lambda conn: seen.append(read_until_end(conn)))
+    with fdkit_proxy(tmp_path, "127.0.0.1:0", up.spec) as p:
+        with p.connect() as c:
+            c.sendall(sent)
+            c.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, LINGER_ZERO)
+        line = p.wait_log("conn 1 ")[0]
+        assert "client reset" in line, line
+        up.close()
+    assert len(seen) == 1
+    got, end = seen[0]
+    assert isinstance(end, ConnectionResetError), (
+        f"the client's reset reached the upstream as {end or 'a clean EOF'!r} "
+        f"after {len(got)} bytes"
+    )
+    assert sent.startswith(got)
+
+
+def test_a_reset_waits_for_bytes_the_client_has_not_read_only_so_long(
+    tmp_path: Path, upstream: Callable[[Callable[[socket.socket], None]], Upstream]
+) -> None:
+    """The upstream fills everything up to a client that does not read, then resets. The proxy
+    does not hold the connection forever waiting for the client: it resets it after the stall
+    (2 s), and the client then reads a prefix followed by ECONNRESET."""
+    sent = os.urandom(64 * MB)
+    done = threading.Event()
+
+    def fill_then_reset(conn: socket.socket) -> None:
+        conn.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 64 << 10)
+        conn.settimeout(0.5)
+        with contextlib.suppress(TimeoutError):
+            conn.sendall(sent)
+        conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, LINGER_ZERO)
+        done.set()
+
+    up = upstream(fill_then_reset)
+    with fdkit_proxy(tmp_path, "127.0.0.1:0", up.spec) as p, p.connect() as c:
+        c.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 << 10)
+        assert done.wait(10)
+        t0 = time.monotonic()
+        line = p.wait_log("conn 1 ", timeout=10)[0]
+        assert time.monotonic() - t0 < 5, line
+        assert "upstream reset" in line, line
+        got, end = read_until_end(c)
+        assert isinstance(end, ConnectionResetError), (end, len(got))
+        assert sent.startswith(got)
+
+
+def test_a_clean_end_is_still_a_clean_eof_with_every_byte(
+    tmp_path: Path, upstream: Callable[[Callable[[socket.socket], None]], Upstream]
+) -> None:
+    sent = os.urandom(MB)
+
+    def send_then_close(conn: socket.socket) -> None:
+        conn.sendall(sent)
+
+    up = upstream(send_then_close)
+    with fdkit_proxy(tmp_path, "127.0.0.1:0", up.spec) as p, p.connect() as c:
+        got, end = read_until_end(c)
+        assert end is None and got == sent, (end, len(got))
+        c.shutdown(socket.SHUT_WR)
+        assert p.wait_log("conn 1 ")[0].endswith(", eof")

@@ -523,9 +523,10 @@ def test_relay_to_a_peer_that_goes_away(fds: Fds, tmp_path: Path) -> None:
     assert isinstance(out.error, (BrokenPipeError, ConnectionResetError)), out.result
     # The recording holds at least what the client got, and never more than was read.
     assert (tmp_path / "rec").stat().st_size >= 100_000
-    fd.shutdown(far, socket.SHUT_RDWR)  # wakes the blocked feeder
+    # The reset is passed back to the source: the far writer's blocked write fails with it.
     feeder.join(10)
     assert not feeder.is_alive()
+    assert isinstance(feeder.error, (BrokenPipeError, ConnectionResetError)), feeder.error
 
 
 def test_relay_argument_errors(fds: Fds) -> None:
@@ -548,3 +549,168 @@ def test_relay_argument_errors(fds: Fds) -> None:
         zerocopy.relay(src, dst, record_fd="3")  # type: ignore[arg-type]
     with pytest.raises(TypeError):
         zerocopy.relay(src)  # type: ignore[call-arg]
+
+
+# ---------------------------------------------------------------------------------------------
+# resets are passed on as resets (issue 9, item 3)
+
+
+def send_then(n: int, data: bytes, *, reset: bool) -> None:
+    """Sends all of ``data`` (blocking), then ends the stream: a RST (SO_LINGER 0 + close, the
+    caller closes) or a FIN (shutdown SHUT_WR)."""
+    fd.set_blocking(n, True)
+    view = memoryview(data)
+    while view:
+        view = view[fd.write(n, view) :]
+    if reset:
+        fd.setsockopt(n, socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    else:
+        fd.shutdown(n, socket.SHUT_WR)
+
+
+@pytest.mark.parametrize("side", ["server", "client"])
+def test_proxy_passes_a_reset_on_as_a_reset(side: str, fds: Fds) -> None:
+    """One end sends 1 MB then resets. The other end reads everything the proxy got (a prefix of
+    what was sent: the resetting side's own unsent bytes are dropped by its kernel) and then
+    ECONNRESET, never a clean EOF, although the caller closes both proxy sockets in the usual
+    way after the call."""
+    client, a = pair("tcp", fds)
+    b, server = pair("tcp", fds)
+    gone, other = (server, client) if side == "server" else (client, server)
+    sent = payload(1 << 20, seed=7)
+    sink = Sink(other, keep=True)
+    sink.start()
+    proxy = Proxy(a, b)
+    proxy.start()
+    send_then(gone, sent, reset=True)
+    fds.close(gone)
+    proxy.wait(10)
+    assert isinstance(proxy.error, ConnectionResetError), (proxy.result, proxy.error)
+    fds.close(a)
+    fds.close(b)
+    sink.join(10)
+    assert not sink.is_alive()
+    assert isinstance(sink.error, ConnectionResetError), (
+        f"{side} reset reached the other end as {'EOF' if sink.eof else sink.error!r} "
+        f"after {sink.received} bytes"
+    )
+    assert sent.startswith(bytes(sink.kept)), f"{sink.received} bytes are not a prefix"
+
+
+@pytest.mark.parametrize("side", ["server", "client"])
+def test_proxy_passes_a_fin_on_as_a_fin(side: str, fds: Fds) -> None:
+    """The same exchange ended by a FIN: every byte, then a clean EOF (no reset)."""
+    client, a = pair("tcp", fds)
+    b, server = pair("tcp", fds)
+    gone, other = (server, client) if side == "server" else (client, server)
+    sent = payload(1 << 20, seed=8)
+    sink = Sink(other, keep=True)
+    sink.start()
+    proxy = Proxy(a, b)
+    proxy.start()
+    send_then(gone, sent, reset=False)
+    sink.finish(10)
+    assert sink.eof and bytes(sink.kept) == sent
+    fd.shutdown(other, socket.SHUT_WR)
+    proxy.wait(10)
+    assert proxy.error is None, proxy.error
+    assert sorted(proxy.result or ()) == [0, len(sent)]
+    # The side that half-closed still reads its peer's FIN, not a reset.
+    expect_eof(gone)
+
+
+def test_proxy_resets_a_side_with_bytes_still_in_flight_after_what_it_can_deliver(
+    fds: Fds,
+) -> None:
+    """The server sends 4 MB and resets while the client does not read: the proxy's pipe and the
+    client's socket buffers are full. The proxy may not wait for the client forever: it gives up
+    within a bounded time and resets the client, which then reads a prefix and ECONNRESET."""
+    client, a = pair("tcp", fds)
+    b, server = pair("tcp", fds)
+    sent = payload(32 << 20, seed=9)
+    # Small socket buffers (no autotuning up to tcp_rmem's 32 MB): the stream backs up soon.
+    for n, opt in ((client, socket.SO_RCVBUF), (a, socket.SO_SNDBUF), (b, socket.SO_RCVBUF)):
+        fd.setsockopt(n, socket.SOL_SOCKET, opt, 64 << 10)
+    fd.setsockopt(server, socket.SOL_SOCKET, socket.SO_SNDBUF, 64 << 10)
+    proxy = Proxy(a, b)
+    proxy.start()
+    # Fill everything between the server and the idle client, then reset the server.
+    fd.set_blocking(server, False)
+    n = 0
+    while n < len(sent):
+        try:
+            n += fd.write(server, sent[n : n + (256 << 10)])
+        except BlockingIOError:
+            if not fd.poll([(server, fd.POLLOUT)], 0.3):
+                break
+    assert n < len(sent), "nothing backed up"
+    reset_close(fds, server)
+    proxy.wait(15)
+    assert isinstance(proxy.error, ConnectionResetError), (proxy.result, proxy.error)
+    assert proxy.elapsed < 10
+    fds.close(a)
+    fds.close(b)
+    sink = Sink(client, keep=True)
+    sink.start()
+    sink.join(10)
+    assert not sink.is_alive()
+    assert isinstance(sink.error, ConnectionResetError), (sink.eof, sink.error, sink.received)
+    assert sent.startswith(bytes(sink.kept))
+
+
+def test_relay_passes_a_source_reset_on_to_the_destination(fds: Fds) -> None:
+    far, src = pair("tcp", fds)
+    dst, dst_far = pair("tcp", fds)
+    sent = payload(1 << 20, seed=10)
+    sink = Sink(dst_far, keep=True)
+    sink.start()
+
+    def feed_then_reset() -> None:
+        send_then(far, sent, reset=True)
+        fds.close(far)
+
+    feeder = threading.Thread(target=feed_then_reset, daemon=True)
+    feeder.start()
+    out = bounded(
+        lambda: zerocopy.relay(src, dst),
+        timeout=10,
+        unblock=lambda: fd.shutdown(src, socket.SHUT_RDWR),
+    )
+    feeder.join(10)
+    assert isinstance(out.error, ConnectionResetError), out.result
+    fds.close(src)
+    fds.close(dst)
+    sink.join(10)
+    assert not sink.is_alive()
+    assert isinstance(sink.error, ConnectionResetError), (sink.eof, sink.error, sink.received)
+    assert sent.startswith(bytes(sink.kept))
+
+
+def test_relay_passes_a_destination_reset_back_to_the_source(fds: Fds) -> None:
+    """The destination's reader resets; the source's writer learns it as a reset too (not a
+    clean EOF) when the relay next has bytes for the dead destination."""
+    far, src = pair("tcp", fds)
+    dst, dst_far = pair("tcp", fds)
+    fd.send(far, b"x" * 1000)
+
+    def reader_resets() -> None:
+        assert recv_exactly(dst_far, 1000) == b"x" * 1000
+        reset_close(fds, dst_far)
+        time.sleep(0.05)
+        # The relay splices this toward the dead destination: EPIPE or ECONNRESET.
+        fd.send(far, b"more")
+
+    t = threading.Thread(target=reader_resets, daemon=True)
+    t.start()
+    out = bounded(
+        lambda: zerocopy.relay(src, dst),
+        timeout=10,
+        unblock=lambda: fd.shutdown(src, socket.SHUT_RDWR),
+    )
+    t.join(5)
+    assert isinstance(out.error, (BrokenPipeError, ConnectionResetError)), out.result
+    fds.close(src)
+    fds.close(dst)
+    assert fd.poll([(far, fd.POLLIN)], 5), "the source's writer heard nothing"
+    with pytest.raises(ConnectionResetError):
+        fd.recv(far, 100)

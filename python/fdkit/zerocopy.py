@@ -8,7 +8,11 @@
 * :class:`Pipe` is a pipe pair with ``read_from``, ``write_to`` and ``tee`` (duplicate without
   consuming: tee to several pipes to feed several sinks).
 * :func:`proxy` relays both directions between two connected stream sockets; :func:`relay`
-  one direction, optionally recording it.
+  one direction, optionally recording it. A half-close (FIN) is passed on as a half-close; a
+  reset is passed on as a reset: the bytes that arrived before it are delivered (waiting at
+  most 2 s without progress), then the other TCP side is reset (``SO_LINGER`` 0 and a
+  disconnect), so its peer reads ``ConnectionResetError``, never a clean EOF, and the call
+  raises the error. The caller still closes both sockets.
 
 ``transfer`` keeps up to 16 idle internal pipe pairs for reuse; :func:`pipe_pool_clear`
 closes them (:func:`pipe_pool_idle` counts them).

@@ -88,7 +88,8 @@ pub fn transfer_stats(py: Python<'_>) -> PyResult<Option<Bound<'_, PyDict>>> {
 }
 
 /// `proxy(a_fd, b_fd, *, idle_timeout=None)`: relays both directions between two connected
-/// stream sockets until both end, passing half-closes on; returns `(a_to_b, b_to_a)`.
+/// stream sockets until both end, passing half-closes on; returns `(a_to_b, b_to_a)`. A reset
+/// on one side is passed on as a reset to the other (after the bytes before it), then raised.
 #[pyfunction]
 #[pyo3(signature = (a_fd, b_fd, *, idle_timeout=None))]
 pub fn proxy(
@@ -112,7 +113,8 @@ pub fn proxy(
 }
 
 /// `relay(src_fd, dst_fd, *, record_fd=None)`: everything from `src_fd` to `dst_fd` until
-/// the source ends, teed to `record_fd` when given; returns the bytes relayed.
+/// the source ends, teed to `record_fd` when given; returns the bytes relayed. A reset of
+/// either TCP side is passed on as a reset to the other, then raised.
 #[pyfunction]
 #[pyo3(signature = (src_fd, dst_fd, *, record_fd=None))]
 pub fn relay(py: Python<'_>, src_fd: Fd, dst_fd: Fd, record_fd: Option<Fd>) -> PyResult<u64> {

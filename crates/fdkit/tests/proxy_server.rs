@@ -323,9 +323,9 @@ fn client_reset_closes_both_sides() {
     set_linger_zero(&c);
     drop(c);
     let (result, _) = outcome.recv_timeout(TIMEOUT).expect("upstream saw the end");
-    // The upstream sees its connection end (EOF or a reset), never a hang.
+    // The upstream sees the reset passed on, never a clean EOF (nor a hang).
     assert!(
-        matches!(result, Ok(_) | Err(io::ErrorKind::ConnectionReset)),
+        matches!(result, Err(io::ErrorKind::ConnectionReset)),
         "{result:?}"
     );
     let line = proxy.wait_log("conn 1 ");
@@ -374,11 +374,73 @@ fn upstream_reset_closes_the_client() {
     let mut rest = Vec::new();
     let r = c.read_to_end(&mut rest);
     assert!(
-        matches!(&r, Ok(0)) || matches!(&r, Err(e) if e.kind() == io::ErrorKind::ConnectionReset),
+        matches!(&r, Err(e) if e.kind() == io::ErrorKind::ConnectionReset),
         "{r:?}"
     );
     let line = proxy.wait_log("conn 1 ");
     assert!(line.contains("upstream reset"), "{line}");
+    proxy.stop();
+}
+
+/// Reads `s` until it ends: the bytes, and `None` for a clean EOF or the error's kind.
+fn read_until_end(mut s: impl Read) -> (Vec<u8>, Option<io::ErrorKind>) {
+    let mut got = Vec::new();
+    let mut buf = vec![0u8; 1 << 16];
+    loop {
+        match s.read(&mut buf) {
+            Ok(0) => return (got, None),
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return (got, Some(e.kind())),
+        }
+    }
+}
+
+/// The upstream sends 1 MB and resets: the client reads a prefix and then `ECONNRESET`, never
+/// a clean EOF that would make the cut stream look complete. A FIN instead: every byte, EOF.
+#[test]
+fn an_upstream_reset_after_1_mb_reaches_the_client_as_a_reset() {
+    for reset in [true, false] {
+        let sent = data(1 << 20, 21);
+        let to_send = sent.clone();
+        let (up, _done) = scripted(move |mut s| {
+            s.write_all(&to_send).unwrap();
+            if reset {
+                set_linger_zero(&s);
+            }
+            drop(s);
+        });
+        let proxy = start(config("127.0.0.1:0", Endpoint::Tcp(up)));
+        let c = proxy.connect();
+        let (got, end) = read_until_end(&c);
+        if reset {
+            assert_eq!(end, Some(io::ErrorKind::ConnectionReset), "{} B", got.len());
+            assert!(sent.starts_with(&got), "not a prefix");
+            assert!(proxy.wait_log("conn 1 ").contains("upstream reset"));
+        } else {
+            assert_eq!(end, None);
+            assert!(got == sent);
+            c.shutdown(Shutdown::Write).unwrap();
+            assert!(proxy.wait_log("conn 1 ").ends_with(", eof"));
+        }
+        proxy.stop();
+    }
+}
+
+/// The client sends 1 MB and resets: the upstream reads a prefix and then `ECONNRESET`.
+#[test]
+fn a_client_reset_after_1_mb_reaches_the_upstream_as_a_reset() {
+    let sent = data(1 << 20, 22);
+    let (up, outcome) = scripted(read_until_end);
+    let proxy = start(config("127.0.0.1:0", Endpoint::Tcp(up)));
+    let mut c = proxy.connect();
+    c.write_all(&sent).unwrap();
+    set_linger_zero(&c);
+    drop(c);
+    let (got, end) = outcome.recv_timeout(TIMEOUT).expect("upstream saw the end");
+    assert_eq!(end, Some(io::ErrorKind::ConnectionReset), "{} B", got.len());
+    assert!(sent.starts_with(&got), "not a prefix");
+    assert!(proxy.wait_log("conn 1 ").contains("client reset"));
     proxy.stop();
 }
 

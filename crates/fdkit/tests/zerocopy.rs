@@ -778,3 +778,94 @@ fn proxy_delivers_everything_after_both_sides_half_closed() {
     assert!(up == upload);
     assert_eq!(&buf[..got], b"short");
 }
+
+/// Reads `from` until it ends in a thread: the bytes, and `None` for a clean EOF or the error.
+fn read_to_end_or_error(from: OwnedFd) -> JoinHandle<(Vec<u8>, Option<Errno>)> {
+    std::thread::spawn(move || {
+        let mut got = Vec::new();
+        let mut buf = vec![0u8; 1 << 16];
+        loop {
+            match fd::read(&from, &mut buf) {
+                Ok(0) => return (got, None),
+                Ok(n) => got.extend_from_slice(&buf[..n]),
+                Err(Errno::INTR) => {}
+                Err(e) => return (got, Some(e)),
+            }
+        }
+    })
+}
+
+/// Writes all of `bytes`, then closes `to` with `SO_LINGER {1, 0}`: its peer gets a RST.
+fn send_then_reset(to: OwnedFd, bytes: &[u8]) {
+    let mut rest = bytes;
+    while !rest.is_empty() {
+        rest = &rest[fd::write(&to, rest).unwrap()..];
+    }
+    rustix::net::sockopt::set_socket_linger(&to, Some(Duration::ZERO)).unwrap();
+}
+
+/// One end sends 1 MB and resets: the other end reads a prefix of it, then `ECONNRESET`, never
+/// a clean EOF, and the proxy returns the reset. Then the same ended by a FIN: every byte and
+/// a clean EOF.
+#[test]
+fn proxy_passes_a_reset_on_as_a_reset_and_a_fin_as_a_fin() {
+    let _g = serial();
+    let sent = data(1 << 20, 11);
+    for (resetting_side, reset) in [("server", true), ("client", true), ("server", false)] {
+        let (client, a) = tcp_pair();
+        let (b, server) = tcp_pair();
+        let (gone, other) = if resetting_side == "server" {
+            (server, client)
+        } else {
+            (client, server)
+        };
+        let other2 = other.try_clone().unwrap();
+        let reader = read_to_end_or_error(other);
+        let p = std::thread::spawn(move || {
+            let r = proxy(a.as_fd(), b.as_fd(), None, &mut fd::no_checkpoint);
+            drop((a, b));
+            r
+        });
+        if reset {
+            send_then_reset(gone, &sent);
+            let err = p.join().unwrap().unwrap_err();
+            assert_eq!(err, Errno::CONNRESET, "{resetting_side}");
+            let (got, end) = reader.join().unwrap();
+            assert_eq!(
+                end,
+                Some(Errno::CONNRESET),
+                "{resetting_side}: {} B",
+                got.len()
+            );
+            assert!(sent.starts_with(&got), "{resetting_side}: not a prefix");
+        } else {
+            feed(gone, sent.clone()).join().unwrap();
+            let (got, end) = reader.join().unwrap();
+            assert_eq!(end, None);
+            assert!(got == sent);
+            // The reader half-closes too: the proxy ends cleanly.
+            fd::shutdown(&other2, fd::Shutdown::Write).unwrap();
+            assert_eq!(p.join().unwrap().unwrap(), (0, sent.len() as u64));
+        }
+    }
+}
+
+/// `relay`: a source reset reaches the destination's reader as a reset after a prefix.
+#[test]
+fn relay_passes_a_source_reset_on_as_a_reset() {
+    let _g = serial();
+    let sent = data(1 << 20, 12);
+    let (far, src) = tcp_pair();
+    let (dst, dst_far) = tcp_pair();
+    let reader = read_to_end_or_error(dst_far);
+    let r = std::thread::spawn(move || {
+        let r = relay(src.as_fd(), dst.as_fd(), None, &mut fd::no_checkpoint);
+        drop((src, dst));
+        r
+    });
+    send_then_reset(far, &sent);
+    assert_eq!(r.join().unwrap().unwrap_err(), Errno::CONNRESET);
+    let (got, end) = reader.join().unwrap();
+    assert_eq!(end, Some(Errno::CONNRESET), "{} B", got.len());
+    assert!(sent.starts_with(&got));
+}

@@ -118,8 +118,12 @@ def add_parser(sub: Any) -> None:
         "proxy",
         help="forward TCP or unix-socket connections (zero-copy, one thread, epoll)",
         description="Accept connections on LISTEN and forward each to UPSTREAM, relaying both "
-        "directions with splice(2) in a single-threaded Rust epoll loop (half-close and resets "
-        "propagated). Addresses: " + ADDRESS_HELP + "; port 0 picks a free port, printed in the "
+        "directions with splice(2) in a single-threaded Rust epoll loop. A half-close (FIN) is "
+        "passed on as a half-close; a reset (RST) on one side is passed on as a reset to the "
+        "other, after the bytes that came before it (waiting at most 2 s for a reader that "
+        "takes nothing), so a cut stream never looks complete. Addresses: "
+        + ADDRESS_HELP
+        + "; port 0 picks a free port, printed in the "
         "start line. One line per connection goes to stderr. SIGINT or SIGTERM stops it "
         "cleanly with a summary and exit code 0.",
     )

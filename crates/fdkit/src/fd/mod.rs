@@ -39,7 +39,8 @@ pub use sendfile::sendfile_all;
 pub use sigpipe::SigpipeGuard;
 pub use socket::{connect, socket, socketpair};
 pub use sockopt::{
-    getsockopt_int, getsockopt_raw, setsockopt_int, setsockopt_raw, MAX_SOCKOPT_LEN,
+    getsockopt_int, getsockopt_raw, reset_connection, set_linger_zero, setsockopt_int,
+    setsockopt_raw, siocoutq, tcp_state, MAX_SOCKOPT_LEN, TCP_CLOSE,
 };
 pub use stat::{fstat, lstat, stat, FileStat};
 

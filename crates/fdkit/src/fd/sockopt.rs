@@ -101,3 +101,49 @@ pub fn setsockopt_raw(
         )
     })
 }
+
+/// `setsockopt(SO_LINGER, {l_onoff = 1, l_linger = 0})`: the next `close(2)` of this TCP
+/// socket is abortive. The kernel drops whatever is still unsent and sends a RST, so the peer's
+/// next read fails with `ECONNRESET` instead of returning a clean end of file. A proxy uses it
+/// to pass a reset on: a FIN would make a cut stream look complete. See socket(7) (`SO_LINGER`).
+pub fn set_linger_zero(fd: BorrowedFd<'_>) -> rustix::io::Result<()> {
+    rustix::net::sockopt::set_socket_linger(fd, Some(std::time::Duration::ZERO))
+}
+
+/// `ioctl(SIOCOUTQ)`: the bytes in a socket's send queue, for TCP those not yet acknowledged by
+/// the peer (unsent plus in flight). Zero means everything written has reached the peer's
+/// kernel; an abortive close before that would discard the rest. See tcp(7) (`SIOCOUTQ`).
+pub fn siocoutq(fd: BorrowedFd<'_>) -> rustix::io::Result<usize> {
+    // SAFETY: SIOCOUTQ (the same number as TIOCOUTQ) writes one `int`, the getter's output type.
+    let n = unsafe {
+        rustix::ioctl::ioctl(
+            fd,
+            rustix::ioctl::Getter::<{ libc::TIOCOUTQ as rustix::ioctl::Opcode }, libc::c_int>::new(
+            ),
+        )
+    }?;
+    Ok(n.max(0) as usize)
+}
+
+/// Resets a connected TCP socket now, while the caller keeps its fd: `SO_LINGER {1, 0}` (so a
+/// later `close(2)` is abortive too), then `connect(2)` with `AF_UNSPEC`, which disconnects
+/// the socket and sends the peer a RST (from ESTABLISHED, CLOSE_WAIT, FIN_WAIT1/2; unsent bytes
+/// are dropped, as with a lingerless close). The fd stays open and unconnected. Unix stream
+/// sockets have no reset: they fail with `EINVAL` and are left as they are (their peer sees the
+/// end of file when the socket is closed). See connect(2) (`AF_UNSPEC`), socket(7).
+pub fn reset_connection(fd: BorrowedFd<'_>) -> rustix::io::Result<()> {
+    set_linger_zero(fd)?;
+    rustix::net::connect_unspec(fd)
+}
+
+/// `tcpi_state` for `TCP_CLOSE`: a socket that was reset (or never connected).
+pub const TCP_CLOSE: u8 = 7;
+
+/// `getsockopt(IPPROTO_TCP, TCP_INFO)`'s first field, `tcpi_state` (`TCP_ESTABLISHED` = 1 …
+/// [`TCP_CLOSE`] = 7): whether a connection is still alive after an error that does not say
+/// which end failed. Not a TCP socket: `EOPNOTSUPP`/`ENOPROTOOPT`. See tcp(7) (`TCP_INFO`).
+pub fn tcp_state(fd: BorrowedFd<'_>) -> rustix::io::Result<u8> {
+    let mut info = [0u8; 8];
+    getsockopt_raw(fd, libc::IPPROTO_TCP, libc::TCP_INFO, &mut info)?;
+    Ok(info[0])
+}

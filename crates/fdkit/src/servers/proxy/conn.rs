@@ -4,6 +4,7 @@ use super::relay::{Fault, Relay, Side};
 use crate::error::strerror;
 use rustix::io::Errno;
 use std::fmt;
+use std::os::fd::AsFd;
 use std::time::{Duration, Instant};
 
 /// Where a connection is in its life.
@@ -16,7 +17,7 @@ pub(super) enum State {
 }
 
 /// Which socket a failure came from.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub(super) enum Who {
     Client,
     Upstream,
@@ -85,6 +86,18 @@ pub(super) fn connect_end(e: Errno) -> End {
     }
 }
 
+/// One side was reset (or failed): the bytes it sent before are being delivered to the other
+/// side, which is then reset in turn (closed with `SO_LINGER {1, 0}`).
+#[derive(Clone, Copy)]
+pub(super) struct Abort {
+    /// The side that failed.
+    pub dead: Who,
+    /// Its error, for the log line.
+    pub error: Errno,
+    /// The survivor's send queue (`SIOCOUTQ`) at the last look: shrinking counts as progress.
+    unacked: usize,
+}
+
 /// A client, its upstream, and the two directions between them.
 pub(super) struct Conn {
     /// Connection number, from 1 in accept order.
@@ -102,26 +115,36 @@ pub(super) struct Conn {
     pub down: Relay,
     /// Already on the loop's "pump again" list.
     pub queued: bool,
+    /// Set once a side failed: the connection is passing the reset on.
+    pub abort: Option<Abort>,
+    /// Already on the loop's "waiting for acknowledgements" list.
+    pub acking: bool,
 }
 
 /// What servicing a connection left it as.
 pub(super) enum Serviced {
-    /// Still open; `more` when a relay ran out of its round budget with work left.
-    Open { more: bool },
+    /// Still open; `more` when a relay ran out of its round budget with work left; `acking`
+    /// when a reset waits for the survivor's peer to acknowledge the last bytes (no event
+    /// says so: look again soon).
+    Open { more: bool, acking: bool },
     /// Finished or failed: close it.
     Closed(End),
 }
 
 impl Conn {
-    /// Pumps both directions as far as readiness allows.
+    /// Pumps both directions as far as readiness allows; once a side failed, only finishes
+    /// passing that on (see [`Conn::abort`]).
     pub fn service(&mut self, now: Instant) -> Serviced {
+        if let Some(abort) = self.abort {
+            return self.service_abort(abort, now);
+        }
         let up = match self.up.pump(&mut self.client, &mut self.upstream) {
             Ok(p) => p,
-            Err(f) => return Serviced::Closed(fault_end(f, Who::Client, Who::Upstream)),
+            Err(f) => return self.fault(f, Who::Client, Who::Upstream, now),
         };
         let down = match self.down.pump(&mut self.upstream, &mut self.client) {
             Ok(p) => p,
-            Err(f) => return Serviced::Closed(fault_end(f, Who::Upstream, Who::Client)),
+            Err(f) => return self.fault(f, Who::Upstream, Who::Client, now),
         };
         if up.moved > 0 || down.moved > 0 || up.ended || down.ended {
             self.last_active = now;
@@ -131,6 +154,82 @@ impl Conn {
         }
         Serviced::Open {
             more: up.more || down.more,
+            acking: false,
+        }
+    }
+
+    fn fault(&mut self, f: Fault, src: Who, dst: Who, now: Instant) -> Serviced {
+        match f {
+            Fault::Source(e) => self.abort(src, e, now),
+            Fault::Destination(e) => self.abort(dst, e, now),
+            Fault::Record(e) => Serviced::Closed(End::Record(e)),
+        }
+    }
+
+    /// `dead`'s socket was reset (or failed with `error`): pass it on as a reset. What its
+    /// kernel still holds (Linux returns the bytes that arrived before a reset, then the error
+    /// once) and what its direction's pipe holds go to the survivor first; once the survivor's
+    /// peer has acknowledged them, the connection closes with `End::Failed`, which closes both
+    /// sockets with `SO_LINGER {1, 0}`, so the survivor's peer reads `ECONNRESET` after a
+    /// prefix of the stream rather than a clean end of file. The other direction is dropped.
+    /// The loop's sweep gives up on a survivor that takes nothing for the reset stall.
+    pub fn abort(&mut self, dead: Who, error: Errno, now: Instant) -> Serviced {
+        let abort = self.begin_abort(dead, error, now);
+        self.service_abort(abort, now)
+    }
+
+    /// Enters the state [`Conn::abort`] works in, without servicing yet.
+    fn begin_abort(&mut self, dead: Who, error: Errno, now: Instant) -> Abort {
+        let abort = Abort {
+            dead,
+            error,
+            unacked: usize::MAX,
+        };
+        self.abort = Some(abort);
+        self.last_active = now;
+        let (relay, src) = match dead {
+            Who::Client => (&mut self.up, &mut self.client),
+            Who::Upstream => (&mut self.down, &mut self.upstream),
+        };
+        relay.abort();
+        // A reset socket never blocks a read: it gives its last bytes, the error, or 0.
+        src.readable = true;
+        abort
+    }
+
+    fn service_abort(&mut self, mut abort: Abort, now: Instant) -> Serviced {
+        let failed = Serviced::Closed(End::Failed(abort.dead, abort.error));
+        let (relay, src, dst) = match abort.dead {
+            Who::Client => (&mut self.up, &mut self.client, &mut self.upstream),
+            Who::Upstream => (&mut self.down, &mut self.upstream, &mut self.client),
+        };
+        let pumped = match relay.pump(src, dst) {
+            Ok(p) => p,
+            // The survivor failed too (or the recording): nothing more can be delivered.
+            Err(_) => return failed,
+        };
+        if pumped.moved > 0 || pumped.ended {
+            self.last_active = now;
+        }
+        if !relay.finished() {
+            return Serviced::Open {
+                more: pumped.more,
+                acking: false,
+            };
+        }
+        match crate::fd::siocoutq(dst.fd.as_fd()) {
+            Ok(0) | Err(_) => failed,
+            Ok(n) => {
+                if n < abort.unacked {
+                    abort.unacked = n;
+                    self.abort = Some(abort);
+                    self.last_active = now;
+                }
+                Serviced::Open {
+                    more: false,
+                    acking: true,
+                }
+            }
         }
     }
 
@@ -144,6 +243,13 @@ impl Conn {
                 Ok(true)
             }
             Ok(Ok(())) => Ok(false),
+            Ok(Err(e @ Errno::CONNRESET)) => {
+                // The connect succeeded and the upstream reset before the loop saw it: the
+                // bytes it sent first are still queued. Pass the reset on like any other.
+                self.state = State::Relaying;
+                self.begin_abort(Who::Upstream, e, Instant::now());
+                Ok(true)
+            }
             Ok(Err(e)) | Err(e) => Err(connect_end(e)),
         }
     }
@@ -172,12 +278,4 @@ pub(super) fn log_line(
         "conn {id} from {peer}: {up} B up, {down} B down, {:.3} s, {end}",
         took.as_secs_f64()
     )
-}
-
-fn fault_end(f: Fault, src: Who, dst: Who) -> End {
-    match f {
-        Fault::Source(e) => End::Failed(src, e),
-        Fault::Destination(e) => End::Failed(dst, e),
-        Fault::Record(e) => End::Record(e),
-    }
 }

@@ -19,20 +19,24 @@ use super::record::Recorder;
 use super::relay::{Relay, Side};
 use super::{ProxyConfig, ProxyStats};
 use crate::error::strerror;
-use crate::fd::SigpipeGuard;
+use crate::fd::{set_linger_zero, SigpipeGuard};
+use crate::zerocopy::RESET_DRAIN_STALL;
 use rustix::buffer::spare_capacity;
 use rustix::event::epoll::{self, CreateFlags, EventData, EventFlags};
 use rustix::event::Timespec;
 use rustix::io::Errno;
 use rustix::net::{sockopt, SocketAddrAny, SocketFlags, SocketType};
 use std::io;
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsFd, OwnedFd};
 use std::time::{Duration, Instant};
 
 /// How often the checkpoint runs and timeouts are swept.
 const TICK: Duration = Duration::from_millis(100);
 /// How soon a unix connect refused with `EAGAIN` (backlog full) is tried again.
 const RETRY: Duration = Duration::from_millis(5);
+/// How soon a reset waiting for the survivor's peer to acknowledge the last bytes looks at its
+/// send queue again (no epoll event says "acknowledged").
+const ACK_POLL: Duration = Duration::from_millis(5);
 /// Events taken from one `epoll_wait`.
 const EVENTS: usize = 1024;
 /// The listener's epoll token (no connection token can be all ones: the index is < 2^31).
@@ -93,6 +97,9 @@ pub(super) struct EventLoop<'a> {
     /// Unix connects that met a full backlog, and when to try them again.
     retry: Vec<u64>,
     next_retry: Instant,
+    /// Resets waiting for the survivor's send queue to be acknowledged, and when to look again.
+    acking: Vec<u64>,
+    next_ack: Instant,
     now: Instant,
     log: &'a mut dyn FnMut(&str),
     _nofile: NofileGuard,
@@ -145,6 +152,8 @@ impl<'a> EventLoop<'a> {
             again: Vec::new(),
             retry: Vec::new(),
             next_retry: now,
+            acking: Vec::new(),
+            next_ack: now,
             now,
             log,
             _nofile: nofile,
@@ -184,6 +193,7 @@ impl<'a> EventLoop<'a> {
             }
             self.pump_again();
             self.retry_connects();
+            self.check_acks();
             if self.now >= next_tick {
                 next_tick = self.now + TICK;
                 if checkpoint().is_err() {
@@ -204,12 +214,14 @@ impl<'a> EventLoop<'a> {
         if !self.again.is_empty() {
             return Duration::ZERO;
         }
-        let until_tick = next_tick.saturating_duration_since(Instant::now());
-        if self.retry.is_empty() {
-            until_tick
-        } else {
-            until_tick.min(RETRY)
+        let mut timeout = next_tick.saturating_duration_since(Instant::now());
+        if !self.retry.is_empty() {
+            timeout = timeout.min(RETRY);
         }
+        if !self.acking.is_empty() {
+            timeout = timeout.min(ACK_POLL);
+        }
+        timeout
     }
 
     fn conn_mut(&mut self, idx: usize, gen: u32) -> Option<&mut Conn> {
@@ -261,10 +273,11 @@ impl<'a> EventLoop<'a> {
     }
 
     /// A socket reported `EPOLLERR` and servicing did not trip over it: no splice touched it,
-    /// because the direction reading it had ended (a reset after a half-close) and nothing was
-    /// headed its way. Its pending error (`SO_ERROR`) ends the connection now rather than at
-    /// the idle timeout. See socket(7).
+    /// because the direction reading it had ended (a reset after a half-close) or waits for the
+    /// other side, and nothing was headed its way. Its pending error (`SO_ERROR`) is passed on
+    /// now (see [`Conn::abort`]) rather than at the idle timeout. See socket(7).
     fn check_error(&mut self, idx: usize, gen: u32, side: u64) {
+        let now = self.now;
         let Some(conn) = self.conn_mut(idx, gen) else {
             return;
         };
@@ -273,9 +286,21 @@ impl<'a> EventLoop<'a> {
         } else {
             (&conn.client.fd, Who::Client)
         };
-        match sockopt::socket_error(fd) {
-            Ok(Err(e)) | Err(e) => self.close(idx, End::Failed(who, e)),
-            Ok(Ok(())) => {}
+        let e = match sockopt::socket_error(fd) {
+            Ok(Err(e)) | Err(e) => e,
+            Ok(Ok(())) => return,
+        };
+        match (&conn.state, conn.abort) {
+            // Already passing a reset on, and now the survivor failed too: nothing to deliver.
+            (_, Some(abort)) if abort.dead != who => {
+                self.close(idx, End::Failed(abort.dead, abort.error));
+            }
+            (_, Some(_)) => {}
+            (State::Relaying, None) => {
+                let serviced = conn.abort(who, e, now);
+                self.serviced(idx, serviced);
+            }
+            (State::Connecting { .. }, None) => self.close(idx, End::Failed(who, e)),
         }
     }
 
@@ -285,14 +310,43 @@ impl<'a> EventLoop<'a> {
         let Some(conn) = slot.conn.as_deref_mut() else {
             return;
         };
-        match conn.service(now) {
-            Serviced::Open { more } => {
+        let serviced = conn.service(now);
+        self.serviced(idx, serviced);
+    }
+
+    /// Queues or closes a connection after servicing, as the outcome says.
+    fn serviced(&mut self, idx: usize, serviced: Serviced) {
+        let slot = &mut self.slots[idx];
+        let Some(conn) = slot.conn.as_deref_mut() else {
+            return;
+        };
+        match serviced {
+            Serviced::Open { more, acking } => {
                 if more && !conn.queued {
                     conn.queued = true;
                     self.again.push(token(idx, slot.gen, CLIENT));
                 }
+                if acking && !conn.acking {
+                    conn.acking = true;
+                    self.acking.push(token(idx, slot.gen, CLIENT));
+                }
             }
             Serviced::Closed(end) => self.close(idx, end),
+        }
+    }
+
+    /// Looks again at resets waiting for their last bytes to be acknowledged.
+    fn check_acks(&mut self) {
+        if self.acking.is_empty() || self.now < self.next_ack {
+            return;
+        }
+        self.next_ack = self.now + ACK_POLL;
+        for tok in std::mem::take(&mut self.acking) {
+            let (idx, gen, _) = untoken(tok);
+            if let Some(conn) = self.conn_mut(idx, gen) {
+                conn.acking = false;
+                self.service(idx);
+            }
         }
     }
 
@@ -432,6 +486,8 @@ impl<'a> EventLoop<'a> {
             up,
             down,
             queued: false,
+            abort: None,
+            acking: false,
         })
     }
 
@@ -488,12 +544,22 @@ impl<'a> EventLoop<'a> {
         }
     }
 
-    /// Closes connections past their connect deadline or idle timeout.
+    /// Closes connections past their connect deadline or idle timeout, and resets whose
+    /// survivor took nothing for the reset stall (see [`RESET_DRAIN_STALL`]).
     fn sweep(&mut self) {
         let now = self.now;
         let idle = self.config.idle_timeout;
+        let stall = idle.map_or(RESET_DRAIN_STALL, |t| t.min(RESET_DRAIN_STALL));
         for idx in 0..self.slots.len() {
             let end = match self.slots[idx].conn.as_deref() {
+                Some(
+                    c @ Conn {
+                        abort: Some(abort), ..
+                    },
+                ) if now.saturating_duration_since(c.last_active) >= stall => {
+                    End::Failed(abort.dead, abort.error)
+                }
+                Some(Conn { abort: Some(_), .. }) => continue,
                 Some(Conn {
                     state: State::Connecting { deadline, .. },
                     ..
@@ -527,6 +593,12 @@ impl<'a> EventLoop<'a> {
             self.stats.upstream_failures += 1;
         }
         (self.log)(&conn.log_line(&end, self.now));
+        if let End::Failed(..) = end {
+            // A failed side is passed on as a reset, never as a FIN that would make a cut
+            // stream look complete: both sockets close abortively. See socket(7) (SO_LINGER).
+            let _ = set_linger_zero(conn.client.fd.as_fd());
+            let _ = set_linger_zero(conn.upstream.fd.as_fd());
+        }
         // Dropping `conn` closes both sockets and every pipe; closing removes them from epoll.
     }
 

@@ -76,6 +76,9 @@ pub(super) struct Relay {
     pub done: bool,
     /// Grow the pipe to [`BULK_PIPE`] once [`BULK_AFTER`] bytes have moved.
     grow: bool,
+    /// The source's side was reset: a read error counts as its end, and at the end the
+    /// destination is left for the connection to reset rather than shut down.
+    aborting: bool,
     record: Option<Recorder>,
 }
 
@@ -98,6 +101,7 @@ impl Relay {
             eof: false,
             done: false,
             grow: pipe_size.is_none(),
+            aborting: false,
             record: None,
         })
     }
@@ -107,6 +111,18 @@ impl Relay {
     pub fn record_into(&mut self, recorder: Recorder) {
         self.record = Some(recorder);
         self.grow = false;
+    }
+
+    /// The source's side was reset: from now on a read error on it is its end (Linux reports a
+    /// reset once, after the bytes that arrived before it), and the destination is no longer
+    /// shut down at the end (the connection resets it instead, once [`Relay::finished`]).
+    pub fn abort(&mut self) {
+        self.aborting = true;
+    }
+
+    /// The source has ended and the pipe is empty: every byte read was delivered.
+    pub fn finished(&self) -> bool {
+        self.eof && self.held == 0
     }
 
     /// The pipe's write end (the recorder sizes its own pipe to match).
@@ -155,7 +171,7 @@ impl Relay {
                     Err(e) => return Err(Fault::Destination(e)),
                 }
             } else if self.eof {
-                if !self.done {
+                if !self.done && !self.aborting {
                     self.done = true;
                     let _ = rustix::net::shutdown(&dst.fd, Shutdown::Write);
                 }
@@ -180,6 +196,10 @@ impl Relay {
                         return Ok(out);
                     }
                     Err(Errno::INTR) => {}
+                    Err(_) if self.aborting => {
+                        self.eof = true;
+                        out.ended = true;
+                    }
                     Err(e) => return Err(Fault::Source(e)),
                 }
             }
