@@ -376,10 +376,17 @@ def test_a_signal_stops_cleanly_with_a_summary(
         assert "Traceback" not in p.err_path.read_text()
 
 
-def test_an_upstream_that_refuses_closes_the_client_and_is_logged(tmp_path: Path) -> None:
+def test_an_upstream_that_refuses_resets_the_client_and_is_logged(tmp_path: Path) -> None:
+    """The refusal is passed on as a reset: a clean EOF would read as an empty reply."""
     with fdkit_proxy(tmp_path, "127.0.0.1:0", f"127.0.0.1:{closed_port()}") as p:
-        with p.connect() as c, contextlib.suppress(ConnectionResetError):
-            assert c.recv(1) == b""
+        try:
+            c = p.connect()
+        except ConnectionResetError:  # the reset can beat a connect that waits with a timeout
+            pass
+        else:
+            with c:
+                got, end = read_until_end(c)
+            assert (got, type(end)) == (b"", ConnectionResetError)
         line = p.wait_log("conn 1 ")[0]
         assert "upstream refused (Connection refused)" in line
         code, out = p.stop()
@@ -512,3 +519,49 @@ def test_a_clean_end_is_still_a_clean_eof_with_every_byte(
         assert end is None and got == sent, (end, len(got))
         c.shutdown(socket.SHUT_WR)
         assert p.wait_log("conn 1 ")[0].endswith(", eof")
+
+
+def test_a_recording_that_cannot_be_written_resets_the_client(
+    tmp_path: Path, upstream: Callable[[Callable[[socket.socket], None]], Upstream]
+) -> None:
+    """The recording hits the file size limit (RLIMIT_FSIZE: EFBIG) mid-stream: the proxy stops
+    relaying, and the client must see the cut as a reset, not as a clean end of a short body."""
+    sent = os.urandom(4 * MB)
+
+    def send_all(conn: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            conn.sendall(sent)
+            conn.shutdown(socket.SHUT_WR)
+            recv_all(conn)
+
+    def small_files() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (256 << 10, 256 << 10))
+
+    up = upstream(send_all)
+    rec = tmp_path / "rec"
+    err_path = tmp_path / "proxy.err"
+    with open(err_path, "wb") as err:
+        proc = subprocess.Popen(
+            [FDKIT, "proxy", "127.0.0.1:0", up.spec, "--record", str(rec)],
+            stdout=subprocess.PIPE,
+            stderr=err,
+            text=True,
+            preexec_fn=small_files,
+        )
+    try:
+        assert proc.stdout is not None
+        m = START.search(proc.stdout.readline())
+        assert m, err_path.read_text()
+        p = Proxy(proc, m.group(1), err_path)
+        with p.connect() as c:
+            got, end = read_until_end(c)
+        assert isinstance(end, ConnectionResetError), (
+            f"a failed recording reached the client as {end or 'a clean EOF'!r} "
+            f"after {len(got)} bytes"
+        )
+        assert len(got) < len(sent)
+        assert sent.startswith(got)
+        assert "record" in p.wait_log("conn 1 ")[0]
+    finally:
+        proc.kill()
+        proc.communicate(timeout=10)

@@ -492,7 +492,7 @@ fn listens_on_abstract_and_path_unix_sockets() {
 }
 
 #[test]
-fn upstream_refused_closes_the_client_and_is_logged() {
+fn upstream_refused_resets_the_client_and_is_logged() {
     let closed = TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -500,7 +500,10 @@ fn upstream_refused_closes_the_client_and_is_logged() {
     let proxy = start(config("127.0.0.1:0", Endpoint::Tcp(closed)));
     let mut c = proxy.connect();
     let mut got = Vec::new();
-    assert_eq!(c.read_to_end(&mut got).unwrap(), 0);
+    // The refusal is passed on as a reset: an empty clean EOF would read as an empty reply.
+    let err = c.read_to_end(&mut got).unwrap_err();
+    assert_eq!(err.kind(), std::io::ErrorKind::ConnectionReset, "{err}");
+    assert!(got.is_empty());
     let line = proxy.wait_log("conn 1 ");
     assert!(line.contains("upstream refused"), "{line}");
     // A missing unix upstream is a refusal too.
@@ -511,7 +514,8 @@ fn upstream_refused_closes_the_client_and_is_logged() {
         Endpoint::Unix("/nonexistent/fdkit.sock".into()),
     ));
     let mut c = proxy.connect();
-    assert_eq!(c.read_to_end(&mut got).unwrap(), 0);
+    let err = c.read_to_end(&mut got).unwrap_err();
+    assert_eq!(err.kind(), std::io::ErrorKind::ConnectionReset, "{err}");
     assert!(proxy.wait_log("conn 1 ").contains("upstream refused"));
     proxy.stop();
 }

@@ -121,7 +121,9 @@ def add_parser(sub: Any) -> None:
         "directions with splice(2) in a single-threaded Rust epoll loop. A half-close (FIN) is "
         "passed on as a half-close; a reset (RST) on one side is passed on as a reset to the "
         "other, after the bytes that came before it (waiting at most 2 s for a reader that "
-        "takes nothing), so a cut stream never looks complete. Addresses: "
+        "takes nothing), so a cut stream never looks complete; an upstream that refuses or cannot "
+        "be reached, and a --record file that cannot be written, reset the client too. An idle "
+        "timeout and a stop end connections with a FIN. Addresses: "
         + ADDRESS_HELP
         + "; port 0 picks a free port, printed in the "
         "start line. One line per connection goes to stderr. SIGINT or SIGTERM stops it "

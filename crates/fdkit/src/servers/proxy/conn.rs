@@ -46,6 +46,25 @@ pub(super) enum End {
 }
 
 impl End {
+    /// Whether the connection ends with a reset (`SO_LINGER {1, 0}`) rather than a FIN.
+    ///
+    /// Every failure does: a side that reset, an upstream that refused or could not be
+    /// reached (the client's read says `ECONNRESET`, not an empty reply), a recording that
+    /// could not be written (the relay stopped mid-stream). A clean end, an idle timeout
+    /// (both peers alive and silent: a FIN, as socat's `-T` and nginx's stream
+    /// `proxy_timeout` do) and a stopping server close with a FIN.
+    pub fn is_abortive(&self) -> bool {
+        matches!(
+            self,
+            End::Failed(..)
+                | End::Refused(_)
+                | End::ConnectFailed(_)
+                | End::ConnectTimeout
+                | End::Record(_)
+                | End::Setup(_)
+        )
+    }
+
     /// Whether this end counts as an upstream connect failure in the stats.
     pub fn is_upstream_failure(&self) -> bool {
         matches!(

@@ -593,9 +593,10 @@ impl<'a> EventLoop<'a> {
             self.stats.upstream_failures += 1;
         }
         (self.log)(&conn.log_line(&end, self.now));
-        if let End::Failed(..) = end {
-            // A failed side is passed on as a reset, never as a FIN that would make a cut
-            // stream look complete: both sockets close abortively. See socket(7) (SO_LINGER).
+        if end.is_abortive() {
+            // A failure is passed on as a reset, never as a FIN that would make a cut (or
+            // never-started) stream look complete: both sockets close abortively. See
+            // socket(7) (SO_LINGER).
             let _ = set_linger_zero(conn.client.fd.as_fd());
             let _ = set_linger_zero(conn.upstream.fd.as_fd());
         }
