@@ -8,16 +8,26 @@
 //!
 //! Open files are cached by request path (like nginx's `open_file_cache`): each use of an
 //! entry costs one `fstat` of its fd (size and mtime must not have changed), and every
-//! [`VALID`] one `statat` of its path (the same inode must still be there); a change reopens it. Files up to [`MAP_MAX`] bytes are also mapped (`mmap`, read-only,
+//! [`VALID`] one `statat` of its path (the same inode must still be there); a change reopens it.
+//!
+//! Every cached file holds an fd, so the cache has a budget: the fds `RLIMIT_NOFILE` leaves
+//! after the connections and a reserve (see `mod.rs`), at most [`CACHE_MAX`]. It counts the
+//! cached files and those evicted while a response still sends them (their fds stay open until
+//! it ends); when a new file would exceed it, the least recently used entries go first. An
+//! `open` that still fails with `EMFILE`/`ENFILE` gives back idle entries and is tried once
+//! more before the request gets 503, and the engines ask the cache for fds back ([`FileCache::shed`])
+//! when `accept` fails for want of them. See getrlimit(2), open(2) (`EMFILE`).
+//!
+//! Files up to [`MAP_MAX`] bytes are also mapped (`mmap`, read-only,
 //! shared) so their bodies go out in the same `sendmsg` as the head: the kernel copies them
 //! from the page cache into the socket; this process never reads the mapping (so a file
 //! truncated meanwhile makes the send fail with `EFAULT`, never a `SIGBUS` here). Larger
 //! files go out with `sendfile(2)`.
 
+use super::lru::Lru;
 use crate::http::{content_type, format_http_date, resolve_target, Status};
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, ResolveFlags};
 use rustix::io::Errno;
-use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
@@ -31,8 +41,11 @@ use std::time::{Duration, Instant};
 pub(super) const VALID: Duration = Duration::from_secs(1);
 /// The largest file whose body is sent from a mapping (larger: `sendfile`).
 pub(super) const MAP_MAX: u64 = 64 * 1024;
-/// The most cached entries (the cache is emptied when full; entries in use stay alive).
-const CACHE_MAX: usize = 4096;
+/// The most cached entries, whatever the fd budget allows.
+pub(super) const CACHE_MAX: usize = 4096;
+
+/// The fewest idle entries closed when fds run out.
+const SHED_MIN: usize = 16;
 
 static NO_OPENAT2: AtomicBool = AtomicBool::new(false);
 
@@ -138,22 +151,97 @@ struct Cached {
     checked: Instant,
 }
 
+/// The cached entries and the fds they hold, within a budget.
+struct Entries {
+    map: Lru<Box<[u8]>, Cached>,
+    /// Entries no longer cached that a response still holds: their fds are open until it
+    /// drops them, so they count against the budget.
+    held: Vec<Rc<FileEntry>>,
+    /// The most fds the cached and held entries may have open.
+    budget: usize,
+}
+
+impl Entries {
+    /// The fds the cache accounts for.
+    fn fds(&self) -> usize {
+        self.map.len() + self.held.len()
+    }
+
+    /// Forgets the held entries no response holds any more (closing their fds); returns how
+    /// many.
+    fn release_held(&mut self) -> usize {
+        let before = self.held.len();
+        self.held.retain(|e| Rc::strong_count(e) > 1);
+        before - self.held.len()
+    }
+
+    /// Puts an entry that left the cache where it is still counted while a response holds it.
+    fn retire(&mut self, entry: Rc<FileEntry>) {
+        if Rc::strong_count(&entry) > 1 {
+            self.held.push(entry);
+        }
+    }
+
+    /// Evicts least recently used entries until one more file fits the budget (or nothing is
+    /// left to evict): idle ones first (their fds close), then ones a response still sends
+    /// (they become held).
+    fn make_room(&mut self) {
+        if self.fds() < self.budget {
+            return;
+        }
+        self.release_held();
+        let over = (self.fds() + 1).saturating_sub(self.budget);
+        self.map
+            .evict_where(over, |c| Rc::strong_count(&c.entry) == 1, drop);
+        while self.fds() >= self.budget {
+            match self.map.pop_lru() {
+                Some((_, c)) => self.retire(c.entry),
+                None => break,
+            }
+        }
+    }
+
+    /// Closes up to `max` idle cached files (least recently used first) and the held ones no
+    /// longer in use; returns how many fds that freed.
+    fn shed(&mut self, max: usize) -> usize {
+        let freed = self.release_held();
+        freed
+            + self
+                .map
+                .evict_where(max, |c| Rc::strong_count(&c.entry) == 1, drop)
+    }
+}
+
 /// The open-file cache of one engine (single-threaded).
 pub(super) struct FileCache {
     root: Root,
-    map: HashMap<Box<[u8]>, Cached>,
+    entries: Entries,
     key: Vec<u8>,
     scratch: Vec<u8>,
 }
 
 impl FileCache {
-    pub fn new(root: Root) -> FileCache {
+    /// A cache that keeps at most `budget` fds open (capped at [`CACHE_MAX`]; 0 caches
+    /// nothing: each file is opened per request and closed when its response ends).
+    pub fn new(root: Root, budget: usize) -> FileCache {
         FileCache {
             root,
-            map: HashMap::new(),
+            entries: Entries {
+                map: Lru::new(),
+                held: Vec::new(),
+                budget: budget.min(CACHE_MAX),
+            },
             key: Vec::with_capacity(256),
             scratch: Vec::with_capacity(256),
         }
+    }
+
+    /// Closes idle cached files, least recently used first, to give their fds back (the
+    /// engines call it when `accept` fails with `EMFILE`/`ENFILE`); returns how many fds that
+    /// freed (0: none were idle).
+    pub fn shed(&mut self) -> usize {
+        let max = (self.entries.map.len() / 4).max(SHED_MIN);
+        self.entries.shed(max)
     }
 
     /// Resolves the request target and returns its file, from the cache when still valid.
@@ -170,7 +258,7 @@ impl FileCache {
         if t.trailing_slash {
             self.key.push(b'/');
         }
-        if let Some(c) = self.map.get_mut(&self.key[..]) {
+        if let Some(c) = self.entries.map.get_mut(&self.key[..]) {
             // One fstat of the cached fd per request: a file rewritten in place (truncated,
             // grown, touched) must never be answered with a stale length, which the body
             // could not keep. A different file under the name (renamed over) is seen by the
@@ -194,7 +282,9 @@ impl FileCache {
                     return Ok(c.entry.clone());
                 }
             }
-            self.map.remove(&self.key[..]);
+            if let Some(stale) = self.entries.map.remove(&self.key[..]) {
+                self.entries.retire(stale.entry);
+            }
         }
         if t.trailing_slash {
             self.key.pop();
@@ -202,19 +292,25 @@ impl FileCache {
         match self.open(t.trailing_slash) {
             Ok(entry) => {
                 let entry = Rc::new(entry);
-                if self.map.len() >= CACHE_MAX {
-                    self.map.clear();
-                }
                 if t.trailing_slash {
                     self.key.push(b'/');
                 }
-                self.map.insert(
-                    self.key.clone().into_boxed_slice(),
-                    Cached {
-                        entry: entry.clone(),
-                        checked: now,
-                    },
-                );
+                // Counted either way: cached, or held while its response is sent when
+                // responses hold the whole budget (or it is 0). Room is made only now, so
+                // that requests for missing files never evict anything; the file opened
+                // meanwhile is within the reserve the budget leaves.
+                self.entries.make_room();
+                if self.entries.fds() < self.entries.budget {
+                    self.entries.map.insert(
+                        self.key.clone().into_boxed_slice(),
+                        Cached {
+                            entry: entry.clone(),
+                            checked: now,
+                        },
+                    );
+                } else {
+                    self.entries.held.push(entry.clone());
+                }
                 Ok(entry)
             }
             Err(r) => Err((r, t.raw_path, t.query)),
@@ -223,7 +319,7 @@ impl FileCache {
 
     /// Opens `self.key` (a directory's `index.html` when it is one).
     fn open(&mut self, trailing_slash: bool) -> Result<FileEntry, Refusal> {
-        let fd = self.root.open_beneath(&self.key).map_err(refusal)?;
+        let fd = open_or_shed(&self.root, &mut self.entries, &self.key).map_err(refusal)?;
         let mut st = rustix::fs::fstat(&fd).map_err(refusal)?;
         self.scratch.clear();
         self.scratch.extend_from_slice(&self.key);
@@ -235,7 +331,8 @@ impl FileCache {
                 self.scratch.push(b'/');
             }
             self.scratch.extend_from_slice(b"index.html");
-            let index = self.root.open_beneath(&self.scratch).map_err(refusal)?;
+            let index =
+                open_or_shed(&self.root, &mut self.entries, &self.scratch).map_err(refusal)?;
             st = rustix::fs::fstat(&index).map_err(refusal)?;
             index
         } else if trailing_slash {
@@ -270,6 +367,21 @@ impl FileCache {
             ident: ident(&st),
             file_path: self.scratch.clone().into_boxed_slice(),
         })
+    }
+}
+
+/// Opens `rel` beneath the root; when the process is out of fds (`EMFILE`, or the system:
+/// `ENFILE`), closes idle cached files and tries once more. See open(2).
+fn open_or_shed(root: &Root, entries: &mut Entries, rel: &[u8]) -> Result<OwnedFd, Errno> {
+    match root.open_beneath(rel) {
+        Err(e @ (Errno::MFILE | Errno::NFILE)) => {
+            let max = (entries.map.len() / 4).max(SHED_MIN);
+            if entries.shed(max) == 0 {
+                return Err(e);
+            }
+            root.open_beneath(rel)
+        }
+        other => other,
     }
 }
 
