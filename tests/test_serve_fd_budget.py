@@ -15,12 +15,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import select
+import signal
+import socket
+import subprocess
 import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
 from test_serve import ENGINES, Serve, Wire, _engine_args, _tree, fdkit_serve
 
 pytestmark = pytest.mark.timeout(120)
@@ -80,8 +85,18 @@ def check_limit(srv: Serve) -> None:
         assert line.split()[3:5] == [str(NOFILE), str(NOFILE)], line
 
 
+class Endpoint:
+    """A server known by its address only."""
+
+    def __init__(self, addr: tuple[str, int]) -> None:
+        self.addr = addr
+
+    def raw(self, timeout: float = 5) -> socket.socket:
+        return socket.create_connection(self.addr, timeout=timeout)
+
+
 def ask_all(
-    srv: Serve,
+    srv: Serve | Endpoint,
     targets: list[tuple[str, bytes]],
     conns: int = CONNS,
     depth: int = 1,
@@ -117,13 +132,17 @@ def ask_all(
 
 
 async def _concurrent(srv: Serve, n: int, files: int) -> list[str]:
+    return await _concurrent_at(srv.addr, n, files)
+
+
+async def _concurrent_at(addr: tuple[str, int], n: int, files: int) -> list[str]:
     """Opens ``n`` connections and holds them all; then each asks for a distinct file.
     Returns what went wrong (empty when every answer is 200 with the right body)."""
     opened: list[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = []
     wrong: list[str] = []
     try:
         for _ in range(n):
-            opened.append(await asyncio.open_connection(srv.host, srv.port))
+            opened.append(await asyncio.open_connection(*addr))
 
         async def one(i: int, r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
             k = (i * 7 + 3) % files
@@ -208,3 +227,151 @@ def test_a_small_limit_with_few_connections_allowed(many: Path) -> None:
     distinct files still all come back right (the cache evicts as it must)."""
     with limited_serve(many, "--engine", "epoll", "--max-connections", "600") as s:
         run_the_load(s, many, "fresh-capped.txt")
+
+
+# ------------------------------------------------------------ a host that takes every fd
+
+#: The server as a library in a process that also takes fds: RLIMIT_NOFILE 1024, then
+#: ``fdkit.serve`` in the main thread while a thread obeys ``eat`` (open /dev/null until
+#: EMFILE) and ``free`` (close them) on stdin.
+HOST = """
+import errno, os, resource, sys, threading
+resource.setrlimit(resource.RLIMIT_NOFILE, ({nofile}, {nofile}))
+import fdkit
+held = []
+def control():
+    for line in sys.stdin:
+        if line.strip() == "eat":
+            while True:
+                try:
+                    held.append(os.open("/dev/null", os.O_RDONLY | os.O_CLOEXEC))
+                except OSError as e:
+                    assert e.errno == errno.EMFILE, e
+                    break
+            print("ate", len(held), flush=True)
+        elif line.strip() == "free":
+            while held:
+                os.close(held.pop())
+            print("freed", flush=True)
+threading.Thread(target=control, daemon=True).start()
+fdkit.serve(sys.argv[1], port=0, engine=sys.argv[2],
+            on_listen=lambda h, p: print("listening", h, p, flush=True))
+"""
+
+
+class Host:
+    def __init__(self, proc: subprocess.Popen[str]) -> None:
+        self.proc = proc
+        assert proc.stdout is not None and proc.stdin is not None
+        self.stdout, self.stdin = proc.stdout, proc.stdin
+
+    def line(self) -> str:
+        ready, _, _ = select.select([self.stdout], [], [], 15)
+        assert ready, "the host process said nothing for 15 s"
+        out = self.stdout.readline()
+        assert out, f"the host process ended: {self.proc.poll()}"
+        return out.strip()
+
+    def say(self, cmd: str) -> str:
+        self.stdin.write(cmd + "\n")
+        self.stdin.flush()
+        return self.line()
+
+    def cpu(self) -> float:
+        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def one_get(addr: tuple[str, int], target: str, timeout: float = 5.0) -> tuple[int, bytes]:
+    with socket.create_connection(addr, timeout=timeout) as s:
+        s.sendall(f"GET {target} HTTP/1.1\r\nHost: localhost\r\n\r\n".encode())
+        r = Wire(s).response()
+        return r.status, r.body
+
+
+@pytest.mark.parametrize("engine", list(ENGINES))
+def test_a_host_that_takes_every_free_fd(many: Path, tmp_path: Path, engine: str) -> None:
+    """The host program takes every fd the server left free: the server gives cached fds
+    back to accept and to open new files; once it has none left it waits (without spinning)
+    and serves again as soon as fds are free."""
+    _engine_args(engine)
+    err = tmp_path / "host.err"
+    with open(err, "wb") as e:
+        proc = subprocess.Popen(
+            [sys.executable, "-c", HOST.format(nofile=NOFILE), str(many), engine],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=e,
+            text=True,
+        )
+    host = Host(proc)
+    try:
+        words = host.line().split()
+        assert words[0] == "listening", words
+        addr = (words[1], int(words[2]))
+        srv = Endpoint(addr)
+        # Fill the cache, keep one connection, then the host takes every free fd.
+        ask_all(srv, [(f"/f{i:04d}.txt", body_of(i)) for i in range(300)], conns=1)
+        with srv.raw(10) as kept:
+            w = Wire(kept)
+            ate = int(host.say("eat").split()[1])
+            assert ate > 100, ate
+            # New files on the kept connection: the cache closes idle files to open them.
+            for i in range(300, 600):
+                kept.sendall(f"GET /f{i:04d}.txt HTTP/1.1\r\nHost: localhost\r\n\r\n".encode())
+                r = w.response()
+                assert (r.status, r.body) == (200, body_of(i)), (i, r)
+        # New connections while the host keeps taking what is freed: accepted (the cache
+        # gives fds back) until the cache has nothing idle left.
+        pending = None
+        for i in range(600, 1100):
+            host.say("eat")
+            s = socket.create_connection(addr, timeout=10)
+            s.sendall(f"GET /f{i:04d}.txt HTTP/1.1\r\nHost: localhost\r\n\r\n".encode())
+            s.settimeout(2)
+            try:
+                r = Wire(s).response()
+            except TimeoutError:
+                pending = s  # not accepted: no fd anywhere
+                break
+            s.close()
+            assert r.status in (200, 503), r
+            if r.status == 503:  # no fd for the file; the connection closed (one fd back)
+                host.say("eat")
+                pending = socket.create_connection(addr, timeout=10)
+                pending.sendall(b"GET /f0001.txt HTTP/1.1\r\nHost: localhost\r\n\r\n")
+                break
+            assert r.body == body_of(i)
+        assert pending is not None, "the cache never ran dry"
+        with pending:
+            # No fd anywhere: the connection waits in the backlog, and the server does not
+            # spin meanwhile.
+            before = host.cpu()
+            pending.settimeout(1.0)
+            with pytest.raises(TimeoutError):
+                pending.recv(1)
+            spent = host.cpu() - before
+            assert spent < 0.3, f"{spent:.2f} s of CPU in 1 s while out of fds"
+            # Fds come back: the waiting client is served within a few ticks.
+            assert host.say("free") == "freed"
+            pending.settimeout(5)
+            r = Wire(pending).response()
+            assert r.status == 200, r
+        # And everything works again.
+        for i in (0, 1, 700, 1099):
+            assert one_get(addr, f"/f{i:04d}.txt") == (200, body_of(i))
+        wrong = asyncio.run(asyncio.wait_for(_concurrent_at(addr, 200, FILES), PHASE))
+        assert not wrong, wrong[:5]
+        assert proc.poll() is None
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+        host.stdin.close()
+        host.stdout.close()
+    log = err.read_text()
+    assert "Traceback" not in log and "panicked" not in log, log[-2000:]
+    assert log.count("accept:") <= 2, log[-2000:]

@@ -175,16 +175,17 @@ impl Entries {
         before - self.held.len()
     }
 
-    /// Puts an entry that left the cache where it is still counted while a response holds it.
+    /// Keeps an entry that left the cache counted while a response still holds it.
     fn retire(&mut self, entry: Rc<FileEntry>) {
         if Rc::strong_count(&entry) > 1 {
             self.held.push(entry);
         }
     }
 
-    /// Evicts least recently used entries until one more file fits the budget (or nothing is
-    /// left to evict): idle ones first (their fds close), then ones a response still sends
-    /// (they become held).
+    /// Evicts the least recently used idle entries (closing their fds) until one more file
+    /// fits the budget, or no idle entry is left. Entries a response is sending stay: evicting
+    /// one would close nothing (its fd stays open until the response ends) and the next
+    /// request for it would open it again.
     fn make_room(&mut self) {
         if self.fds() < self.budget {
             return;
@@ -193,12 +194,6 @@ impl Entries {
         let over = (self.fds() + 1).saturating_sub(self.budget);
         self.map
             .evict_where(over, |c| Rc::strong_count(&c.entry) == 1, drop);
-        while self.fds() >= self.budget {
-            match self.map.pop_lru() {
-                Some((_, c)) => self.retire(c.entry),
-                None => break,
-            }
-        }
     }
 
     /// Closes up to `max` idle cached files (least recently used first) and the held ones no
@@ -423,4 +418,139 @@ fn refusal(e: Errno) -> Refusal {
         Errno::MFILE | Errno::NFILE | Errno::NOMEM => Status::ServiceUnavailable,
         _ => Status::InternalServerError,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A fresh directory with `n` small files `f0` … and one larger than [`MAP_MAX`] (`big`).
+    fn site(name: &str, n: usize) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("fdkit-files-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        for i in 0..n {
+            std::fs::write(dir.join(format!("f{i}")), format!("file {i}\n")).unwrap();
+        }
+        std::fs::write(dir.join("big"), vec![7u8; MAP_MAX as usize + 1]).unwrap();
+        dir
+    }
+
+    fn cache(dir: &Path, budget: usize) -> FileCache {
+        FileCache::new(Root::open(dir).unwrap(), budget)
+    }
+
+    fn get(c: &mut FileCache, name: &str) -> Rc<FileEntry> {
+        let target = format!("/{name}");
+        match c.lookup(target.as_bytes(), Instant::now()) {
+            Ok(e) => e,
+            Err(_) => panic!("lookup of {target} refused"),
+        }
+    }
+
+    fn cached(c: &FileCache, name: &str) -> bool {
+        c.entries.map.index_has(name.as_bytes())
+    }
+
+    #[test]
+    fn many_distinct_files_stay_within_the_budget() {
+        let dir = site("budget", 100);
+        let mut c = cache(&dir, 10);
+        for round in 0..3 {
+            for i in 0..100 {
+                let e = get(&mut c, &format!("f{i}"));
+                assert_eq!(e.size, format!("file {i}\n").len() as u64, "round {round}");
+                drop(e);
+                assert!(c.entries.fds() <= 10, "{} fds", c.entries.fds());
+            }
+        }
+        assert_eq!(c.entries.map.len(), 10);
+        assert!(c.entries.held.is_empty());
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn the_least_recently_used_file_goes_first() {
+        let dir = site("lru", 5);
+        let mut c = cache(&dir, 3);
+        let a = get(&mut c, "f0");
+        get(&mut c, "f1");
+        get(&mut c, "f2");
+        drop(a);
+        let a = get(&mut c, "f0"); // a hit: f0 is now the most recent, f1 the least
+        get(&mut c, "f3");
+        assert!(!cached(&c, "f1"), "the least recently used is evicted");
+        assert!(cached(&c, "f0") && cached(&c, "f2") && cached(&c, "f3"));
+        assert!(Rc::ptr_eq(&a, &get(&mut c, "f0")), "a cached entry is served again");
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn files_held_by_responses_count_and_idle_ones_go_first() {
+        let dir = site("held", 6);
+        let mut c = cache(&dir, 3);
+        let a = get(&mut c, "f0"); // held by "a response" throughout
+        get(&mut c, "f1");
+        get(&mut c, "f2");
+        get(&mut c, "f3");
+        // f0 is the least recently used but in use: the idle f1 went instead.
+        assert!(cached(&c, "f0") && !cached(&c, "f1"));
+        let b = get(&mut c, "f2");
+        let d = get(&mut c, "f3");
+        // All three cached files are in use: a new one is served but not cached; it is
+        // held, its fd counted until its response drops it.
+        let e = get(&mut c, "f4");
+        let f = get(&mut c, "f5");
+        assert!(cached(&c, "f0") && cached(&c, "f2") && cached(&c, "f3"));
+        assert_eq!(c.entries.held.len(), 2);
+        assert!(Rc::ptr_eq(&c.entries.held[0], &e) && Rc::ptr_eq(&c.entries.held[1], &f));
+        assert_eq!(c.entries.fds(), 5);
+        // Responses end: the held fds close at the next miss, and the cache is back to budget.
+        drop((a, b, d, e, f));
+        get(&mut c, "f1");
+        assert!(c.entries.held.is_empty());
+        assert_eq!(c.entries.fds(), 3);
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn a_budget_of_zero_caches_nothing() {
+        let dir = site("zero", 2);
+        let mut c = cache(&dir, 0);
+        let a = get(&mut c, "f0");
+        let b = get(&mut c, "f0");
+        assert!(!Rc::ptr_eq(&a, &b), "every request opens the file");
+        assert_eq!(c.entries.map.len(), 0);
+        drop((a, b));
+        let big = get(&mut c, "big");
+        assert!(big.map.is_none() && big.size == MAP_MAX + 1);
+        assert_eq!(c.entries.held.len(), 1, "only the file in use is open");
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn shed_closes_idle_files_only() {
+        let dir = site("shed", 40);
+        let mut c = cache(&dir, 100);
+        let keep = get(&mut c, "f0");
+        for i in 1..40 {
+            get(&mut c, &format!("f{i}"));
+        }
+        assert_eq!(c.entries.map.len(), 40);
+        // At least SHED_MIN, oldest first, never the one in use.
+        assert_eq!(c.shed(), SHED_MIN);
+        assert!(cached(&c, "f0") && !cached(&c, "f1") && cached(&c, "f39"));
+        while c.shed() > 0 {}
+        assert_eq!(c.entries.map.len(), 1);
+        assert!(Rc::ptr_eq(&keep, &get(&mut c, "f0")));
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn the_budget_never_exceeds_cache_max() {
+        let dir = site("max", 0);
+        let c = cache(&dir, usize::MAX);
+        assert_eq!(c.entries.budget, CACHE_MAX);
+        std::fs::remove_dir_all(dir).unwrap();
+    }
 }

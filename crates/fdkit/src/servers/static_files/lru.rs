@@ -169,6 +169,16 @@ impl<K: Hash + Eq + Clone, V> Lru<K, V> {
         done
     }
 
+    /// Whether `key` is cached, without touching the order (for tests).
+    #[cfg(test)]
+    pub fn index_has<Q>(&self, key: &Q) -> bool
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        self.index.contains_key(key)
+    }
+
     /// The keys from the most to the least recently used (for tests).
     #[cfg(test)]
     fn order(&self) -> Vec<K> {
