@@ -321,6 +321,10 @@ def test_a_host_that_takes_every_free_fd(many: Path, tmp_path: Path, engine: str
                 kept.sendall(f"GET /f{i:04d}.txt HTTP/1.1\r\nHost: localhost\r\n\r\n".encode())
                 r = w.response()
                 assert (r.status, r.body) == (200, body_of(i)), (i, r)
+            # Again no free fd (the host takes what that freed), and no connection closes: a
+            # new connection is accepted only because the cache gives an fd back.
+            host.say("eat")
+            assert one_get(addr, "/f0599.txt", timeout=3) == (200, body_of(599))
         # New connections while the host keeps taking what is freed: accepted (the cache
         # gives fds back) until the cache has nothing idle left.
         pending = None
