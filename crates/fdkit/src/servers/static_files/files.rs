@@ -481,7 +481,10 @@ mod tests {
         get(&mut c, "f3");
         assert!(!cached(&c, "f1"), "the least recently used is evicted");
         assert!(cached(&c, "f0") && cached(&c, "f2") && cached(&c, "f3"));
-        assert!(Rc::ptr_eq(&a, &get(&mut c, "f0")), "a cached entry is served again");
+        assert!(
+            Rc::ptr_eq(&a, &get(&mut c, "f0")),
+            "a cached entry is served again"
+        );
         std::fs::remove_dir_all(dir).unwrap();
     }
 

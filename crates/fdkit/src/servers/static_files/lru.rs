@@ -132,7 +132,9 @@ impl<K: Hash + Eq + Clone, V> Lru<K, V> {
         node.val
     }
 
-    /// Removes and returns the least recently used entry.
+    /// Removes and returns the least recently used entry (the cache evicts with
+    /// [`evict_where`](Self::evict_where), which can skip entries in use).
+    #[cfg(test)]
     pub fn pop_lru(&mut self) -> Option<(K, V)> {
         if self.tail == NIL {
             return None;
