@@ -10,13 +10,13 @@
 //! entry costs one `fstat` of its fd (size and mtime must not have changed), and every
 //! [`VALID`] one `statat` of its path (the same inode must still be there); a change reopens it.
 //!
-//! Every cached file holds an fd, so the cache has a budget: the fds `RLIMIT_NOFILE` leaves
-//! after the connections and a reserve (see `mod.rs`), at most [`CACHE_MAX`]. It counts the
-//! cached files and those evicted while a response still sends them (their fds stay open until
-//! it ends); when a new file would exceed it, the least recently used entries go first. An
-//! `open` that still fails with `EMFILE`/`ENFILE` gives back idle entries and is tried once
-//! more before the request gets 503, and the engines ask the cache for fds back ([`FileCache::shed`])
-//! when `accept` fails for want of them. See getrlimit(2), open(2) (`EMFILE`).
+//! Every cached file holds an fd, so the cache has a budget: what `RLIMIT_NOFILE` leaves after
+//! the connections and a reserve (see `mod.rs`), at most [`CACHE_MAX`]. It counts the cached
+//! files and those a response still sends after they left the cache (their fds stay open until
+//! it ends); a new file that would exceed it evicts the least recently used idle entries. An
+//! `open` that fails with `EMFILE`/`ENFILE` all the same closes idle entries and is tried once
+//! more before the request gets 503; the engines ask for fds back the same way
+//! ([`FileCache::shed`]) when `accept` fails for want of them. See getrlimit(2), open(2).
 //!
 //! Files up to [`MAP_MAX`] bytes are also mapped (`mmap`, read-only,
 //! shared) so their bodies go out in the same `sendmsg` as the head: the kernel copies them
