@@ -23,28 +23,62 @@ pub(crate) fn fit_nofile(
     per_connection: usize,
     spare: usize,
 ) -> (usize, Option<String>, NofileGuard) {
+    let fit = fit_nofile_with(max_connections, per_connection, spare, spare);
+    (fit.cap, fit.notice, fit.guard)
+}
+
+/// What [`fit_nofile_with`] settled on.
+pub(crate) struct NofileFit {
+    /// The connection cap that fits.
+    pub cap: usize,
+    /// Why the cap is lower than asked, when it is.
+    pub notice: Option<String>,
+    /// Puts the old soft limit back on drop.
+    pub guard: NofileGuard,
+    /// The fds left beyond those open now and `cap` full connections: at least `spare` (when
+    /// the limit allows one connection and that), more when the limit allows more.
+    pub left: usize,
+}
+
+/// [`fit_nofile`] that also asks for `want_spare` (≥ `spare`) fds beyond the connections
+/// when the hard limit allows, for something that uses what is left elastically (the static
+/// server's open-file cache). Connections come first: the cap is lowered only to keep
+/// `spare`. [`NofileFit::left`] says what there is beyond the connections. See getrlimit(2).
+pub(crate) fn fit_nofile_with(
+    max_connections: usize,
+    per_connection: usize,
+    spare: usize,
+    want_spare: usize,
+) -> NofileFit {
     let in_use = open_fds();
-    let needed = max_connections
-        .saturating_mul(per_connection)
-        .saturating_add(in_use + spare);
+    let conns = max_connections.saturating_mul(per_connection);
+    let needed = conns.saturating_add(in_use + spare);
+    let wanted = conns.saturating_add(in_use + want_spare.max(spare));
     let limit = getrlimit(Resource::Nofile);
     let soft = limit.current.map_or(usize::MAX, clamp);
     let hard = limit.maximum.map_or(usize::MAX, clamp);
     let mut guard = NofileGuard(None);
     let mut have = soft;
-    if soft < needed {
-        let want = needed.min(hard);
-        let raised = Rlimit {
-            current: Some(want as u64),
-            maximum: limit.maximum,
-        };
-        if setrlimit(Resource::Nofile, raised).is_ok() {
-            guard.0 = Some(limit);
-            have = want;
+    if soft < wanted {
+        let want = wanted.min(hard);
+        if want > soft {
+            let raised = Rlimit {
+                current: Some(want as u64),
+                maximum: limit.maximum,
+            };
+            if setrlimit(Resource::Nofile, raised).is_ok() {
+                guard.0 = Some(limit);
+                have = want;
+            }
         }
     }
     if have >= needed {
-        return (max_connections, None, guard);
+        return NofileFit {
+            cap: max_connections,
+            notice: None,
+            guard,
+            left: have.saturating_sub(in_use).saturating_sub(conns),
+        };
     }
     let fit = have.saturating_sub(in_use + spare) / per_connection.max(1);
     let cap = fit.max(1);
@@ -55,7 +89,12 @@ pub(crate) fn fit_nofile(
             .maximum
             .map_or_else(|| "unlimited".to_owned(), |h| h.to_string()),
     );
-    (cap, Some(notice), guard)
+    NofileFit {
+        cap,
+        notice: Some(notice),
+        guard,
+        left: have.saturating_sub(in_use + cap * per_connection.max(1)),
+    }
 }
 
 fn clamp(v: u64) -> usize {

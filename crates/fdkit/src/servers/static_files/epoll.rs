@@ -110,6 +110,9 @@ impl Epoll<'_> {
             self.accept();
             if self.clock.now >= next_tick {
                 next_tick = self.clock.now + TICK;
+                // Accept once per tick even without an edge: after a failed accept (out of
+                // fds), the clients already in the backlog announce themselves no more.
+                self.listener_ready = true;
                 if !self.stopping && checkpoint().is_err() {
                     self.stop();
                     grace_end = Some(self.clock.now + self.shared.grace);
@@ -159,9 +162,12 @@ impl Epoll<'_> {
                 Err(Errno::AGAIN) => self.listener_ready = false,
                 Err(Errno::INTR | Errno::CONNABORTED | Errno::PROTO | Errno::PERM) => {}
                 Err(e) => {
-                    // Out of fds or memory: the backlog waits until the next round.
-                    (self.shared.log)(&format!("accept: {e} ({} connections open)", self.live));
-                    return;
+                    // Out of fds or memory: the cache gives fds back and accept goes on, or
+                    // the backlog waits for the next tick (`Shared::accept_failed`).
+                    if !self.shared.accept_failed(e, self.live, &mut self.files) {
+                        self.listener_ready = false;
+                        return;
+                    }
                 }
             }
         }

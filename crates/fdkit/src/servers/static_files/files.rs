@@ -8,16 +8,26 @@
 //!
 //! Open files are cached by request path (like nginx's `open_file_cache`): each use of an
 //! entry costs one `fstat` of its fd (size and mtime must not have changed), and every
-//! [`VALID`] one `statat` of its path (the same inode must still be there); a change reopens it. Files up to [`MAP_MAX`] bytes are also mapped (`mmap`, read-only,
+//! [`VALID`] one `statat` of its path (the same inode must still be there); a change reopens it.
+//!
+//! Every cached file holds an fd, so the cache has a budget: what `RLIMIT_NOFILE` leaves after
+//! the connections and a reserve (see `mod.rs`), at most [`CACHE_MAX`]. It counts the cached
+//! files and those a response still sends after they left the cache (their fds stay open until
+//! it ends); a new file that would exceed it evicts the least recently used idle entries. An
+//! `open` that fails with `EMFILE`/`ENFILE` all the same closes idle entries and is tried once
+//! more before the request gets 503; the engines ask for fds back the same way
+//! ([`FileCache::shed`]) when `accept` fails for want of them. See getrlimit(2), open(2).
+//!
+//! Files up to [`MAP_MAX`] bytes are also mapped (`mmap`, read-only,
 //! shared) so their bodies go out in the same `sendmsg` as the head: the kernel copies them
 //! from the page cache into the socket; this process never reads the mapping (so a file
 //! truncated meanwhile makes the send fail with `EFAULT`, never a `SIGBUS` here). Larger
 //! files go out with `sendfile(2)`.
 
+use super::lru::Lru;
 use crate::http::{content_type, format_http_date, resolve_target, Status};
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, ResolveFlags};
 use rustix::io::Errno;
-use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
@@ -31,8 +41,11 @@ use std::time::{Duration, Instant};
 pub(super) const VALID: Duration = Duration::from_secs(1);
 /// The largest file whose body is sent from a mapping (larger: `sendfile`).
 pub(super) const MAP_MAX: u64 = 64 * 1024;
-/// The most cached entries (the cache is emptied when full; entries in use stay alive).
-const CACHE_MAX: usize = 4096;
+/// The most cached entries, whatever the fd budget allows.
+pub(super) const CACHE_MAX: usize = 4096;
+
+/// The fewest idle entries closed when fds run out.
+const SHED_MIN: usize = 16;
 
 static NO_OPENAT2: AtomicBool = AtomicBool::new(false);
 
@@ -138,22 +151,92 @@ struct Cached {
     checked: Instant,
 }
 
+/// The cached entries and the fds they hold, within a budget.
+struct Entries {
+    map: Lru<Box<[u8]>, Cached>,
+    /// Entries no longer cached that a response still holds: their fds are open until it
+    /// drops them, so they count against the budget.
+    held: Vec<Rc<FileEntry>>,
+    /// The most fds the cached and held entries may have open.
+    budget: usize,
+}
+
+impl Entries {
+    /// The fds the cache accounts for.
+    fn fds(&self) -> usize {
+        self.map.len() + self.held.len()
+    }
+
+    /// Forgets the held entries no response holds any more (closing their fds); returns how
+    /// many.
+    fn release_held(&mut self) -> usize {
+        let before = self.held.len();
+        self.held.retain(|e| Rc::strong_count(e) > 1);
+        before - self.held.len()
+    }
+
+    /// Keeps an entry that left the cache counted while a response still holds it.
+    fn retire(&mut self, entry: Rc<FileEntry>) {
+        if Rc::strong_count(&entry) > 1 {
+            self.held.push(entry);
+        }
+    }
+
+    /// Evicts the least recently used idle entries (closing their fds) until one more file
+    /// fits the budget, or no idle entry is left. Entries a response is sending stay: evicting
+    /// one would close nothing (its fd stays open until the response ends) and the next
+    /// request for it would open it again.
+    fn make_room(&mut self) {
+        if self.fds() < self.budget {
+            return;
+        }
+        self.release_held();
+        let over = (self.fds() + 1).saturating_sub(self.budget);
+        self.map
+            .evict_where(over, |c| Rc::strong_count(&c.entry) == 1, drop);
+    }
+
+    /// Closes up to `max` idle cached files (least recently used first) and the held ones no
+    /// longer in use; returns how many fds that freed.
+    fn shed(&mut self, max: usize) -> usize {
+        let freed = self.release_held();
+        freed
+            + self
+                .map
+                .evict_where(max, |c| Rc::strong_count(&c.entry) == 1, drop)
+    }
+}
+
 /// The open-file cache of one engine (single-threaded).
 pub(super) struct FileCache {
     root: Root,
-    map: HashMap<Box<[u8]>, Cached>,
+    entries: Entries,
     key: Vec<u8>,
     scratch: Vec<u8>,
 }
 
 impl FileCache {
-    pub fn new(root: Root) -> FileCache {
+    /// A cache that keeps at most `budget` fds open (capped at [`CACHE_MAX`]; 0 caches
+    /// nothing: each file is opened per request and closed when its response ends).
+    pub fn new(root: Root, budget: usize) -> FileCache {
         FileCache {
             root,
-            map: HashMap::new(),
+            entries: Entries {
+                map: Lru::new(),
+                held: Vec::new(),
+                budget: budget.min(CACHE_MAX),
+            },
             key: Vec::with_capacity(256),
             scratch: Vec::with_capacity(256),
         }
+    }
+
+    /// Closes idle cached files, least recently used first, to give their fds back (the
+    /// engines call it when `accept` fails with `EMFILE`/`ENFILE`); returns how many fds that
+    /// freed (0: none were idle).
+    pub fn shed(&mut self) -> usize {
+        let max = (self.entries.map.len() / 4).max(SHED_MIN);
+        self.entries.shed(max)
     }
 
     /// Resolves the request target and returns its file, from the cache when still valid.
@@ -170,7 +253,7 @@ impl FileCache {
         if t.trailing_slash {
             self.key.push(b'/');
         }
-        if let Some(c) = self.map.get_mut(&self.key[..]) {
+        if let Some(c) = self.entries.map.get_mut(&self.key[..]) {
             // One fstat of the cached fd per request: a file rewritten in place (truncated,
             // grown, touched) must never be answered with a stale length, which the body
             // could not keep. A different file under the name (renamed over) is seen by the
@@ -194,7 +277,9 @@ impl FileCache {
                     return Ok(c.entry.clone());
                 }
             }
-            self.map.remove(&self.key[..]);
+            if let Some(stale) = self.entries.map.remove(&self.key[..]) {
+                self.entries.retire(stale.entry);
+            }
         }
         if t.trailing_slash {
             self.key.pop();
@@ -202,19 +287,25 @@ impl FileCache {
         match self.open(t.trailing_slash) {
             Ok(entry) => {
                 let entry = Rc::new(entry);
-                if self.map.len() >= CACHE_MAX {
-                    self.map.clear();
-                }
                 if t.trailing_slash {
                     self.key.push(b'/');
                 }
-                self.map.insert(
-                    self.key.clone().into_boxed_slice(),
-                    Cached {
-                        entry: entry.clone(),
-                        checked: now,
-                    },
-                );
+                // Counted either way: cached, or held while its response is sent when
+                // responses hold the whole budget (or it is 0). Room is made only now, so
+                // that requests for missing files never evict anything; the file opened
+                // meanwhile is within the reserve the budget leaves.
+                self.entries.make_room();
+                if self.entries.fds() < self.entries.budget {
+                    self.entries.map.insert(
+                        self.key.clone().into_boxed_slice(),
+                        Cached {
+                            entry: entry.clone(),
+                            checked: now,
+                        },
+                    );
+                } else {
+                    self.entries.held.push(entry.clone());
+                }
                 Ok(entry)
             }
             Err(r) => Err((r, t.raw_path, t.query)),
@@ -223,7 +314,7 @@ impl FileCache {
 
     /// Opens `self.key` (a directory's `index.html` when it is one).
     fn open(&mut self, trailing_slash: bool) -> Result<FileEntry, Refusal> {
-        let fd = self.root.open_beneath(&self.key).map_err(refusal)?;
+        let fd = open_or_shed(&self.root, &mut self.entries, &self.key).map_err(refusal)?;
         let mut st = rustix::fs::fstat(&fd).map_err(refusal)?;
         self.scratch.clear();
         self.scratch.extend_from_slice(&self.key);
@@ -235,7 +326,8 @@ impl FileCache {
                 self.scratch.push(b'/');
             }
             self.scratch.extend_from_slice(b"index.html");
-            let index = self.root.open_beneath(&self.scratch).map_err(refusal)?;
+            let index =
+                open_or_shed(&self.root, &mut self.entries, &self.scratch).map_err(refusal)?;
             st = rustix::fs::fstat(&index).map_err(refusal)?;
             index
         } else if trailing_slash {
@@ -270,6 +362,21 @@ impl FileCache {
             ident: ident(&st),
             file_path: self.scratch.clone().into_boxed_slice(),
         })
+    }
+}
+
+/// Opens `rel` beneath the root; when the process is out of fds (`EMFILE`, or the system:
+/// `ENFILE`), closes idle cached files and tries once more. See open(2).
+fn open_or_shed(root: &Root, entries: &mut Entries, rel: &[u8]) -> Result<OwnedFd, Errno> {
+    match root.open_beneath(rel) {
+        Err(e @ (Errno::MFILE | Errno::NFILE)) => {
+            let max = (entries.map.len() / 4).max(SHED_MIN);
+            if entries.shed(max) == 0 {
+                return Err(e);
+            }
+            root.open_beneath(rel)
+        }
+        other => other,
     }
 }
 
@@ -311,4 +418,142 @@ fn refusal(e: Errno) -> Refusal {
         Errno::MFILE | Errno::NFILE | Errno::NOMEM => Status::ServiceUnavailable,
         _ => Status::InternalServerError,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A fresh directory with `n` small files `f0` … and one larger than [`MAP_MAX`] (`big`).
+    fn site(name: &str, n: usize) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("fdkit-files-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        for i in 0..n {
+            std::fs::write(dir.join(format!("f{i}")), format!("file {i}\n")).unwrap();
+        }
+        std::fs::write(dir.join("big"), vec![7u8; MAP_MAX as usize + 1]).unwrap();
+        dir
+    }
+
+    fn cache(dir: &Path, budget: usize) -> FileCache {
+        FileCache::new(Root::open(dir).unwrap(), budget)
+    }
+
+    fn get(c: &mut FileCache, name: &str) -> Rc<FileEntry> {
+        let target = format!("/{name}");
+        match c.lookup(target.as_bytes(), Instant::now()) {
+            Ok(e) => e,
+            Err(_) => panic!("lookup of {target} refused"),
+        }
+    }
+
+    fn cached(c: &FileCache, name: &str) -> bool {
+        c.entries.map.index_has(name.as_bytes())
+    }
+
+    #[test]
+    fn many_distinct_files_stay_within_the_budget() {
+        let dir = site("budget", 100);
+        let mut c = cache(&dir, 10);
+        for round in 0..3 {
+            for i in 0..100 {
+                let e = get(&mut c, &format!("f{i}"));
+                assert_eq!(e.size, format!("file {i}\n").len() as u64, "round {round}");
+                drop(e);
+                assert!(c.entries.fds() <= 10, "{} fds", c.entries.fds());
+            }
+        }
+        assert_eq!(c.entries.map.len(), 10);
+        assert!(c.entries.held.is_empty());
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn the_least_recently_used_file_goes_first() {
+        let dir = site("lru", 5);
+        let mut c = cache(&dir, 3);
+        let a = get(&mut c, "f0");
+        get(&mut c, "f1");
+        get(&mut c, "f2");
+        drop(a);
+        let a = get(&mut c, "f0"); // a hit: f0 is now the most recent, f1 the least
+        get(&mut c, "f3");
+        assert!(!cached(&c, "f1"), "the least recently used is evicted");
+        assert!(cached(&c, "f0") && cached(&c, "f2") && cached(&c, "f3"));
+        assert!(
+            Rc::ptr_eq(&a, &get(&mut c, "f0")),
+            "a cached entry is served again"
+        );
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn files_held_by_responses_count_and_idle_ones_go_first() {
+        let dir = site("held", 6);
+        let mut c = cache(&dir, 3);
+        let a = get(&mut c, "f0"); // held by "a response" throughout
+        get(&mut c, "f1");
+        get(&mut c, "f2");
+        get(&mut c, "f3");
+        // f0 is the least recently used but in use: the idle f1 went instead.
+        assert!(cached(&c, "f0") && !cached(&c, "f1"));
+        let b = get(&mut c, "f2");
+        let d = get(&mut c, "f3");
+        // All three cached files are in use: a new one is served but not cached; it is
+        // held, its fd counted until its response drops it.
+        let e = get(&mut c, "f4");
+        let f = get(&mut c, "f5");
+        assert!(cached(&c, "f0") && cached(&c, "f2") && cached(&c, "f3"));
+        assert_eq!(c.entries.held.len(), 2);
+        assert!(Rc::ptr_eq(&c.entries.held[0], &e) && Rc::ptr_eq(&c.entries.held[1], &f));
+        assert_eq!(c.entries.fds(), 5);
+        // Responses end: the held fds close at the next miss, and the cache is back to budget.
+        drop((a, b, d, e, f));
+        get(&mut c, "f1");
+        assert!(c.entries.held.is_empty());
+        assert_eq!(c.entries.fds(), 3);
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn a_budget_of_zero_caches_nothing() {
+        let dir = site("zero", 2);
+        let mut c = cache(&dir, 0);
+        let a = get(&mut c, "f0");
+        let b = get(&mut c, "f0");
+        assert!(!Rc::ptr_eq(&a, &b), "every request opens the file");
+        assert_eq!(c.entries.map.len(), 0);
+        drop((a, b));
+        let big = get(&mut c, "big");
+        assert!(big.map.is_none() && big.size == MAP_MAX + 1);
+        assert_eq!(c.entries.held.len(), 1, "only the file in use is open");
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn shed_closes_idle_files_only() {
+        let dir = site("shed", 40);
+        let mut c = cache(&dir, 100);
+        let keep = get(&mut c, "f0");
+        for i in 1..40 {
+            get(&mut c, &format!("f{i}"));
+        }
+        assert_eq!(c.entries.map.len(), 40);
+        // At least SHED_MIN, oldest first, never the one in use.
+        assert_eq!(c.shed(), SHED_MIN);
+        assert!(cached(&c, "f0") && !cached(&c, "f1") && cached(&c, "f39"));
+        while c.shed() > 0 {}
+        assert_eq!(c.entries.map.len(), 1);
+        assert!(Rc::ptr_eq(&keep, &get(&mut c, "f0")));
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn the_budget_never_exceeds_cache_max() {
+        let dir = site("max", 0);
+        let c = cache(&dir, usize::MAX);
+        assert_eq!(c.entries.budget, CACHE_MAX);
+        std::fs::remove_dir_all(dir).unwrap();
+    }
 }

@@ -16,6 +16,15 @@
 //! is also a header deadline (a request must be complete within it of its first byte); a
 //! connection cap (connections over it are accepted and closed); request bodies refused (413).
 //!
+//! Fds: `RLIMIT_NOFILE` (per process: each `SO_REUSEPORT` worker fits its own) is shared out
+//! at the start of [`StaticServer::run`]: first the connections (the cap is lowered until
+//! [`SPARE_FDS`] are left), then the open-file cache gets what is left but [`RESERVE_FDS`]
+//! (at most `files::CACHE_MAX`). The soft limit is raised toward all of that when the hard
+//! limit allows. So a full cache and a full connection table never push `accept` into
+//! `EMFILE`; when something else does (the host program's own fds, files held by responses in
+//! flight), the cache gives back idle fds and `accept` is tried again, or accepting pauses
+//! until the next tick (the clients wait in the backlog), never spinning and never for good.
+//!
 //! Stopping: when the checkpoint says stop, the listener closes, idle connections close, and
 //! connections with a response in flight finish it (at most [`GRACE`]) and then close.
 
@@ -25,6 +34,7 @@ mod conn;
 mod epoll;
 mod files;
 mod listener;
+mod lru;
 mod respond;
 mod send;
 mod slab;
@@ -38,11 +48,16 @@ use rustix::io::Errno;
 use std::io;
 use std::net::SocketAddr;
 use std::os::fd::OwnedFd;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-/// Fds kept free beyond one per connection: the listener, the ring or epoll set, the files the
-/// open-file cache holds, and the host program's own.
+/// Fds the connection cap always leaves free (for the cache and the reserve), when it has to
+/// be lowered to fit `RLIMIT_NOFILE`.
 const SPARE_FDS: usize = 256;
+/// Fds never given to the open-file cache: the ring or epoll set, the host program's own,
+/// headroom for `accept`, a directory opened on the way to its `index.html`.
+const RESERVE_FDS: usize = 64;
+/// How often a failing `accept` is logged at most.
+const ACCEPT_LOG_EVERY: Duration = Duration::from_secs(10);
 
 /// How long a stopping server lets responses in flight finish.
 pub const GRACE: Duration = Duration::from_secs(5);
@@ -54,6 +69,35 @@ pub(crate) struct Shared<'a> {
     grace: Duration,
     stats: ServeStats,
     log: &'a mut dyn FnMut(&str),
+    /// When a failing `accept` was last logged.
+    accept_logged: Option<Instant>,
+}
+
+impl Shared<'_> {
+    /// `accept(2)` failed with `e` (not `EAGAIN` nor a client's error). Out of fds
+    /// (`EMFILE`, `ENFILE`): the cache closes idle files, and when that freed any, the caller
+    /// accepts again at once (true). Otherwise (nothing to give back, or out of memory) the
+    /// caller stops accepting until the next tick: the clients wait in the backlog, and the
+    /// loop neither spins on the error nor stops accepting for good. Logged at most every
+    /// [`ACCEPT_LOG_EVERY`]. See accept(2) (`EMFILE`).
+    fn accept_failed(&mut self, e: Errno, live: usize, files: &mut files::FileCache) -> bool {
+        if matches!(e, Errno::MFILE | Errno::NFILE) && files.shed() > 0 {
+            return true;
+        }
+        let now = Instant::now();
+        let due = match self.accept_logged {
+            Some(t) => now.saturating_duration_since(t) >= ACCEPT_LOG_EVERY,
+            None => true,
+        };
+        if due {
+            self.accept_logged = Some(now);
+            (self.log)(&format!(
+                "accept: {} ({live} connections open); trying again every 100 ms",
+                io::Error::from(e)
+            ));
+        }
+        false
+    }
 }
 
 /// A bound static server that has not started serving: the caller learns the real address
@@ -138,11 +182,17 @@ impl StaticServer {
         mut checkpoint: impl FnMut() -> Result<(), Errno>,
         mut log: impl FnMut(&str),
     ) -> io::Result<ServeStats> {
-        let (cap, notice, _nofile) =
-            crate::servers::nofile::fit_nofile(self.config.max_connections, 1, SPARE_FDS);
-        if let Some(n) = notice {
+        let fit = crate::servers::nofile::fit_nofile_with(
+            self.config.max_connections,
+            1,
+            SPARE_FDS,
+            files::CACHE_MAX + RESERVE_FDS,
+        );
+        let (cap, _nofile) = (fit.cap, fit.guard);
+        if let Some(n) = fit.notice {
             log(&n);
         }
+        let cache_budget = fit.left.saturating_sub(RESERVE_FDS);
         let _sigpipe = crate::fd::SigpipeGuard::new();
         let shared = Shared {
             idle: self.config.idle_timeout,
@@ -153,8 +203,9 @@ impl StaticServer {
                 ..ServeStats::default()
             },
             log: &mut log,
+            accept_logged: None,
         };
-        let files = files::FileCache::new(self.root);
+        let files = files::FileCache::new(self.root, cache_budget);
         match self.engine {
             Engine::Epoll => epoll::run(self.listener, files, shared, &mut checkpoint),
             Engine::Uring => {

@@ -318,9 +318,19 @@ impl Uring<'_> {
             self.accept_armed = false;
         }
         if res < 0 {
-            if res != -libc::ECANCELED && res != -libc::ECONNABORTED && res != -libc::EINTR {
-                let e = io::Error::from_raw_os_error(-res);
-                (self.shared.log)(&format!("accept: {e} ({} connections open)", self.live));
+            // An error ends the multishot accept. A client's own error: arm it again now. Out
+            // of fds: the cache gives fds back and it is armed again now, or at the next tick
+            // (`Shared::accept_failed`).
+            let again = match -res {
+                libc::ECANCELED => false,
+                libc::ECONNABORTED | libc::EINTR | libc::EPROTO | libc::EPERM => true,
+                e => {
+                    let e = Errno::from_raw_os_error(e);
+                    self.shared.accept_failed(e, self.live, &mut self.files)
+                }
+            };
+            if again && !self.accept_armed && !self.stopping {
+                self.arm_accept();
             }
             return;
         }
