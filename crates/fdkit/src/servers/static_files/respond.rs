@@ -154,7 +154,8 @@ fn without_content_type(fixed: &[u8]) -> &[u8] {
 
 /// Whether a `Last-Modified` of `mtime` (whole seconds) may serve as a strong validator for
 /// `If-Range`: only when the file's last change is over a second in the past now, so that no
-/// second change within that same second can still come (RFC 9110 §8.8.2.2; Apache's rule).
+/// second change within that same second can still come (RFC 9110 §8.8.2.2; the one-second
+/// rule Apache applies before it calls its ETags strong).
 /// A file changed twice within one second earlier still looks the same by date: clients
 /// resuming downloads should send the `ETag` instead. Read here, off the fast path (vDSO).
 fn date_is_strong(mtime: i64) -> bool {
