@@ -849,7 +849,10 @@ def test_the_connection_ends_when_asked(srv: Serve, request_bytes: bytes) -> Non
     ("request_bytes", "answered"),
     [
         (b"GET /hallo.txt HTTP/1.1\r\nHost: x\r\n\r\n", True),
-        (b"GET /hallo.txt HTTP/1.1\r\nHost: x\r\n\r\nGET /data.bin HTTP/1.1\r\n\r\n", True),
+        (
+            b"GET /hallo.txt HTTP/1.1\r\nHost: x\r\n\r\nGET /data.bin HTTP/1.1\r\nHost: x\r\n\r\n",
+            True,
+        ),
         (b"GET /hallo.txt HTTP/1.1\r\nHost: x\r\n", False),  # the head never completes
         (b"", False),
     ],

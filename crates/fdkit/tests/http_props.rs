@@ -2,8 +2,9 @@
 //! writes reads back the same.
 
 use fdkit::http::{
-    format_http_date, fuzz_one, parse_http_date, parse_range, parse_request, resolve_target,
-    ByteRange, Method, Parsed, Status, Version,
+    evaluate, format_http_date, fuzz_one, parse_http_date, parse_range, parse_request,
+    resolve_target, tag_list_matches, write_location, ByteRange, Comparison, ETag, Method, Parsed,
+    Precondition, Status, Validators, Version,
 };
 use proptest::prelude::*;
 
@@ -56,10 +57,10 @@ proptest! {
         pipelined in proptest::collection::vec(any::<u8>(), 0..64),
     ) {
         let path = format!("/{}", segments.join("/"));
-        let mut head = format!("{name} {path} HTTP/1.{}\r\n", if http10 { 0 } else { 1 });
+        let mut head = format!("{name} {path} HTTP/1.{}\r\nHost: x\r\n", if http10 { 0 } else { 1 });
         for (k, v) in &extra {
             let lower = k.to_ascii_lowercase();
-            if ["connection", "content-length", "transfer-encoding", "range", "if-modified-since"]
+            if ["connection", "content-length", "transfer-encoding", "range", "if-modified-since", "host"]
                 .contains(&lower.as_str()) {
                 continue;
             }
@@ -145,5 +146,125 @@ proptest! {
             ByteRange::Unsatisfiable => prop_assert!(kind != 2 || b == 0 || len == 0),
             ByteRange::Full => prop_assert!(kind == 0 && a > b),
         }
+    }
+
+    #[test]
+    fn early_rejection_is_final(
+        line in "[A-Z]{0,6}[ \x16\x03\x01]{0,2}[ -~]{0,20}( HTTP/1\\.[01])?",
+        junk in proptest::collection::vec(any::<u8>(), 0..24),
+        rest in "(\r\nHost: x)?(\r\n[A-Za-z-]{1,8}: [ -~]{0,10}){0,3}\r\n\r\n",
+        cut in 0usize..200,
+    ) {
+        // Whatever a prefix of a head is refused with, the whole head is refused too: an early
+        // 400 (HTTP/0.9 lines, TLS records) never refuses what would have become valid.
+        let mut buf = line.into_bytes();
+        buf.extend_from_slice(&junk);
+        buf.extend_from_slice(rest.as_bytes());
+        let cut = cut.min(buf.len());
+        if let Parsed::Invalid(early) = parse_request(&buf[..cut]) {
+            let whole = parse_request(&buf);
+            prop_assert!(matches!(whole, Parsed::Invalid(_)), "{:?} then {:?}", early, whole);
+        }
+    }
+
+    #[test]
+    fn redirect_locations_never_leave_the_host(
+        segments in proptest::collection::vec("[ -~]{0,6}", 0..5),
+        query in proptest::option::of("[ -~]{0,12}"),
+        absolute in any::<bool>(),
+    ) {
+        let mut target = if absolute { "http://h".to_string() } else { String::new() };
+        target.push('/');
+        target.push_str(&segments.join("/"));
+        if let Some(q) = &query {
+            target.push('?');
+            target.push_str(q);
+        }
+        if let Ok(t) = resolve_target(target.as_bytes(), &mut Vec::new()) {
+            let mut loc = Vec::new();
+            write_location(t.raw_path, t.query, &mut loc);
+            prop_assert!(loc.starts_with(b"/") && !loc.starts_with(b"//"), "{:?}", loc);
+            prop_assert!(loc.iter().all(|&b| b.is_ascii_graphic()), "{:?}", loc);
+            // The path part ends in "/" and has no empty segment.
+            let path_end = loc.iter().position(|&b| b == b'?').unwrap_or(loc.len());
+            prop_assert!(loc[..path_end].ends_with(b"/"));
+            prop_assert!(!loc[..path_end].windows(2).any(|w| w == b"//"));
+        }
+    }
+
+    #[test]
+    fn tag_lists_match_exactly_when_the_tag_is_in_them(
+        others in proptest::collection::vec(("[!#-~]{0,8}", any::<bool>()), 0..5),
+        ours in proptest::option::of((0usize..6, any::<bool>())),
+        ows in "[ \t]{0,2}",
+        ino in any::<u64>(), size in any::<u64>(), sec in 0i64..1 << 40, nsec in 0i64..1_000_000_000,
+    ) {
+        let etag = ETag::new(ino, size, sec, nsec);
+        let tag = std::str::from_utf8(etag.as_bytes()).unwrap().to_string();
+        prop_assert!(tag.starts_with('"') && tag.ends_with('"') && tag.len() <= fdkit::http::ETAG_MAX);
+        let mut items: Vec<String> = others
+            .iter()
+            .map(|(o, weak)| format!("{}\"{}\"", if *weak { "W/" } else { "" }, o.replace('"', "")))
+            .filter(|t| !t.ends_with(&tag))
+            .collect();
+        if let Some((at, weak)) = ours {
+            items.insert(at.min(items.len()), format!("{}{tag}", if weak { "W/" } else { "" }));
+        }
+        let value = items.join(&format!("{ows},{ows}"));
+        let weak_hit = ours.is_some();
+        let strong_hit = ours.is_some_and(|(_, weak)| !weak);
+        prop_assert_eq!(tag_list_matches(value.as_bytes(), etag.as_bytes(), Comparison::Weak), weak_hit, "{}", value);
+        prop_assert_eq!(tag_list_matches(value.as_bytes(), etag.as_bytes(), Comparison::Strong), strong_hit, "{}", value);
+    }
+
+    #[test]
+    fn preconditions_follow_rfc_9110_13_2_2(
+        if_match in proptest::option::of(0u8..3),      // 0: ours, 1: another, 2: *
+        if_none_match in proptest::option::of(0u8..3),
+        ims in proptest::option::of(-2i64..3),          // date = mtime + delta
+        ius in proptest::option::of(-2i64..3),
+        if_range in proptest::option::of(0u8..4),       // 0: ours, 1: another, 2: same date, 3: other date
+        range in any::<bool>(),
+        head_method in any::<bool>(),
+        date_strong in any::<bool>(),
+        mtime in 1_000_000i64..2_000_000_000,
+    ) {
+        let tag = "\"abc-1-2\"";
+        let tags = |k: u8| match k { 0 => tag.to_string(), 1 => "\"zzz\"".to_string(), _ => "*".to_string() };
+        let date = |d: i64| String::from_utf8(format_http_date((mtime + d) as u64).to_vec()).unwrap();
+        let mut head = format!("{} /f HTTP/1.1\r\nHost: x\r\n", if head_method { "HEAD" } else { "GET" });
+        if let Some(k) = if_match { head.push_str(&format!("If-Match: {}\r\n", tags(k))); }
+        if let Some(k) = if_none_match { head.push_str(&format!("If-None-Match: {}\r\n", tags(k))); }
+        if let Some(d) = ims { head.push_str(&format!("If-Modified-Since: {}\r\n", date(d))); }
+        if let Some(d) = ius { head.push_str(&format!("If-Unmodified-Since: {}\r\n", date(d))); }
+        if let Some(k) = if_range {
+            let v = match k { 0 => tag.to_string(), 1 => "\"zzz\"".to_string(), 2 => date(0), _ => date(-1) };
+            head.push_str(&format!("If-Range: {v}\r\n"));
+        }
+        if range { head.push_str("Range: bytes=0-1\r\n"); }
+        head.push_str("\r\n");
+        let Parsed::Complete(req) = parse_request(head.as_bytes()) else { panic!("{head}") };
+        let got = evaluate(&req, &Validators { etag: tag.as_bytes(), last_modified: mtime }, || date_strong);
+        // The model: RFC 9110 §13.2.2, step by step.
+        let want = (|| {
+            match (if_match, ius) {
+                (Some(1), _) => return Precondition::Failed,
+                (None, Some(d)) if mtime > mtime + d => return Precondition::Failed,
+                _ => {}
+            }
+            match (if_none_match, ims) {
+                (Some(0 | 2), _) => return Precondition::NotModified,
+                (None, Some(d)) if mtime <= mtime + d => return Precondition::NotModified,
+                _ => {}
+            }
+            let honour = match (range, if_range) {
+                (true, Some(0)) => true,
+                (true, Some(2)) => date_strong,
+                (true, Some(_)) => false,
+                _ => true,
+            };
+            Precondition::Proceed { range: honour }
+        })();
+        prop_assert_eq!(got, want, "{}", head);
     }
 }

@@ -204,21 +204,22 @@ fn statuses_and_headers() {
         assert_eq!((st, body.len()), (200, 300_000));
         assert_eq!(body[299_999], (299_999u32 * 7 % 251) as u8);
         let mut c = connect(s);
-        c.write_all(b"PUT /hallo.txt HTTP/1.1\r\n\r\n").unwrap();
+        c.write_all(b"PUT /hallo.txt HTTP/1.1\r\nHost: x\r\n\r\n")
+            .unwrap();
         let (st, h, _) = response(&mut c, false);
         assert_eq!((st, header(&h, "allow")), (405, Some("GET, HEAD")));
         let mut c = connect(s);
-        c.write_all(b"GET /hallo.txt HTTP/1.1\r\nContent-Length: 4\r\n\r\nbody")
+        c.write_all(b"GET /hallo.txt HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\n\r\nbody")
             .unwrap();
         assert_eq!(response(&mut c, false).0, 413);
         let mut c = connect(s);
-        let mut big = b"GET / HTTP/1.1\r\nX: ".to_vec();
+        let mut big = b"GET / HTTP/1.1\r\nHost: x\r\nX: ".to_vec();
         big.resize(9000, b'a');
         big.extend_from_slice(b"\r\n\r\n");
         c.write_all(&big).unwrap();
         assert_eq!(response(&mut c, false).0, 431);
         let mut c = connect(s);
-        c.write_all(b"GET / HTTP/1.1\r\nbad header\r\n\r\n")
+        c.write_all(b"GET / HTTP/1.1\r\nHost: x\r\nbad header\r\n\r\n")
             .unwrap();
         assert_eq!(response(&mut c, false).0, 400);
         let mut c = connect(s);
@@ -243,8 +244,10 @@ fn ranges_and_head() {
         let want: Vec<u8> = (100_000..100_010u32).map(|i| (i * 7 % 251) as u8).collect();
         assert_eq!(body, want);
         let mut c = connect(s);
-        c.write_all(b"HEAD /big.bin HTTP/1.1\r\n\r\nGET /hallo.txt HTTP/1.1\r\n\r\n")
-            .unwrap();
+        c.write_all(
+            b"HEAD /big.bin HTTP/1.1\r\nHost: x\r\n\r\nGET /hallo.txt HTTP/1.1\r\nHost: x\r\n\r\n",
+        )
+        .unwrap();
         let (st, h, body) = response(&mut c, true);
         assert_eq!(
             (st, header(&h, "content-length"), body.len()),
@@ -259,13 +262,16 @@ fn keep_alive_and_pipelining() {
     each_engine("pipelining", Duration::from_secs(30), |s| {
         let mut c = connect(s);
         for _ in 0..3 {
-            c.write_all(b"GET /hallo.txt HTTP/1.1\r\n\r\n").unwrap();
+            c.write_all(b"GET /hallo.txt HTTP/1.1\r\nHost: x\r\n\r\n")
+                .unwrap();
             assert_eq!(response(&mut c, false).2, b"hallo\n");
         }
         let mut batch = Vec::new();
         let targets = ["/hallo.txt", "/missing", "/big.bin", "/sub/", "/hallo.txt"];
         for (i, t) in targets.iter().cycle().take(60).enumerate() {
-            batch.extend_from_slice(format!("GET {t} HTTP/1.1\r\nX-N: {i}\r\n\r\n").as_bytes());
+            batch.extend_from_slice(
+                format!("GET {t} HTTP/1.1\r\nHost: x\r\nX-N: {i}\r\n\r\n").as_bytes(),
+            );
         }
         c.write_all(&batch).unwrap();
         for t in targets.iter().cycle().take(60) {
@@ -277,7 +283,7 @@ fn keep_alive_and_pipelining() {
                 _ => assert_eq!(body, b"<p>sub</p>\n"),
             }
         }
-        c.write_all(b"GET /hallo.txt HTTP/1.1\r\nConnection: close\r\n\r\n")
+        c.write_all(b"GET /hallo.txt HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
             .unwrap();
         let (_, h, _) = response(&mut c, false);
         assert_eq!(header(&h, "connection"), Some("close"));
@@ -341,7 +347,9 @@ fn slow_clients_are_dropped() {
         let mut c = connect(s);
         let started = Instant::now();
         let mut dropped = false;
-        for &b in b"GET /hallo.txt HTTP/1.1\r\nX-Slow: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n" {
+        for &b in
+            b"GET /hallo.txt HTTP/1.1\r\nHost: x\r\nX-Slow: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n"
+        {
             if c.write_all(&[b]).is_err() {
                 dropped = true;
                 break;
@@ -362,7 +370,8 @@ fn slow_clients_are_dropped() {
         assert!(started.elapsed() < Duration::from_secs(3));
         // A silent kept-alive connection is dropped too.
         let mut idle = connect(s);
-        idle.write_all(b"GET /hallo.txt HTTP/1.1\r\n\r\n").unwrap();
+        idle.write_all(b"GET /hallo.txt HTTP/1.1\r\nHost: x\r\n\r\n")
+            .unwrap();
         response(&mut idle, false);
         assert!(eof_within(&mut idle, Duration::from_secs(3)));
     });
@@ -375,11 +384,13 @@ fn graceful_stop_finishes_responses() {
             continue;
         };
         let mut idle = connect(&s);
-        idle.write_all(b"GET /hallo.txt HTTP/1.1\r\n\r\n").unwrap();
+        idle.write_all(b"GET /hallo.txt HTTP/1.1\r\nHost: x\r\n\r\n")
+            .unwrap();
         response(&mut idle, false);
         let mut busy = connect(&s);
         // Not read yet: the 300 KB answer waits in the socket buffers when the stop comes.
-        busy.write_all(b"GET /big.bin HTTP/1.1\r\n\r\n").unwrap();
+        busy.write_all(b"GET /big.bin HTTP/1.1\r\nHost: x\r\n\r\n")
+            .unwrap();
         std::thread::sleep(Duration::from_millis(100));
         let stop = s.stop.clone();
         stop.store(true, Ordering::SeqCst);
@@ -397,7 +408,8 @@ fn many_connections() {
     each_engine("many", Duration::from_secs(30), |s| {
         let mut conns: Vec<TcpStream> = (0..300).map(|_| connect(s)).collect();
         for c in &mut conns {
-            c.write_all(b"GET /hallo.txt HTTP/1.1\r\n\r\n").unwrap();
+            c.write_all(b"GET /hallo.txt HTTP/1.1\r\nHost: x\r\n\r\n")
+                .unwrap();
         }
         for c in &mut conns {
             assert_eq!(response(c, false).2, b"hallo\n");

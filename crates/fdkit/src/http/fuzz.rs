@@ -1,17 +1,25 @@
 //! [`fuzz_one`]: every parser of this module run over one input, with the invariants checked.
 //! The cargo-fuzz target (`fuzz/fuzz_targets/http_request.rs`) and a stable-Rust test drive it.
 
-use super::{parse_http_date, parse_range, parse_request, resolve_target, ByteRange, Parsed};
+use super::{
+    evaluate, parse_http_date, parse_range, parse_request, resolve_target, tag_list_matches,
+    write_location, ByteRange, Comparison, Parsed, Precondition, Validators,
+};
 
-/// Runs the request parser on `data`; for a complete head, resolves its target, parses its
-/// `Range` against a few lengths and its `If-Modified-Since`; also feeds `data` itself to the
-/// range and date parsers. Panics only if an invariant breaks (which is the bug to find).
+/// Runs the request parser on `data`; for a complete head, resolves its target (and builds its
+/// redirect `Location`), parses its `Range` against a few lengths, evaluates its preconditions;
+/// also feeds `data` itself to the range, date and entity-tag parsers. Panics only if an
+/// invariant breaks (which is the bug to find).
 pub fn fuzz_one(data: &[u8]) {
     if let Parsed::Complete(req) = parse_request(data) {
         assert!(req.head_len <= data.len());
         assert!(!req.target.is_empty());
         let mut out = Vec::new();
-        if resolve_target(req.target, &mut out).is_ok() {
+        if let Ok(t) = resolve_target(req.target, &mut out) {
+            let mut location = Vec::new();
+            write_location(t.raw_path, t.query, &mut location);
+            assert!(location.starts_with(b"/") && !location.starts_with(b"//"));
+            assert!(location.iter().all(|&b| b > 0x20 && b < 0x7f));
             assert!(!out.starts_with(b"/"));
             assert!(!out.contains(&0));
             assert!(!out.contains(&b'\\'));
@@ -27,7 +35,26 @@ pub fn fuzz_one(data: &[u8]) {
         if let Some(ims) = req.if_modified_since {
             let _ = parse_http_date(ims);
         }
+        let tag = b"\"1-2-3\"";
+        for last_modified in [0, 784_111_777, i64::MAX] {
+            let v = Validators {
+                etag: tag,
+                last_modified,
+            };
+            let p = evaluate(&req, &v, || true);
+            if req.if_match.is_none()
+                && req.if_none_match.is_none()
+                && req.if_modified_since.is_none()
+                && req.if_unmodified_since.is_none()
+            {
+                assert!(matches!(p, Precondition::Proceed { .. }));
+            }
+            if req.range.is_none() || req.if_range.is_none() {
+                assert!(!matches!(p, Precondition::Proceed { range: false }));
+            }
+        }
     }
+    let _ = tag_list_matches(data, b"\"1-2-3\"", Comparison::Strong);
     let mut out = Vec::new();
     let _ = resolve_target(data, &mut out);
     check_range(data);

@@ -3,6 +3,7 @@
 //! - `request.rs`: [`parse_request`] (request line, headers, limits: 8 KiB and 100 lines).
 //! - `path.rs`: [`resolve_target`] (absolute-form, percent-decoding, the traversal rules).
 //! - `range.rs`: [`parse_range`] (one `bytes=` range; several ranges are served whole).
+//! - `conditional.rs`: [`ETag`] and [`evaluate`] (RFC 9110 §13 preconditions, in order).
 //! - `date.rs`: [`format_http_date`] and [`parse_http_date`] (RFC 7231 IMF-fixdate).
 //! - `mime.rs`: [`content_type`] by file extension.
 //! - `response.rs`: [`Status`] and response heads written into a reused buffer.
@@ -10,6 +11,7 @@
 //!
 //! See RFC 9110 (semantics), RFC 9112 (HTTP/1.1 message syntax), RFC 3986 (URIs).
 
+mod conditional;
 mod date;
 mod fuzz;
 mod mime;
@@ -18,10 +20,14 @@ mod range;
 mod request;
 mod response;
 
+pub use conditional::{
+    evaluate, has_preconditions, if_range_holds, tag_list_matches, Comparison, ETag, Precondition,
+    Validators, ETAG_MAX,
+};
 pub use date::{format_http_date, parse_http_date, HTTP_DATE_LEN};
 pub use fuzz::fuzz_one;
 pub use mime::content_type;
-pub use path::{resolve_target, Target};
+pub use path::{resolve_target, write_location, Target};
 pub use range::{parse_range, ByteRange};
 pub use request::{parse_request, Method, Parsed, Request, Version, MAX_HEADERS, MAX_HEAD_BYTES};
 pub use response::{write_decimal, Status};

@@ -99,6 +99,47 @@ pub fn resolve_target<'a>(target: &'a [u8], out: &mut Vec<u8>) -> Result<Target<
     })
 }
 
+/// Appends the `Location` of the redirect from a directory asked for without its slash:
+/// `raw_path` (a [`Target::raw_path`] that resolved) with its empty segments dropped and `/`
+/// added, then `query`. The result is path-absolute: it starts with exactly one `/`, so a
+/// browser never reads it as a network-path reference (`//host/…`, an open redirect; RFC 3986
+/// §4.2). Bytes a URI may not carry there are percent-encoded; escapes already in the path
+/// (checked by [`resolve_target`]) are kept as sent. See RFC 9110 §10.2.2.
+pub fn write_location(raw_path: &[u8], query: &[u8], out: &mut Vec<u8>) {
+    for segment in raw_path.split(|&b| b == b'/').filter(|s| !s.is_empty()) {
+        out.push(b'/');
+        for &b in segment {
+            push_uri_byte(out, b, is_pchar(b));
+        }
+    }
+    out.push(b'/');
+    if let Some(rest) = query.strip_prefix(b"?") {
+        out.push(b'?');
+        for (i, &b) in rest.iter().enumerate() {
+            let keep = if b == b'%' {
+                matches!(rest.get(i + 1..i + 3), Some(&[h, l]) if hex(h).is_some() && hex(l).is_some())
+            } else {
+                is_pchar(b) || b == b'/' || b == b'?'
+            };
+            push_uri_byte(out, b, keep);
+        }
+    }
+}
+
+/// RFC 3986 `pchar` (unreserved, sub-delims, `:`, `@`), and `%` (escapes were checked).
+fn is_pchar(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"-._~!$&'()*+,;=:@%".contains(&b)
+}
+
+fn push_uri_byte(out: &mut Vec<u8>, b: u8, keep: bool) {
+    if keep {
+        out.push(b);
+    } else {
+        const HEX: &[u8; 16] = b"0123456789ABCDEF";
+        out.extend_from_slice(&[b'%', HEX[usize::from(b >> 4)], HEX[usize::from(b & 15)]]);
+    }
+}
+
 /// The target after `http://` or `https://` (any case), when it has one.
 fn strip_scheme(target: &[u8]) -> Option<&[u8]> {
     for scheme in [&b"http://"[..], b"https://"] {
@@ -153,6 +194,28 @@ mod tests {
         assert_eq!(ok("/%252e%252e/"), ("%2e%2e".into(), true));
         assert_eq!(ok("/.hidden"), (".hidden".into(), false));
         assert_eq!(ok("/a..b"), ("a..b".into(), false));
+    }
+
+    fn location(target: &str) -> String {
+        let t = resolve_target(target.as_bytes(), &mut Vec::new()).unwrap();
+        let mut out = Vec::new();
+        write_location(t.raw_path, t.query, &mut out);
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn redirect_locations_are_path_absolute() {
+        assert_eq!(location("/sub"), "/sub/");
+        assert_eq!(location("//sub"), "/sub/");
+        assert_eq!(location("///sub"), "/sub/");
+        assert_eq!(location("//evil.example//x"), "/evil.example/x/");
+        assert_eq!(location("http://x//sub"), "/sub/");
+        assert_eq!(location("http://x///sub?a=1"), "/sub/?a=1");
+        assert_eq!(location("/a//b?q=/x?y#frag"), "/a/b/?q=/x?y");
+        assert_eq!(location("/a%20b"), "/a%20b/");
+        assert_eq!(location("/caf\u{e9}"), "/caf%C3%A9/");
+        assert_eq!(location("/a\"b<c>"), "/a%22b%3Cc%3E/");
+        assert_eq!(location("/s?x=%zz%41\u{1}"), "/s/?x=%25zz%41%01");
     }
 
     #[test]

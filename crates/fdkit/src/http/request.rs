@@ -2,9 +2,20 @@
 //!
 //! Lines end in CRLF (a bare LF is accepted too, RFC 9112 §2.2); empty lines before the
 //! request line are skipped. Only the headers the static server acts on are kept
-//! (`Connection`, `Content-Length`, `Transfer-Encoding`, `If-Modified-Since`, `Range`); the rest
-//! are checked for syntax and counted. The parser never panics and never allocates.
+//! (`Host`, `Connection`, `Content-Length`, `Transfer-Encoding`, `Range` and the conditional
+//! fields `If-Match`, `If-None-Match`, `If-Modified-Since`, `If-Unmodified-Since`,
+//! `If-Range`); the rest are checked for syntax and counted. The parser never panics and never
+//! allocates.
+//!
+//! `Host` (RFC 9112 §3.2): an HTTP/1.1 request without one, any request with two, or one whose
+//! value is not a `uri-host [":" port]` is refused with 400, as nginx does. A request line that
+//! can never become valid is refused as soon as it is seen, without waiting for the rest of the
+//! head: an HTTP/0.9 line (`GET /`), a TLS ClientHello (first byte 0x16, not a token byte).
 
+use super::conditional::{
+    REPEATED_IF_MATCH, REPEATED_IF_MODIFIED_SINCE, REPEATED_IF_NONE_MATCH, REPEATED_IF_RANGE,
+    REPEATED_IF_UNMODIFIED_SINCE,
+};
 use super::response::Status;
 
 /// The most bytes a request head may take (request line and headers, blank line included).
@@ -46,8 +57,21 @@ pub struct Request<'a> {
     pub keep_alive: bool,
     /// The `If-Modified-Since` value, trimmed.
     pub if_modified_since: Option<&'a [u8]>,
+    /// The `If-Unmodified-Since` value, trimmed.
+    pub if_unmodified_since: Option<&'a [u8]>,
+    /// The first `If-Match` value, trimmed.
+    pub if_match: Option<&'a [u8]>,
+    /// The first `If-None-Match` value, trimmed.
+    pub if_none_match: Option<&'a [u8]>,
+    /// The `If-Range` value, trimmed.
+    pub if_range: Option<&'a [u8]>,
+    /// Which conditional fields came on more than one line (bits private to this module;
+    /// [`crate::http::evaluate`] reads them and rescans `head` for the other lines).
+    pub repeated: u8,
     /// The `Range` value, trimmed.
     pub range: Option<&'a [u8]>,
+    /// The head itself, request line to blank line (leading blank lines excluded).
+    pub head: &'a [u8],
     /// Whether the request announces a body (`Content-Length` > 0 or any `Transfer-Encoding`).
     pub has_body: bool,
     /// Bytes of the buffer this head took (leading blank lines included).
@@ -87,7 +111,7 @@ pub fn parse_request(buf: &[u8]) -> Parsed<'_> {
             if rest.len() > MAX_HEAD_BYTES {
                 return Parsed::Invalid(Status::HeaderFieldsTooLarge);
             }
-            return Parsed::Partial;
+            return partial(rest, lines);
         };
         let line_end = pos + nl;
         let empty = line_end == pos || (line_end == pos + 1 && rest[pos] == b'\r');
@@ -124,6 +148,38 @@ fn next_line<'a>(head: &'a [u8], pos: &mut usize) -> Option<&'a [u8]> {
     Some(line.strip_suffix(b"\r").unwrap_or(line))
 }
 
+/// `Partial`, unless what is buffered of the request line already cannot become valid: then
+/// 400 (or 505) at once, instead of waiting for the header deadline. `rest` starts at the
+/// request line; `lines` counts its complete lines.
+fn partial(rest: &[u8], lines: usize) -> Parsed<'_> {
+    if lines > 0 {
+        // The request line is complete (an HTTP/0.9 `GET /` has no version).
+        let mut pos = 0;
+        if let Some(line) = next_line(rest, &mut pos) {
+            if let Err(status) = parse_request_line(line) {
+                return Parsed::Invalid(status);
+            }
+        }
+        return Parsed::Partial;
+    }
+    // The start of a request line: a method of token bytes (a TLS ClientHello starts with
+    // 0x16), a target, then a prefix of `HTTP/`: the same verdicts the whole line would get.
+    let mut parts = rest.splitn(3, |&b| b == b' ');
+    let method = parts.next().unwrap_or_default();
+    let target = parts.next();
+    let version = parts.next();
+    if !method.iter().all(|&b| is_tchar(b)) || (target.is_some() && method.is_empty()) {
+        return Parsed::Invalid(Status::BadRequest);
+    }
+    if let (Some(target), Some(version)) = (target, version) {
+        let n = version.len().min(5);
+        if target.is_empty() || version[..n] != b"HTTP/"[..n] {
+            return Parsed::Invalid(Status::BadRequest);
+        }
+    }
+    Parsed::Partial
+}
+
 fn parse_head(head: &[u8]) -> Result<Request<'_>, Status> {
     let mut pos = 0;
     let line = next_line(head, &mut pos).ok_or(Status::BadRequest)?;
@@ -134,13 +190,20 @@ fn parse_head(head: &[u8]) -> Result<Request<'_>, Status> {
         version,
         keep_alive: version == Version::Http11,
         if_modified_since: None,
+        if_unmodified_since: None,
+        if_match: None,
+        if_none_match: None,
+        if_range: None,
+        repeated: 0,
         range: None,
+        head,
         has_body: false,
         head_len: 0,
     };
     let mut close = false;
     let mut keep_alive = false;
     let mut content_length: Option<u64> = None;
+    let mut hosts = 0u32;
     while let Some(line) = next_line(head, &mut pos) {
         if line.is_empty() {
             break;
@@ -161,28 +224,67 @@ fn parse_head(head: &[u8]) -> Result<Request<'_>, Status> {
         if value.iter().any(|&b| (b < 0x20 && b != b'\t') || b == 0x7f) {
             return Err(Status::BadRequest);
         }
-        if name.eq_ignore_ascii_case(b"connection") {
-            for token in value.split(|&b| b == b',') {
-                let token = trim(token);
-                if token.eq_ignore_ascii_case(b"close") {
-                    close = true;
-                } else if token.eq_ignore_ascii_case(b"keep-alive") {
-                    keep_alive = true;
+        // Dispatch on the length first: most lines are none of these.
+        match name.len() {
+            4 if name.eq_ignore_ascii_case(b"host") => {
+                hosts += 1;
+                if hosts > 1 || !valid_host(value) {
+                    return Err(Status::BadRequest);
                 }
             }
-        } else if name.eq_ignore_ascii_case(b"content-length") {
-            let n = parse_decimal(value).ok_or(Status::BadRequest)?;
-            if content_length.is_some_and(|m| m != n) {
-                return Err(Status::BadRequest);
+            5 if name.eq_ignore_ascii_case(b"range") => req.range = Some(value),
+            8 if name.eq_ignore_ascii_case(b"if-match") => {
+                keep_first(
+                    &mut req.if_match,
+                    value,
+                    &mut req.repeated,
+                    REPEATED_IF_MATCH,
+                );
             }
-            content_length = Some(n);
-        } else if name.eq_ignore_ascii_case(b"transfer-encoding") {
-            req.has_body = true;
-        } else if name.eq_ignore_ascii_case(b"if-modified-since") {
-            req.if_modified_since = Some(value);
-        } else if name.eq_ignore_ascii_case(b"range") {
-            req.range = Some(value);
+            8 if name.eq_ignore_ascii_case(b"if-range") => {
+                keep_first(
+                    &mut req.if_range,
+                    value,
+                    &mut req.repeated,
+                    REPEATED_IF_RANGE,
+                );
+            }
+            10 if name.eq_ignore_ascii_case(b"connection") => {
+                for token in value.split(|&b| b == b',') {
+                    let token = trim(token);
+                    if token.eq_ignore_ascii_case(b"close") {
+                        close = true;
+                    } else if token.eq_ignore_ascii_case(b"keep-alive") {
+                        keep_alive = true;
+                    }
+                }
+            }
+            13 if name.eq_ignore_ascii_case(b"if-none-match") => {
+                let bit = REPEATED_IF_NONE_MATCH;
+                keep_first(&mut req.if_none_match, value, &mut req.repeated, bit);
+            }
+            14 if name.eq_ignore_ascii_case(b"content-length") => {
+                let n = parse_decimal(value).ok_or(Status::BadRequest)?;
+                if content_length.is_some_and(|m| m != n) {
+                    return Err(Status::BadRequest);
+                }
+                content_length = Some(n);
+            }
+            17 if name.eq_ignore_ascii_case(b"transfer-encoding") => req.has_body = true,
+            17 if name.eq_ignore_ascii_case(b"if-modified-since") => {
+                let bit = REPEATED_IF_MODIFIED_SINCE;
+                keep_first(&mut req.if_modified_since, value, &mut req.repeated, bit);
+            }
+            19 if name.eq_ignore_ascii_case(b"if-unmodified-since") => {
+                let bit = REPEATED_IF_UNMODIFIED_SINCE;
+                keep_first(&mut req.if_unmodified_since, value, &mut req.repeated, bit);
+            }
+            _ => {}
         }
+    }
+    if hosts == 0 && version == Version::Http11 {
+        // RFC 9112 §3.2: a server MUST answer 400 to an HTTP/1.1 request without Host.
+        return Err(Status::BadRequest);
     }
     if content_length.is_some_and(|n| n > 0) {
         req.has_body = true;
@@ -221,6 +323,25 @@ fn parse_request_line(line: &[u8]) -> Result<(Method, &[u8], Version), Status> {
         _ => Method::Other,
     };
     Ok((method, target, version))
+}
+
+/// Keeps the first value of a field and notes (in `repeated`) that it came again.
+fn keep_first<'a>(slot: &mut Option<&'a [u8]>, value: &'a [u8], repeated: &mut u8, bit: u8) {
+    if slot.is_some() {
+        *repeated |= bit;
+    } else {
+        *slot = Some(value);
+    }
+}
+
+/// A `Host` value: `uri-host [ ":" port ]` (RFC 9110 §7.2, RFC 3986 §3.2.2), not empty:
+/// unreserved and sub-delims characters, percent escapes, `:` and the brackets of an IP
+/// literal. Spaces, `/`, `\`, `@`, `?`, `#` and controls are refused.
+fn valid_host(value: &[u8]) -> bool {
+    !value.is_empty()
+        && value
+            .iter()
+            .all(|&b| b.is_ascii_alphanumeric() || b"-._~!$&'()*+,;=%:[]".contains(&b))
 }
 
 /// RFC 9110 §5.6.2 token characters.
@@ -292,23 +413,26 @@ mod tests {
     #[test]
     fn keep_alive_rules() {
         assert!(!complete(b"GET / HTTP/1.0\r\n\r\n").keep_alive);
-        assert!(!complete(b"GET / HTTP/1.1\r\nConnection: close\r\n\r\n").keep_alive);
-        assert!(!complete(b"GET / HTTP/1.1\r\nconnection: Keep-Alive, CLOSE\r\n\r\n").keep_alive);
+        assert!(!complete(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").keep_alive);
+        assert!(
+            !complete(b"GET / HTTP/1.1\r\nHost: x\r\nconnection: Keep-Alive, CLOSE\r\n\r\n")
+                .keep_alive
+        );
         assert!(complete(b"GET / HTTP/1.0\r\nConnection: Keep-Alive\r\n\r\n").keep_alive);
     }
 
     #[test]
     fn bare_lf_and_leading_blank_lines() {
-        let r = complete(b"\r\n\nGET /x HTTP/1.1\nA: b\n\n");
+        let r = complete(b"\r\n\nGET /x HTTP/1.1\nHost: h\n\n");
         assert_eq!(r.target, b"/x");
-        assert_eq!(r.head_len, 25);
+        assert_eq!(r.head_len, 28);
     }
 
     #[test]
     fn bodies_flagged() {
-        assert!(complete(b"GET / HTTP/1.1\r\nContent-Length: 5\r\n\r\n").has_body);
-        assert!(!complete(b"GET / HTTP/1.1\r\nContent-Length: 0\r\n\r\n").has_body);
-        assert!(complete(b"GET / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n").has_body);
+        assert!(complete(b"GET / HTTP/1.0\r\nContent-Length: 5\r\n\r\n").has_body);
+        assert!(!complete(b"GET / HTTP/1.0\r\nContent-Length: 0\r\n\r\n").has_body);
+        assert!(complete(b"GET / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n").has_body);
     }
 
     #[test]
@@ -353,11 +477,101 @@ mod tests {
             parse_request(&many),
             Parsed::Invalid(Status::HeaderFieldsTooLarge)
         );
-        let mut ok = b"GET / HTTP/1.1\r\n".to_vec();
-        for _ in 0..MAX_HEADERS {
+        let mut ok = b"GET / HTTP/1.1\r\nHost: x\r\n".to_vec();
+        for _ in 1..MAX_HEADERS {
             ok.extend_from_slice(b"A: b\r\n");
         }
         ok.extend_from_slice(b"\r\n");
         assert!(matches!(parse_request(&ok), Parsed::Complete(_)));
+    }
+
+    #[test]
+    fn host_rules() {
+        // RFC 9112 §3.2: HTTP/1.1 needs exactly one valid Host; HTTP/1.0 may go without.
+        for bad in [
+            &b"GET / HTTP/1.1\r\n\r\n"[..],
+            b"GET http://h/ HTTP/1.1\r\n\r\n",
+            b"GET / HTTP/1.1\r\nHost: a\r\nHost: a\r\n\r\n",
+            b"GET / HTTP/1.0\r\nHost: a\r\nhost: b\r\n\r\n",
+            b"GET / HTTP/1.1\r\nHost:\r\n\r\n",
+            b"GET / HTTP/1.1\r\nHost: a b\r\n\r\n",
+            b"GET / HTTP/1.1\r\nHost: a/b\r\n\r\n",
+            b"GET / HTTP/1.1\r\nHost: user@a\r\n\r\n",
+            b"GET / HTTP/1.1\r\nHost: a\\b\r\n\r\n",
+        ] {
+            assert_eq!(
+                parse_request(bad),
+                Parsed::Invalid(Status::BadRequest),
+                "{:?}",
+                String::from_utf8_lossy(bad)
+            );
+        }
+        for good in [
+            &b"GET / HTTP/1.0\r\n\r\n"[..],
+            b"GET / HTTP/1.1\r\nHOST: example.com\r\n\r\n",
+            b"GET / HTTP/1.1\r\nHost: 127.0.0.1:8080\r\n\r\n",
+            b"GET / HTTP/1.1\r\nHost: [::1]:80\r\n\r\n",
+            b"GET / HTTP/1.1\r\nHost:  xn--bcher-kva.example \r\n\r\n",
+        ] {
+            assert!(
+                matches!(parse_request(good), Parsed::Complete(_)),
+                "{good:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn hopeless_request_lines_are_refused_before_the_head_ends() {
+        // HTTP/0.9 (no version), a TLS ClientHello, other protocols: 400 at once.
+        for bad in [
+            &b"GET /\r\n"[..],
+            b"GET /index.html\n",
+            b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03",
+            b"\x16",
+            b"SSH-2.0-OpenSSH_9.6\r\n",
+            b"GET / FTP/1.1",
+            b"GET  /",
+            b" GET",
+            b"\r\n\x16\x03",
+        ] {
+            assert_eq!(
+                parse_request(bad),
+                Parsed::Invalid(Status::BadRequest),
+                "{:?}",
+                String::from_utf8_lossy(bad)
+            );
+        }
+        assert_eq!(
+            parse_request(b"GET / HTTP/2.0\r\n"),
+            Parsed::Invalid(Status::VersionNotSupported)
+        );
+        // What may still become a request waits.
+        for partial in [
+            &b""[..],
+            b"G",
+            b"GET",
+            b"GET ",
+            b"GET /a?b=\x01",
+            b"GET / H",
+            b"GET / HTTP/1.1\r",
+            b"GET / HTTP/1.1\r\nHost: x\r\n",
+        ] {
+            assert_eq!(parse_request(partial), Parsed::Partial, "{partial:?}");
+        }
+    }
+
+    #[test]
+    fn conditional_fields_are_kept() {
+        let r = complete(
+            b"GET / HTTP/1.1\r\nHost: x\r\nIf-Match: \"a\"\r\nIF-NONE-MATCH: *\r\n\
+              If-Unmodified-Since: d1\r\nIf-Range: \"b\"\r\nIf-Modified-Since: d2\r\n\
+              If-None-Match: \"c\"\r\n\r\n",
+        );
+        assert_eq!(r.if_match, Some(&b"\"a\""[..]));
+        assert_eq!(r.if_none_match, Some(&b"*"[..]));
+        assert_eq!(r.if_unmodified_since, Some(&b"d1"[..]));
+        assert_eq!(r.if_modified_since, Some(&b"d2"[..]));
+        assert_eq!(r.if_range, Some(&b"\"b\""[..]));
+        assert_eq!(r.repeated, REPEATED_IF_NONE_MATCH);
     }
 }

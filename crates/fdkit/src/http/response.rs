@@ -20,6 +20,8 @@ pub enum Status {
     NotFound,
     /// 405.
     MethodNotAllowed,
+    /// 412.
+    PreconditionFailed,
     /// 413.
     ContentTooLarge,
     /// 416.
@@ -46,6 +48,7 @@ impl Status {
             Status::Forbidden => 403,
             Status::NotFound => 404,
             Status::MethodNotAllowed => 405,
+            Status::PreconditionFailed => 412,
             Status::ContentTooLarge => 413,
             Status::RangeNotSatisfiable => 416,
             Status::HeaderFieldsTooLarge => 431,
@@ -66,6 +69,7 @@ impl Status {
             Status::Forbidden => b"HTTP/1.1 403 Forbidden\r\n",
             Status::NotFound => b"HTTP/1.1 404 Not Found\r\n",
             Status::MethodNotAllowed => b"HTTP/1.1 405 Method Not Allowed\r\n",
+            Status::PreconditionFailed => b"HTTP/1.1 412 Precondition Failed\r\n",
             Status::ContentTooLarge => b"HTTP/1.1 413 Content Too Large\r\n",
             Status::RangeNotSatisfiable => b"HTTP/1.1 416 Range Not Satisfiable\r\n",
             Status::HeaderFieldsTooLarge => b"HTTP/1.1 431 Request Header Fields Too Large\r\n",
@@ -113,12 +117,13 @@ impl Status {
             Status::InternalServerError => 11,
             Status::ServiceUnavailable => 12,
             Status::VersionNotSupported => 13,
+            Status::PreconditionFailed => 14,
         }
     }
 }
 
 /// The error bodies: the status line's code and reason, then LF.
-const BODIES: [&[u8]; 14] = [
+const BODIES: [&[u8]; 15] = [
     b"200 OK\n",
     b"206 Partial Content\n",
     b"301 Moved Permanently\n",
@@ -133,6 +138,7 @@ const BODIES: [&[u8]; 14] = [
     b"500 Internal Server Error\n",
     b"503 Service Unavailable\n",
     b"505 HTTP Version Not Supported\n",
+    b"412 Precondition Failed\n",
 ];
 
 /// Appends `n` in decimal, without allocating.
@@ -162,6 +168,7 @@ mod tests {
             Status::Forbidden,
             Status::NotFound,
             Status::MethodNotAllowed,
+            Status::PreconditionFailed,
             Status::ContentTooLarge,
             Status::RangeNotSatisfiable,
             Status::HeaderFieldsTooLarge,

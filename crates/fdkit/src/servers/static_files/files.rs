@@ -25,7 +25,7 @@
 //! files go out with `sendfile(2)`.
 
 use super::lru::Lru;
-use crate::http::{content_type, format_http_date, resolve_target, Status};
+use crate::http::{content_type, format_http_date, resolve_target, ETag, Status};
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, ResolveFlags};
 use rustix::io::Errno;
 use std::ffi::OsStr;
@@ -122,6 +122,8 @@ pub(super) struct FileEntry {
     pub mtime: i64,
     /// `Content-Type: …\r\nLast-Modified: …\r\nAccept-Ranges: bytes\r\n`.
     pub fixed_head: Box<[u8]>,
+    /// The strong entity tag (inode, size, mtime in ns), formatted once.
+    pub etag: ETag,
     /// Identity for revalidation: device, inode, size, mtime (s, ns).
     ident: (u64, u64, i64, i64, i64),
     /// The opened file's path relative to the root (the index file for directories).
@@ -359,6 +361,7 @@ impl FileCache {
             size,
             mtime: st.st_mtime as i64,
             fixed_head: fixed.into_boxed_slice(),
+            etag: ETag::new(st.st_ino, size, st.st_mtime, st.st_mtime_nsec as i64),
             ident: ident(&st),
             file_path: self.scratch.clone().into_boxed_slice(),
         })
