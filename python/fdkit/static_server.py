@@ -207,7 +207,10 @@ def _worker(
         os.write(wfd, (json.dumps({"stats": stats}) + "\n").encode())
     except BaseException as e:
         with contextlib.suppress(OSError):
-            os.write(wfd, (json.dumps({"error": str(e) or type(e).__name__}) + "\n").encode())
+            report = {"error": str(e) or type(e).__name__}
+            if isinstance(e, OSError) and e.errno is not None:  # rebuilt as is in the parent
+                report.update(errno=e.errno, strerror=e.strerror, filename=e.filename)
+            os.write(wfd, (json.dumps(report) + "\n").encode())
         code = 1
     finally:
         os._exit(code)
@@ -257,11 +260,13 @@ def _supervise(
         if holder is not None:
             holder.close()
             holder = None
-        errors = [r["error"] for r in reports.values() if "error" in r]
+        errors = [r for r in reports.values() if "error" in r]
         if errors:
             forward(signal.SIGTERM, None)
             _reap(children)
-            raise OSError(errors[0])
+            if "errno" in errors[0]:
+                raise OSError(errors[0]["errno"], errors[0]["strerror"], errors[0]["filename"])
+            raise OSError(errors[0]["error"])
         if not forwarded:
             info = next(iter(reports.values()))["ready"]
             on_ready({**info, "workers": workers})

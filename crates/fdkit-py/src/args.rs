@@ -9,6 +9,7 @@ use pyo3::types::{PyBytes, PyString};
 use std::borrow::Cow;
 use std::ffi::{CStr, CString};
 use std::os::fd::{BorrowedFd, RawFd};
+use std::time::Duration;
 
 /// A file descriptor argument: a non-negative `int` that fits a C `int`.
 #[derive(Clone, Copy)]
@@ -103,6 +104,59 @@ pub fn u16_arg(obj: &Bound<'_, PyAny>) -> PyResult<u16> {
 /// [`ranged`] for `i64` arguments (offsets).
 pub fn i64_arg(obj: &Bound<'_, PyAny>) -> PyResult<i64> {
     ranged(obj)
+}
+
+/// The longest timeout or duration an argument may ask for, in seconds: what fits a signed
+/// 64-bit count of nanoseconds (about 292 years), the limit CPython's own timeouts have
+/// (`time.sleep`, `select`). Longer would overflow an `Instant` deadline or a kernel
+/// `timespec` further down.
+pub const MAX_SECONDS: f64 = 9_223_372_036.0;
+
+/// A duration argument in seconds, given as a Python float (PyO3 has already refused a
+/// non-number, naming its type). `zero_ok` says whether 0 is allowed (a wait that returns at
+/// once) or the value must be positive (an idle timeout). Every refusal is a `ValueError`
+/// that names the argument, the value as Python spells it, and the real cause: NaN, below
+/// the minimum, or too large (with the limit).
+pub fn seconds(t: f64, what: &str, zero_ok: bool) -> PyResult<Duration> {
+    let shown = float_repr(t);
+    if t.is_nan() {
+        return Err(PyValueError::new_err(format!(
+            "{what} must be a number of seconds, got {shown}"
+        )));
+    }
+    if t < 0.0 || (t == 0.0 && !zero_ok) {
+        let bound = if zero_ok { ">= 0" } else { "> 0" };
+        return Err(PyValueError::new_err(format!(
+            "{what} must be {bound} seconds, got {shown}"
+        )));
+    }
+    if t > MAX_SECONDS {
+        return Err(PyValueError::new_err(format!(
+            "{what} is too large: {shown} seconds (the limit is {MAX_SECONDS:.0} seconds, \
+             about 292 years)"
+        )));
+    }
+    Ok(Duration::from_secs_f64(t))
+}
+
+/// `repr(t)` as Python writes a float: `1e+300`, `inf`, `nan`, `30.0`.
+fn float_repr(t: f64) -> String {
+    if t.is_nan() {
+        return "nan".into();
+    }
+    if t.is_infinite() {
+        return if t > 0.0 { "inf" } else { "-inf" }.into();
+    }
+    let a = t.abs();
+    if a != 0.0 && !(1e-4..1e16).contains(&a) {
+        // Rust's `{:e}` gives `1e300`; Python writes `1e+300`.
+        let e = format!("{t:e}");
+        return match e.split_once('e') {
+            Some((m, x)) if !x.starts_with('-') => format!("{m}e+{x}"),
+            _ => e,
+        };
+    }
+    format!("{t:?}")
 }
 
 /// A filesystem path: `str` (UTF-8 fast path, else the filesystem encoding with

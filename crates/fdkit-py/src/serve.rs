@@ -16,7 +16,6 @@ use std::io;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
-use std::time::Duration;
 
 /// Adds this family's functions to the native module.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -84,29 +83,45 @@ pub fn serve_static<'py>(
             )))
         }
     };
-    let idle = match Duration::try_from_secs_f64(idle_timeout) {
-        Ok(d) if idle_timeout > 0.0 => d,
-        _ => {
-            return Err(PyValueError::new_err(format!(
-                "idle_timeout must be a positive number of seconds, got {idle_timeout}"
-            )))
-        }
-    };
+    let idle = crate::args::seconds(idle_timeout, "idle_timeout", false)?;
     if let Some(cb) = on_listen {
         if !cb.is_callable() {
             return Err(PyTypeError::new_err("on_listen must be callable"));
         }
     }
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    if host.contains('\0') {
+        // getaddrinfo(3) would read the host only up to the NUL.
+        return Err(PyValueError::new_err(format!(
+            "host must not contain a NUL byte: {}",
+            pyo3::types::PyString::new(py, host).repr()?
+        )));
+    }
+    // The listen address as the user spelled it, for a failed bind: "0.0.0.0:80", "[::1]:80".
+    let listen_at = if host.contains(':') {
+        format!("[{host}]:{port}")
+    } else {
+        format!("{host}:{port}")
+    };
     let host = host.to_owned();
     let server = py
         .detach(|| -> Result<StaticServer, PyErrLater> {
             let addr = resolve(&host, port as u16)?;
+            // The directory is opened first, on its own, as the server will open it: a
+            // failure there names DIR, and an errno from what follows (the socket, bind,
+            // listen) names the address instead: EACCES on port 80 is the port's, not DIR's.
+            check_root(&root).map_err(|e| PyErrLater::Io(e, Some(root.clone())))?;
             let mut config = ServeConfig::new(root.clone(), addr);
             config.engine = engine;
             config.idle_timeout = idle;
             config.max_connections = max_connections as usize;
             config.reuse_port = reuse_port;
-            StaticServer::bind(config).map_err(|e| PyErrLater::Io(e, Some(root.clone())))
+            StaticServer::bind(config).map_err(|e| match e.raw_os_error() {
+                // Only the directory can be missing (it vanished since the check).
+                Some(libc::ENOENT | libc::ENOTDIR) => PyErrLater::Io(e, Some(root.clone())),
+                Some(n) => PyErrLater::Listen(n, listen_at.clone()),
+                None => PyErrLater::Io(e, None),
+            })
         })
         .map_err(PyErrLater::into_py)?;
     if let Some(cb) = on_listen {
@@ -132,12 +147,19 @@ pub fn serve_static<'py>(
 enum PyErrLater {
     Address(String),
     Io(io::Error, Option<PathBuf>),
+    /// The listen socket failed (socket, bind or listen): the errno and the address.
+    Listen(i32, String),
 }
 
 impl PyErrLater {
     fn into_py(self) -> PyErr {
         match self {
             PyErrLater::Address(text) => PyValueError::new_err(text),
+            // OSError(errno, strerror, filename), as `serve_proxy` raises it for its listen
+            // address: "[Errno 98] Address already in use: '127.0.0.1:8000'".
+            PyErrLater::Listen(n, at) => {
+                PyOSError::new_err((n, strerror(Errno::from_raw_os_error(n)), at))
+            }
             PyErrLater::Io(e, path) => match (e.raw_os_error(), path) {
                 (Some(n), Some(p))
                     if n == libc::ENOENT || n == libc::ENOTDIR || n == libc::EACCES =>
@@ -158,8 +180,19 @@ impl PyErrLater {
     }
 }
 
+/// Opens `root` as the server's `Root::open` does (`O_PATH | O_DIRECTORY`, then its real
+/// path), only to see whether it can. See open(2), realpath(3).
+fn check_root(root: &std::path::Path) -> io::Result<()> {
+    use rustix::fs::{Mode, OFlags};
+    drop(rustix::fs::open(
+        root,
+        OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?);
+    std::fs::canonicalize(root).map(drop)
+}
+
 fn resolve(host: &str, port: u16) -> Result<SocketAddr, PyErrLater> {
-    let host = host.trim_start_matches('[').trim_end_matches(']');
     (host, port)
         .to_socket_addrs()
         .map_err(|e| PyErrLater::Address(format!("cannot resolve host {host:?}: {e}")))?
