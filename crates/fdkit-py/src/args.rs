@@ -139,6 +139,33 @@ pub fn seconds(t: f64, what: &str, zero_ok: bool) -> PyResult<Duration> {
     Ok(Duration::from_secs_f64(t))
 }
 
+/// [`seconds`] for a Python object: an `int` or a `float` (anything `float()` takes that is a
+/// number). A wrong type is a `TypeError` naming `what` and the type; an int too large even
+/// for a float is "too large", like any other value over [`MAX_SECONDS`].
+pub fn seconds_arg(obj: &Bound<'_, PyAny>, what: &str, zero_ok: bool) -> PyResult<Duration> {
+    let is_number =
+        obj.is_instance_of::<pyo3::types::PyFloat>() || obj.is_instance_of::<pyo3::types::PyInt>();
+    if !is_number {
+        return Err(PyTypeError::new_err(format!(
+            "{what} must be a number of seconds (int or float), not {}",
+            type_name(obj)
+        )));
+    }
+    match obj.extract::<f64>() {
+        Ok(t) => seconds(t, what, zero_ok),
+        Err(e) if e.is_instance_of::<PyOverflowError>(obj.py()) => {
+            Err(PyValueError::new_err(format!(
+                "{what} is too large: {} seconds (the limit is {MAX_SECONDS:.0} seconds, \
+                 about 292 years)",
+                obj.repr()
+                    .map(|r| r.to_string())
+                    .unwrap_or_else(|_| "?".into())
+            )))
+        }
+        Err(e) => Err(e),
+    }
+}
+
 /// `repr(t)` as Python writes a float: `1e+300`, `inf`, `nan`, `30.0`.
 fn float_repr(t: f64) -> String {
     if t.is_nan() {
@@ -295,5 +322,35 @@ impl Drop for RawBuffer {
         // `RawBuffer` is !Send (raw pointers), so it is only ever dropped on a thread that
         // holds the GIL, as PyBuffer_Release requires.
         unsafe { pyo3::ffi::PyBuffer_Release(&mut *self.0) };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn float_repr_matches_python() {
+        for (t, text) in [
+            (1e300, "1e+300"),
+            (30.0, "30.0"),
+            (0.5, "0.5"),
+            (-1.0, "-1.0"),
+            (0.0, "0.0"),
+            (1e-5, "1e-5"),
+            (9223372037.0, "9223372037.0"),
+            (f64::INFINITY, "inf"),
+            (f64::NEG_INFINITY, "-inf"),
+            (f64::NAN, "nan"),
+        ] {
+            assert_eq!(float_repr(t), text);
+        }
+    }
+
+    #[test]
+    fn max_seconds_fits_an_instant_deadline() {
+        let d = Duration::from_secs_f64(MAX_SECONDS);
+        assert!(std::time::Instant::now().checked_add(d).is_some());
+        assert!(d.as_nanos() <= i64::MAX as u128);
     }
 }

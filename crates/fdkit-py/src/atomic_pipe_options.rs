@@ -97,7 +97,7 @@ pub fn compression(
             ))
         };
         // An int too large for i64 (OverflowError) is out of range, not of the wrong type.
-        let lvl: i64 = level.extract().map_err(|e| {
+        let lvl: i64 = level.extract().map_err(|e: PyErr| {
             if e.is_instance_of::<pyo3::exceptions::PyOverflowError>(level.py()) {
                 out_of_range()
             } else {

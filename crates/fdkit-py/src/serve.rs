@@ -16,6 +16,7 @@ use std::io;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
+use std::time::Duration;
 
 /// Adds this family's functions to the native module.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -37,18 +38,23 @@ const MAX_CONNECTIONS: i64 = 1 << 24;
 /// Bad arguments raise `ValueError`; kernel errors `OSError`; `engine="uring"` where io_uring
 /// cannot serve raises `OSError` naming the reason.
 #[pyfunction]
-#[pyo3(signature = (
-    directory,
-    *,
-    host="127.0.0.1",
-    port=8000,
-    engine="auto",
-    idle_timeout=30.0,
-    max_connections=10000,
-    reuse_port=false,
-    quiet=false,
-    on_listen=None,
-))]
+#[pyo3(
+    signature = (
+        directory,
+        *,
+        host="127.0.0.1",
+        port=8000,
+        engine="auto",
+        idle_timeout=Duration::from_secs(30),
+        max_connections=10000,
+        reuse_port=false,
+        quiet=false,
+        on_listen=None,
+    ),
+    text_signature = "(directory, *, host='127.0.0.1', port=8000, engine='auto', \
+                      idle_timeout=30.0, max_connections=10000, reuse_port=False, quiet=False, \
+                      on_listen=None)"
+)]
 #[allow(clippy::too_many_arguments)]
 pub fn serve_static<'py>(
     py: Python<'py>,
@@ -56,7 +62,7 @@ pub fn serve_static<'py>(
     host: &str,
     #[pyo3(from_py_with = i64_arg)] port: i64,
     engine: &str,
-    idle_timeout: f64,
+    #[pyo3(from_py_with = idle_timeout_arg)] idle_timeout: Duration,
     #[pyo3(from_py_with = i64_arg)] max_connections: i64,
     reuse_port: bool,
     quiet: bool,
@@ -83,7 +89,7 @@ pub fn serve_static<'py>(
             )))
         }
     };
-    let idle = crate::args::seconds(idle_timeout, "idle_timeout", false)?;
+    let idle = idle_timeout;
     if let Some(cb) = on_listen {
         if !cb.is_callable() {
             return Err(PyTypeError::new_err("on_listen must be callable"));
@@ -141,6 +147,11 @@ pub fn serve_static<'py>(
         stats_dict,
         |e| PyErrLater::Io(e, None).into_py(),
     )
+}
+
+/// `idle_timeout`: positive seconds, at most [`crate::args::MAX_SECONDS`].
+fn idle_timeout_arg(obj: &Bound<'_, PyAny>) -> PyResult<Duration> {
+    crate::args::seconds_arg(obj, "idle_timeout", false)
 }
 
 /// A failure found without the GIL, turned into a Python exception once it is back.

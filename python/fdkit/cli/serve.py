@@ -9,23 +9,14 @@ from __future__ import annotations
 
 import argparse
 import errno
-import math
 import os
 import signal
 import sys
 from typing import Any
 
+from fdkit.cli._args import positive
+
 ENGINES = ("auto", "uring", "epoll")
-
-
-def _positive(text: str, what: str, kind: type[int] | type[float]) -> int | float:
-    try:
-        value = kind(text)
-    except ValueError:
-        raise ValueError(f"{what} must be a positive number, got {text!r}") from None
-    if value <= 0 or not math.isfinite(value):
-        raise ValueError(f"{what} must be a positive number, got {text!r}")
-    return value
 
 
 def _listen_text(host: str, port: int) -> str:
@@ -46,9 +37,9 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"--port must be 0..65535, got {args.port!r}") from None
     if not 0 <= port <= 65535:
         raise ValueError(f"--port must be 0..65535, got {args.port!r}")
-    workers = int(_positive(args.workers, "--workers", int))
-    idle = float(_positive(args.idle_timeout, "--idle-timeout", float))
-    max_connections = int(_positive(args.max_connections, "--max-connections", int))
+    workers = int(positive(args.workers, "--workers", int))
+    idle = float(positive(args.idle_timeout, "--idle-timeout", float))
+    max_connections = int(positive(args.max_connections, "--max-connections", int))
     if not os.path.isdir(args.dir):
         raise ValueError(f"not a directory: {args.dir}")
 
