@@ -756,7 +756,10 @@ def test_make_bench_tools_as_a_user_uses_passwordless_sudo(tmp_path: Path) -> No
     assert proc.returncode == 0, proc.stderr
     calls = (tmp_path / "calls").read_text().splitlines()
     missing = " ".join(_missing_packages())
-    assert calls == ["sudo -n true", f"sudo apt-get install -y -qq --no-install-recommends {missing}"]
+    assert calls == [
+        "sudo -n true",
+        f"sudo apt-get install -y -qq --no-install-recommends {missing}",
+    ]
 
 
 @pytest.mark.skipif(MAKE is None, reason="no make")

@@ -1035,9 +1035,7 @@ def test_zstd_level_of_the_wrong_type_names_the_type(level: object, name: str) -
     ],
     ids=str,
 )
-def test_serve_idle_timeout_says_the_real_cause(
-    tmp_path: Path, value: float, message: str
-) -> None:
+def test_serve_idle_timeout_says_the_real_cause(tmp_path: Path, value: float, message: str) -> None:
     from fdkit._fdkit import serve_static
 
     with pytest.raises(ValueError, match=message):
@@ -1062,3 +1060,11 @@ def test_serve_idle_timeout_int_too_large_for_a_float_is_too_large(tmp_path: Pat
     # ints are seconds too: the limit itself is allowed (the bind then fails on the dir)
     with pytest.raises(FileNotFoundError):
         serve_static(str(tmp_path / "nope"), port=0, idle_timeout=9223372036)
+
+
+def test_poll_events_of_the_wrong_type_is_a_type_error(fds: Fds) -> None:
+    r, _ = fds.pipe()
+    with pytest.raises(TypeError, match=r"poll\(\) events must be an int, not str"):
+        fd.poll([(r, "1")], 0)
+    with pytest.raises(ValueError, match=r"poll\(\) events must be in 0\.\.=65535, got 65536"):
+        fd.poll([(r, 65536)], 0)

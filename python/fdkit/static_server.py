@@ -207,7 +207,7 @@ def _worker(
         os.write(wfd, (json.dumps({"stats": stats}) + "\n").encode())
     except BaseException as e:
         with contextlib.suppress(OSError):
-            report = {"error": str(e) or type(e).__name__}
+            report: dict[str, Any] = {"error": str(e) or type(e).__name__}
             if isinstance(e, OSError) and e.errno is not None:  # rebuilt as is in the parent
                 report.update(errno=e.errno, strerror=e.strerror, filename=e.filename)
             os.write(wfd, (json.dumps(report) + "\n").encode())

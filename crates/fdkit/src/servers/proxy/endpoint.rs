@@ -249,7 +249,11 @@ mod tests {
     #[test]
     fn refuses_a_nul_in_the_host() {
         // Never cut at the NUL and resolved as "127.0.0.1" / "localhost".
-        for s in ["127.0.0.1\0.example.com:80", "localhost\0.example.com:80", "[::1\0]:80"] {
+        for s in [
+            "127.0.0.1\0.example.com:80",
+            "localhost\0.example.com:80",
+            "[::1\0]:80",
+        ] {
             let err = Endpoint::resolve(s).unwrap_err();
             assert_eq!(err.kind(), io::ErrorKind::InvalidInput, "{s:?}");
             assert!(err.to_string().contains("NUL"), "{s:?}: {err}");
