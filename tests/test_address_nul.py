@@ -101,8 +101,10 @@ def test_serve_static_refuses_a_nul_in_the_host(tmp_path: os.PathLike[str], host
     with pytest.raises(ValueError, match="NUL") as e:
         serve_static(str(tmp_path), host=host, port=0)
     assert repr(host.strip("[]")) in str(e.value)
-    with pytest.raises(ValueError, match="NUL"):
-        fdkit.serve(tmp_path, host=host, port=0)
+    for workers in (1, 2):
+        with pytest.raises(ValueError, match="NUL") as e:
+            fdkit.serve(tmp_path, host=host, port=0, workers=workers)
+        assert repr(host.strip("[]")) in str(e.value)
 
 
 @pytest.mark.parametrize(

@@ -97,6 +97,8 @@ def _serve(
     ``workers``."""
     if not isinstance(workers, int) or isinstance(workers, bool) or not 1 <= workers <= 1024:
         raise ValueError(f"workers must be 1..=1024, got {workers!r}")
+    if isinstance(host, str) and "\0" in host:  # as serve_static says it, before any fork
+        raise ValueError(f"host must not contain a NUL byte: {host.strip('[]')!r}")
     kwargs: dict[str, Any] = {
         "engine": engine,
         "idle_timeout": idle_timeout,
