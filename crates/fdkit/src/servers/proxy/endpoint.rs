@@ -257,7 +257,10 @@ mod tests {
         ] {
             let err = Endpoint::resolve(s).unwrap_err();
             assert_eq!(err.kind(), io::ErrorKind::InvalidInput, "{s:?}");
-            assert!(err.to_string().contains("the host has a NUL byte"), "{s:?}: {err}");
+            assert!(
+                err.to_string().contains("the host has a NUL byte"),
+                "{s:?}: {err}"
+            );
         }
     }
 }
