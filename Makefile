@@ -14,7 +14,7 @@ RUST_SOURCES := $(shell find crates -name '*.rs' -o -name Cargo.toml 2>/dev/null
 
 .PHONY: help
 help: ## list the targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
 
 $(STAMP_DEPS): requirements-dev.txt
 	python3 -m venv $(VENV)
@@ -30,8 +30,38 @@ $(STAMP_BUILD): $(STAMP_DEPS) $(RUST_SOURCES) pyproject.toml
 setup: $(STAMP_BUILD) ## create .venv, install tools, build the extension (release)
 
 .PHONY: demo
-demo: setup ## set up, then a short tour of every capability against its stdlib baseline
+demo: setup bench-tools ## set up, then a short tour of every capability against its stdlib baseline
 	$(VENV)/bin/fdkit bench --quick
+
+# The serve bench's peers: wrk (the load) and nginx (the baseline), Debian packages. Installed
+# here, by the project's own setup, never by `fdkit bench`. Only what is missing, with apt-get
+# as root or through passwordless sudo; otherwise the command to run is printed and the bench
+# skips those rows. Never fails: `make test` does not need these.
+BENCH_TOOLS := wrk:wrk nginx:nginx
+.PHONY: bench-tools
+bench-tools: ## install wrk and nginx for `fdkit bench serve` when missing (apt-get)
+	@missing=""; \
+	for pair in $(BENCH_TOOLS); do \
+	  tool=$${pair%%:*}; pkg=$${pair#*:}; \
+	  PATH="$$PATH:/usr/sbin:/sbin" command -v $$tool >/dev/null 2>&1 || missing="$$missing $$pkg"; \
+	done; \
+	if [ -z "$$missing" ]; then exit 0; fi; \
+	if ! command -v apt-get >/dev/null 2>&1; then \
+	  echo "bench-tools: missing:$$missing (no apt-get here: install them with your package manager; until then fdkit bench skips their rows)"; \
+	  exit 0; \
+	fi; \
+	if [ "$$(id -u)" = 0 ]; then sudo=""; \
+	elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then sudo="sudo"; \
+	else \
+	  echo "bench-tools: missing:$$missing; to install them run: sudo apt-get install -y$$missing"; \
+	  exit 0; \
+	fi; \
+	echo "bench-tools: installing$$missing (apt-get)"; \
+	export DEBIAN_FRONTEND=noninteractive; \
+	$$sudo apt-get install -y -qq --no-install-recommends $$missing >/dev/null 2>&1 \
+	  || { $$sudo apt-get update -qq >/dev/null 2>&1 \
+	       && $$sudo apt-get install -y -qq --no-install-recommends $$missing >/dev/null; } \
+	  || echo "bench-tools: apt-get could not install$$missing; fdkit bench skips their rows"
 
 .PHONY: lint
 lint: setup ## cargo fmt --check, clippy -D warnings, ruff, mypy stubtest
@@ -48,7 +78,7 @@ test: lint ## set up, lint, then cargo test (core) and pytest (Python API and CL
 	$(PY) -m pytest
 
 .PHONY: bench
-bench: setup ## the full benchmarks (minutes); BENCH="accept" to pick, JSON=1 for JSON
+bench: setup bench-tools ## the full benchmarks (minutes); BENCH="accept" to pick, JSON=1 for JSON
 	$(VENV)/bin/fdkit bench $(BENCH) $(if $(JSON),--json)
 
 .PHONY: fmt

@@ -594,36 +594,218 @@ def test_nginx_config(tmp_path: Path) -> None:
     assert ("user " in conf) == (os.geteuid() == 0)  # run as the current user
 
 
-def test_serve_tiny_installs_nothing(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    monkeypatch.setenv(TINY_ENV, "1")
-    monkeypatch.setattr(serve, "_which", lambda name: None)
-
-    def no_install(*args: object, **kwargs: object) -> None:
+def _no_subprocess(monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(*args: object, **kwargs: object) -> None:
         raise AssertionError(f"the bench tried to run {args}")
 
-    monkeypatch.setattr(subprocess, "run", no_install)
-    assert serve.ensure_tool("wrk", "wrk") is None
-    assert "installs nothing" in capsys.readouterr().err
+    monkeypatch.setattr(subprocess, "run", refuse)
+    monkeypatch.setattr(subprocess, "Popen", refuse)
 
 
-def test_serve_without_root_skips_with_a_note(
+@pytest.mark.parametrize(("uid", "sudo"), [(0, ""), (1000, "sudo ")])
+def test_find_tool_installs_nothing_and_names_the_command(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], uid: int, sudo: str
+) -> None:
+    monkeypatch.delenv(TINY_ENV, raising=False)
+    monkeypatch.setattr(serve, "_which", lambda name: None)
+    monkeypatch.setattr(os, "geteuid", lambda: uid)
+    _no_subprocess(monkeypatch)
+    _common.take_skipped()
+    assert serve.find_tool("nginx", ["serve_vs_nginx_6b", "serve_rps_vs_nginx_6b"]) is None
+    err = capsys.readouterr().err
+    assert "nginx is not installed" in err and f"`{sudo}apt-get install nginx`" in err
+    assert "make bench-tools" in err
+    (sk,) = _common.take_skipped()
+    assert sk.bench == "serve" and sk.ids == ("serve_vs_nginx_6b", "serve_rps_vs_nginx_6b")
+
+
+def test_serve_without_wrk_skips_every_row_it_would_have(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.delenv(TINY_ENV, raising=False)
     monkeypatch.setattr(serve, "_which", lambda name: None)
-    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    _no_subprocess(monkeypatch)
+    _common.take_skipped()
+    assert serve.run(quick=True) == []  # no wrk: nothing runs, nothing fails
+    (sk,) = _common.take_skipped()
+    assert "wrk is not installed" in sk.reason and "apt-get install wrk" in sk.reason
+    assert set(HEADLINES["serve"]) <= set(sk.ids)
+    assert sk.ids == tuple(serve.planned_ids(serve._plan(quick=True)))
+    assert "wrk is not installed" in capsys.readouterr().err
 
-    def no_install(*args: object, **kwargs: object) -> None:
-        raise AssertionError(f"the bench tried to run {args}")
 
-    monkeypatch.setattr(subprocess, "run", no_install)
-    assert serve.ensure_tool("nginx", "nginx") is None
-    err = capsys.readouterr().err
-    assert "cannot be (not root)" in err and "apt-get install nginx" in err
-    assert serve.run(quick=True) == []  # no wrk: the bench is skipped, nothing fails
-    assert "no wrk" in capsys.readouterr().err
+def test_serve_without_nginx_skips_only_the_nginx_rows(
+    tiny_env: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = serve._which
+    monkeypatch.setattr(serve, "_which", lambda name: None if name == "nginx" else real(name))
+    _common.take_skipped()
+    rows = serve.run(quick=True)
+    (sk,) = _common.take_skipped()
+    plan = serve._plan(quick=True)
+    nginx_ids = [i for i in serve.planned_ids(plan) if "_vs_nginx_" in i]
+    assert sk.ids == tuple(nginx_ids) and "nginx is not installed" in sk.reason
+    got = {r.id for r in rows}
+    assert not got & set(nginx_ids)
+    assert got <= set(serve.planned_ids(plan))  # planned_ids knows every id run makes
+    table = report.format_table(rows, [sk])
+    assert "skipped: serve_vs_nginx_6b, serve_epoll_vs_nginx_6b," in table
+    assert f"{len(nginx_ids)} rows skipped" in table.splitlines()[-1]
+    # the JSON keeps its shape: the skipped rows are left out, as before
+    doc = json.loads(report.to_json(rows, {}))
+    assert set(doc) == {"machine", "results"}
+    assert [d["id"] for d in doc["results"]] == [r.id for r in rows]
+
+
+def _fake_bin(
+    tmp_path: Path, uid: int = 0, apt: bool = True, sudo: bool = False, tools: bool = False
+) -> Path:
+    """A PATH holding only fakes: ``apt-get`` (and ``sudo`` when asked) record their argv in
+    ``tmp_path/calls`` and succeed, ``id`` says ``uid``; ``wrk``/``nginx`` when ``tools``."""
+    bin_ = tmp_path / "bin"
+    bin_.mkdir()
+    record = tmp_path / "calls"
+    scripts = {
+        "apt-get": f'echo "apt-get $*" >> {record}',
+        "sudo": f'echo "sudo $*" >> {record}',
+    }
+    if not apt:
+        del scripts["apt-get"]
+    if not sudo:
+        del scripts["sudo"]
+    scripts["id"] = f"echo {uid}"
+    if tools:
+        scripts["wrk"] = scripts["nginx"] = "exit 0"
+    for name, body in scripts.items():
+        f = bin_ / name
+        f.write_text(f"#!/bin/sh\n{body}\n")
+        f.chmod(0o755)
+    return bin_
+
+
+def test_fdkit_bench_never_runs_apt_get(tmp_path: Path) -> None:
+    """The issue: with wrk missing, `fdkit bench serve --quick` ran `apt-get update` and
+    `apt-get install` as root. A fake apt-get first on PATH must never be called; the run
+    says which tool is missing and the command that installs it, and shows the skip."""
+    bin_ = _fake_bin(tmp_path)
+    env = {k: v for k, v in os.environ.items() if k != TINY_ENV}
+    env["PATH"] = str(bin_)  # no wrk here (nginx may still be found in /usr/sbin)
+    proc = subprocess.run(
+        [sys.executable, "-m", "fdkit", "bench", "serve", "--quick"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert not (tmp_path / "calls").exists(), (tmp_path / "calls").read_text()
+    sudo = "" if os.geteuid() == 0 else "sudo "
+    assert f"wrk is not installed; `{sudo}apt-get install wrk`" in proc.stderr
+    assert "skipped: serve_vs_nginx_6b," in proc.stdout
+    assert "rows skipped" in proc.stdout.splitlines()[-1]
+    js = subprocess.run(
+        [sys.executable, "-m", "fdkit", "bench", "serve", "--quick", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        check=False,
+    )
+    assert js.returncode == 0, js.stderr
+    assert json.loads(js.stdout)["results"] == []
+    assert not (tmp_path / "calls").exists()
+
+
+MAKE = shutil.which("make")
+
+
+def _bench_tools(bin_: Path) -> subprocess.CompletedProcess[str]:
+    assert MAKE is not None
+    return subprocess.run(
+        [MAKE, "-s", "-C", str(REPO), "bench-tools"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={"PATH": str(bin_), "HOME": os.environ.get("HOME", "/")},
+        check=False,
+    )
+
+
+def _missing_packages() -> list[str]:
+    """What bench-tools finds missing with PATH = the fake bin (plus the sbin dirs it adds)."""
+    return [
+        pkg
+        for tool, pkg in (("wrk", "wrk"), ("nginx", "nginx"))
+        if shutil.which(tool, path="/nonexistent:/usr/sbin:/sbin") is None
+    ]
+
+
+@pytest.mark.skipif(MAKE is None, reason="no make")
+def test_make_bench_tools_installs_what_is_missing_as_root(tmp_path: Path) -> None:
+    proc = _bench_tools(_fake_bin(tmp_path, uid=0))
+    assert proc.returncode == 0, proc.stderr
+    calls = (tmp_path / "calls").read_text().splitlines()
+    missing = " ".join(_missing_packages())
+    assert calls == [f"apt-get install -y -qq --no-install-recommends {missing}"]
+
+
+@pytest.mark.skipif(MAKE is None, reason="no make")
+def test_make_bench_tools_as_a_user_uses_passwordless_sudo(tmp_path: Path) -> None:
+    proc = _bench_tools(_fake_bin(tmp_path, uid=1000, sudo=True))
+    assert proc.returncode == 0, proc.stderr
+    calls = (tmp_path / "calls").read_text().splitlines()
+    missing = " ".join(_missing_packages())
+    assert calls == [
+        "sudo -n true",
+        f"sudo apt-get install -y -qq --no-install-recommends {missing}",
+    ]
+
+
+@pytest.mark.skipif(MAKE is None, reason="no make")
+def test_make_bench_tools_as_a_user_only_prints_the_command(tmp_path: Path) -> None:
+    proc = _bench_tools(_fake_bin(tmp_path, uid=1000))  # no usable sudo on this PATH
+    assert proc.returncode == 0, proc.stderr
+    assert not (tmp_path / "calls").exists()
+    missing = " ".join(_missing_packages())
+    assert f"to install them run: sudo apt-get install -y {missing}" in proc.stdout
+
+
+@pytest.mark.skipif(MAKE is None, reason="no make")
+def test_make_bench_tools_without_apt_does_not_fail(tmp_path: Path) -> None:
+    proc = _bench_tools(_fake_bin(tmp_path, uid=0, apt=False))
+    assert proc.returncode == 0, proc.stderr
+    assert "no apt-get here" in proc.stdout
+    assert not (tmp_path / "calls").exists()
+
+
+@pytest.mark.skipif(MAKE is None, reason="no make")
+def test_make_bench_tools_with_the_tools_present_does_nothing(tmp_path: Path) -> None:
+    proc = _bench_tools(_fake_bin(tmp_path, uid=0, tools=True))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == ""
+    assert not (tmp_path / "calls").exists()
+
+
+@pytest.mark.skipif(MAKE is None, reason="no make")
+def test_make_test_does_not_need_bench_tools() -> None:
+    """`make test` must work on a machine without apt: it does not depend on bench-tools,
+    while `make demo` and `make bench` do."""
+    assert MAKE is not None
+    plan = subprocess.run(
+        [MAKE, "-p", "-n", "-C", str(REPO), "help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    ).stdout
+    deps = {}
+    for line in plan.splitlines():
+        name, sep, rest = line.partition(":")
+        if sep and name in ("test", "demo", "bench", "lint") and not rest.startswith("="):
+            deps[name] = rest.split()
+    assert "bench-tools" in deps["demo"] and "bench-tools" in deps["bench"]
+    assert "bench-tools" not in deps["test"] and "bench-tools" not in deps["lint"]
 
 
 def test_serve_process_tree_sums_children() -> None:

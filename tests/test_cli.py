@@ -5,8 +5,11 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
+import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -85,3 +88,151 @@ def test_bench_list_names_the_registered_benches() -> None:
     r = run("bench", "--list")
     assert r.returncode == 0
     assert "accept" in r.stdout
+
+
+# ---------------------------------------------------------------------------------------------
+# Issue 9, item 13: a closed stdout (`fdkit doctor | (exec 0<&-)`) ends every command quietly
+
+
+def _with_closed_stdout(cmd: list[str]) -> subprocess.CompletedProcess[bytes]:
+    """Runs ``cmd`` with stdout a pipe whose reader is gone, as after `| head -0`: the first
+    write gets EPIPE."""
+    r, w = os.pipe()
+    os.close(r)
+    try:
+        return subprocess.run(cmd, stdout=w, stderr=subprocess.PIPE, timeout=60, check=False)
+    finally:
+        os.close(w)
+
+
+@pytest.mark.parametrize(
+    "argv", [["doctor"], ["doctor", "--json"], ["bench", "--list"]], ids=" ".join
+)
+@pytest.mark.parametrize("how", ["fdkit", "python -m fdkit"])
+def test_closed_stdout_exits_quietly_with_141(argv: list[str], how: str) -> None:
+    """No "[Errno 32] Broken pipe", no "Exception ignored" from the exit flush: nothing on
+    stderr, and the status a tool killed by SIGPIPE gives (128 + 13)."""
+    cmd = [FDKIT] if how == "fdkit" else [sys.executable, "-m", "fdkit"]
+    proc = _with_closed_stdout([*cmd, *argv])
+    assert proc.stderr == b""
+    assert proc.returncode == 141
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["serve", "--help"], ["--version"]], ids=" ".join)
+def test_closed_stdout_after_help_is_quiet(argv: list[str]) -> None:
+    """argparse swallows the failed write of --help itself (and exits 0); nothing may be left
+    for the exit flush to complain about."""
+    proc = _with_closed_stdout([FDKIT, *argv])
+    assert proc.stderr == b""
+    assert proc.returncode == 0
+
+
+def test_closed_stdout_in_a_shell_pipeline() -> None:
+    """The issue's own spelling: `fdkit doctor | (exec 0<&-)`."""
+    proc = subprocess.run(
+        ["bash", "-c", f"'{FDKIT}' doctor | (exec 0<&-); echo ${{PIPESTATUS[0]}}"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.stderr == ""
+    assert proc.stdout.split() == ["141"]
+
+
+# ---------------------------------------------------------------------------------------------
+# Issue 9, item 13: `fdkit serve` names the listen address when the socket fails, not DIR
+
+
+def _www(tmp_path: Path) -> Path:
+    www = tmp_path / "www"
+    www.mkdir()
+    (www / "a.txt").write_text("a\n")
+    return www
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_serve_address_in_use_names_the_address(tmp_path: Path, workers: str) -> None:
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        r = run("serve", str(_www(tmp_path)), "--port", str(port), "--workers", workers)
+    assert r.returncode == 1
+    assert r.stderr == f"fdkit serve: cannot listen on 127.0.0.1:{port}: Address already in use\n"
+
+
+def test_serve_address_not_available_names_the_address(tmp_path: Path) -> None:
+    # 192.0.2.1 (TEST-NET-1) is on no interface here: bind(2) fails at once with
+    # EADDRNOTAVAIL, and nothing is ever sent to it.
+    r = run("serve", str(_www(tmp_path)), "--host", "192.0.2.1", "--port", "0")
+    assert r.returncode == 1
+    assert r.stderr == (
+        "fdkit serve: cannot listen on 192.0.2.1:0: Cannot assign requested address\n"
+    )
+
+
+def _unprivileged_port_start() -> int:
+    try:
+        with open("/proc/sys/net/ipv4/ip_unprivileged_port_start") as f:
+            return int(f.read())
+    except OSError:
+        return 1024
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to run the command as nobody")
+@pytest.mark.skipif(shutil.which("setpriv") is None, reason="needs setpriv (util-linux)")
+@pytest.mark.skipif(_unprivileged_port_start() <= 80, reason="port 80 is not privileged here")
+def test_serve_port_80_as_non_root_blames_the_port_not_the_directory() -> None:
+    """The issue: `Permission denied: '<DIR>'`; the directory was fine, the bind was not."""
+    www = Path(tempfile.mkdtemp(prefix="fdkit-serve-80-"))  # under /tmp: nobody can reach it
+    try:
+        www.chmod(0o755)
+        (www / "a.txt").write_text("a\n")
+        nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+        proc = subprocess.run(
+            [*nobody, FDKIT, "serve", str(www), "--host", "0.0.0.0", "--port", "80"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    finally:
+        shutil.rmtree(www)
+    assert proc.returncode == 1
+    assert proc.stderr.startswith("fdkit serve: cannot listen on 0.0.0.0:80: Permission denied")
+    assert "below 1024" in proc.stderr
+    assert str(www) not in proc.stderr
+
+
+def test_serve_missing_directory_still_names_the_directory(tmp_path: Path) -> None:
+    r = run("serve", str(tmp_path / "nope"), "--port", "0")
+    assert r.returncode == 1
+    assert str(tmp_path / "nope") in r.stderr
+    assert "cannot listen" not in r.stderr
+
+
+# ---------------------------------------------------------------------------------------------
+# Issue 9, item 13: a duration too large says so, with the limit (not "must be positive, got
+# 1000000000000…")
+
+
+@pytest.mark.parametrize(
+    ("argv", "option"),
+    [
+        (["serve", "{dir}", "--port", "0", "--idle-timeout", "{t}"], "--idle-timeout"),
+        (["proxy", "127.0.0.1:0", "127.0.0.1:9", "--idle-timeout", "{t}"], "--idle-timeout"),
+        (["proxy", "127.0.0.1:0", "127.0.0.1:9", "--connect-timeout", "{t}"], "--connect-timeout"),
+    ],
+    ids=lambda v: v if isinstance(v, str) else v[0],
+)
+@pytest.mark.parametrize("t", ["1e300", "inf", "9223372037"])
+def test_cli_duration_too_large_names_the_limit(
+    tmp_path: Path, argv: list[str], option: str, t: str
+) -> None:
+    r = run(*(a.format(dir=tmp_path, t=t) for a in argv), timeout=30)
+    assert r.returncode in (1, 2)
+    assert r.stderr.splitlines() == [
+        f"fdkit {argv[0]}: {option} is too large: '{t}' seconds "
+        "(the limit is 9223372036 seconds, about 292 years)"
+    ]

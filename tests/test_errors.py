@@ -998,3 +998,73 @@ def test_fuzz_buffers(call: str, x: object) -> None:
                 assert bytes(x)[:n] == b"hello"[:n]  # type: ignore[call-overload]
         except ALLOWED as e:
             assert type(e) in (TypeError, ValueError), repr(e)
+
+
+# ---------------------------------------------------------------------------------------------
+# Issue 9, item 13: range errors say the real cause (an OverflowError is not "not int")
+
+
+@pytest.mark.parametrize("level", [2**63, 2**100, -(2**63) - 1, -(2**100)], ids=str)
+def test_zstd_level_too_large_for_a_c_int_is_out_of_range_not_a_type_error(level: int) -> None:
+    from fdkit.atomic_pipe import AtomicPipe
+
+    with pytest.raises(ValueError, match=rf"zstd level {level} is out of range \(-131072..=22\)"):
+        AtomicPipe.pair(compression="zstd", level=level)
+    r, w = AtomicPipe.pair()
+    with r, w, pytest.raises(ValueError, match=f"zstd level {level} is out of range"):
+        w.set_compression("zstd", level=level)
+
+
+@pytest.mark.parametrize(("level", "name"), [("3", "str"), (1.5, "float"), ([], "list")])
+def test_zstd_level_of_the_wrong_type_names_the_type(level: object, name: str) -> None:
+    from fdkit.atomic_pipe import AtomicPipe
+
+    with pytest.raises(TypeError, match=f"level must be an int, not {name}"):
+        AtomicPipe.pair(compression="zstd", level=level)
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        (1e300, r"idle_timeout is too large: 1e\+300 seconds \(the limit is 9223372036 seconds"),
+        (float("inf"), r"idle_timeout is too large: inf seconds \(the limit is 9223372036"),
+        (9223372037.0, r"idle_timeout is too large: 9223372037.0 seconds"),
+        (float("nan"), r"idle_timeout must be a number of seconds, got nan"),
+        (-1.0, r"idle_timeout must be > 0 seconds, got -1.0"),
+        (0.0, r"idle_timeout must be > 0 seconds, got 0.0"),
+    ],
+    ids=str,
+)
+def test_serve_idle_timeout_says_the_real_cause(tmp_path: Path, value: float, message: str) -> None:
+    from fdkit._fdkit import serve_static
+
+    with pytest.raises(ValueError, match=message):
+        serve_static(str(tmp_path), port=0, idle_timeout=value)
+
+
+@pytest.mark.parametrize(("value", "name"), [("30", "str"), (None, "NoneType"), ([], "list")])
+def test_serve_idle_timeout_of_the_wrong_type_names_the_type(
+    tmp_path: Path, value: object, name: str
+) -> None:
+    from fdkit._fdkit import serve_static
+
+    with pytest.raises(TypeError, match=f"idle_timeout must be a number of seconds .*, not {name}"):
+        serve_static(str(tmp_path), port=0, idle_timeout=value)  # type: ignore[arg-type]
+
+
+def test_serve_idle_timeout_int_too_large_for_a_float_is_too_large(tmp_path: Path) -> None:
+    from fdkit._fdkit import serve_static
+
+    with pytest.raises(ValueError, match=r"idle_timeout is too large: 1000000000.* \(the limit"):
+        serve_static(str(tmp_path), port=0, idle_timeout=10**400)
+    # ints are seconds too: the limit itself is allowed (the bind then fails on the dir)
+    with pytest.raises(FileNotFoundError):
+        serve_static(str(tmp_path / "nope"), port=0, idle_timeout=9223372036)
+
+
+def test_poll_events_of_the_wrong_type_is_a_type_error(fds: Fds) -> None:
+    r, _ = fds.pipe()
+    with pytest.raises(TypeError, match=r"poll\(\) events must be an int, not str"):
+        fd.poll([(r, "1")], 0)
+    with pytest.raises(ValueError, match=r"poll\(\) events must be in 0\.\.=65535, got 65536"):
+        fd.poll([(r, 65536)], 0)

@@ -456,5 +456,5 @@ def test_closed_stdout_exits_quietly(tmp_path: Path) -> None:
         assert proc.stdout is not None and proc.stderr is not None
         assert proc.stdout.readline() == b"message pid=12345 tid=0 len=5: Hello\n"
         proc.stdout.close()  # like `| head -1`
-        assert proc.wait(timeout=10) == 0
+        assert proc.wait(timeout=10) == 141  # 128 + SIGPIPE, as for cat (fdkit.cli.EXIT_EPIPE)
         assert proc.stderr.read() == b""

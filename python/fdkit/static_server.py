@@ -97,6 +97,8 @@ def _serve(
     ``workers``."""
     if not isinstance(workers, int) or isinstance(workers, bool) or not 1 <= workers <= 1024:
         raise ValueError(f"workers must be 1..=1024, got {workers!r}")
+    if isinstance(host, str) and "\0" in host:  # as serve_static says it, before any fork
+        raise ValueError(f"host must not contain a NUL byte: {host.strip('[]')!r}")
     kwargs: dict[str, Any] = {
         "engine": engine,
         "idle_timeout": idle_timeout,
@@ -207,7 +209,10 @@ def _worker(
         os.write(wfd, (json.dumps({"stats": stats}) + "\n").encode())
     except BaseException as e:
         with contextlib.suppress(OSError):
-            os.write(wfd, (json.dumps({"error": str(e) or type(e).__name__}) + "\n").encode())
+            report: dict[str, Any] = {"error": str(e) or type(e).__name__}
+            if isinstance(e, OSError) and e.errno is not None:  # rebuilt as is in the parent
+                report.update(errno=e.errno, strerror=e.strerror, filename=e.filename)
+            os.write(wfd, (json.dumps(report) + "\n").encode())
         code = 1
     finally:
         os._exit(code)
@@ -257,11 +262,13 @@ def _supervise(
         if holder is not None:
             holder.close()
             holder = None
-        errors = [r["error"] for r in reports.values() if "error" in r]
+        errors = [r for r in reports.values() if "error" in r]
         if errors:
             forward(signal.SIGTERM, None)
             _reap(children)
-            raise OSError(errors[0])
+            if "errno" in errors[0]:
+                raise OSError(errors[0]["errno"], errors[0]["strerror"], errors[0]["filename"])
+            raise OSError(errors[0]["error"])
         if not forwarded:
             info = next(iter(reports.values()))["ready"]
             on_ready({**info, "workers": workers})

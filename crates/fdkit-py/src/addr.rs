@@ -26,10 +26,10 @@ use crate::errors::os_error;
 pub fn from_py(obj: &Bound<'_, PyAny>, fd: BorrowedFd<'_>) -> PyResult<SocketAddrAny> {
     if let Ok(s) = obj.cast::<PyString>() {
         let os = s.extract::<std::ffi::OsString>()?;
-        return unix_addr(os.as_bytes());
+        return unix_addr(obj, os.as_bytes());
     }
     if let Ok(b) = obj.cast::<PyBytes>() {
-        return unix_addr(b.as_bytes());
+        return unix_addr(obj, b.as_bytes());
     }
     let Ok(tuple) = obj.cast::<PyTuple>() else {
         return Err(PyTypeError::new_err(format!(
@@ -49,6 +49,14 @@ pub fn from_py(obj: &Bound<'_, PyAny>, fd: BorrowedFd<'_>) -> PyResult<SocketAdd
         .map_err(|_| PyTypeError::new_err("address host must be a str"))?;
     let host_cow = host_str.to_cow()?;
     let host: &str = &host_cow;
+    if host.contains('\0') {
+        // getaddrinfo(3) takes a C string: "127.0.0.1\0.example.com" would resolve as
+        // "127.0.0.1" and slip past a suffix allow-list (CPython's getaddrinfo truncates so).
+        return Err(PyValueError::new_err(format!(
+            "address host must not contain a NUL byte: {}",
+            repr(&host_obj)
+        )));
+    }
     let port = port_arg(&tuple.get_item(1)?)?;
     let flowinfo = if n > 2 {
         u32_arg(&tuple.get_item(2)?, "flowinfo")?
@@ -131,7 +139,18 @@ mod libc_consts {
     pub const AF_INET6: i32 = 10;
 }
 
-fn unix_addr(path: &[u8]) -> PyResult<SocketAddrAny> {
+/// `repr(obj)` for an error message (what the user typed, NULs and all made visible).
+fn repr(obj: &Bound<'_, PyAny>) -> String {
+    obj.repr()
+        .map(|r| r.to_string())
+        .unwrap_or_else(|_| "?".into())
+}
+
+/// An AF_UNIX address from a path's bytes; `obj` is the path as given, for messages. A
+/// leading NUL names the abstract namespace, where every byte counts (NULs included); a
+/// filesystem path with a NUL inside would be cut there by the kernel, so it is refused.
+/// See unix(7).
+fn unix_addr(obj: &Bound<'_, PyAny>, path: &[u8]) -> PyResult<SocketAddrAny> {
     if path.is_empty() {
         // `""` asks the kernel to pick a fresh abstract name (autobind), as in `socket`.
         return Ok(SocketAddrUnix::new_unnamed().into());
@@ -140,7 +159,11 @@ fn unix_addr(path: &[u8]) -> PyResult<SocketAddrAny> {
         Some((0, name)) => SocketAddrUnix::new_abstract_name(name),
         _ => {
             if path.contains(&0) {
-                return Err(PyValueError::new_err("embedded null byte in AF_UNIX path"));
+                return Err(PyValueError::new_err(format!(
+                    "embedded null byte in AF_UNIX path {} (only an abstract name, which \
+                     starts with one, may hold NUL bytes)",
+                    repr(obj)
+                )));
             }
             SocketAddrUnix::new(path)
         }

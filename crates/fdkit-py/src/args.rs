@@ -9,6 +9,7 @@ use pyo3::types::{PyBytes, PyString};
 use std::borrow::Cow;
 use std::ffi::{CStr, CString};
 use std::os::fd::{BorrowedFd, RawFd};
+use std::time::Duration;
 
 /// A file descriptor argument: a non-negative `int` that fits a C `int`.
 #[derive(Clone, Copy)]
@@ -103,6 +104,86 @@ pub fn u16_arg(obj: &Bound<'_, PyAny>) -> PyResult<u16> {
 /// [`ranged`] for `i64` arguments (offsets).
 pub fn i64_arg(obj: &Bound<'_, PyAny>) -> PyResult<i64> {
     ranged(obj)
+}
+
+/// The longest timeout or duration an argument may ask for, in seconds: what fits a signed
+/// 64-bit count of nanoseconds (about 292 years), the limit CPython's own timeouts have
+/// (`time.sleep`, `select`). Longer would overflow an `Instant` deadline or a kernel
+/// `timespec` further down.
+pub const MAX_SECONDS: f64 = 9_223_372_036.0;
+
+/// A duration argument in seconds, given as a Python float (PyO3 has already refused a
+/// non-number, naming its type). `zero_ok` says whether 0 is allowed (a wait that returns at
+/// once) or the value must be positive (an idle timeout). Every refusal is a `ValueError`
+/// that names the argument, the value as Python spells it, and the real cause: NaN, below
+/// the minimum, or too large (with the limit).
+pub fn seconds(t: f64, what: &str, zero_ok: bool) -> PyResult<Duration> {
+    let shown = float_repr(t);
+    if t.is_nan() {
+        return Err(PyValueError::new_err(format!(
+            "{what} must be a number of seconds, got {shown}"
+        )));
+    }
+    if t < 0.0 || (t == 0.0 && !zero_ok) {
+        let bound = if zero_ok { ">= 0" } else { "> 0" };
+        return Err(PyValueError::new_err(format!(
+            "{what} must be {bound} seconds, got {shown}"
+        )));
+    }
+    if t > MAX_SECONDS {
+        return Err(PyValueError::new_err(format!(
+            "{what} is too large: {shown} seconds (the limit is {MAX_SECONDS:.0} seconds, \
+             about 292 years)"
+        )));
+    }
+    Ok(Duration::from_secs_f64(t))
+}
+
+/// [`seconds`] for a Python object: an `int` or a `float` (anything `float()` takes that is a
+/// number). A wrong type is a `TypeError` naming `what` and the type; an int too large even
+/// for a float is "too large", like any other value over [`MAX_SECONDS`].
+pub fn seconds_arg(obj: &Bound<'_, PyAny>, what: &str, zero_ok: bool) -> PyResult<Duration> {
+    let is_number =
+        obj.is_instance_of::<pyo3::types::PyFloat>() || obj.is_instance_of::<pyo3::types::PyInt>();
+    if !is_number {
+        return Err(PyTypeError::new_err(format!(
+            "{what} must be a number of seconds (int or float), not {}",
+            type_name(obj)
+        )));
+    }
+    match obj.extract::<f64>() {
+        Ok(t) => seconds(t, what, zero_ok),
+        Err(e) if e.is_instance_of::<PyOverflowError>(obj.py()) => {
+            Err(PyValueError::new_err(format!(
+                "{what} is too large: {} seconds (the limit is {MAX_SECONDS:.0} seconds, \
+                 about 292 years)",
+                obj.repr()
+                    .map(|r| r.to_string())
+                    .unwrap_or_else(|_| "?".into())
+            )))
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// `repr(t)` as Python writes a float: `1e+300`, `inf`, `nan`, `30.0`.
+fn float_repr(t: f64) -> String {
+    if t.is_nan() {
+        return "nan".into();
+    }
+    if t.is_infinite() {
+        return if t > 0.0 { "inf" } else { "-inf" }.into();
+    }
+    let a = t.abs();
+    if a != 0.0 && !(1e-4..1e16).contains(&a) {
+        // Rust's `{:e}` gives `1e300`; Python writes `1e+300`.
+        let e = format!("{t:e}");
+        return match e.split_once('e') {
+            Some((m, x)) if !x.starts_with('-') => format!("{m}e+{x}"),
+            _ => e,
+        };
+    }
+    format!("{t:?}")
 }
 
 /// A filesystem path: `str` (UTF-8 fast path, else the filesystem encoding with
@@ -241,5 +322,35 @@ impl Drop for RawBuffer {
         // `RawBuffer` is !Send (raw pointers), so it is only ever dropped on a thread that
         // holds the GIL, as PyBuffer_Release requires.
         unsafe { pyo3::ffi::PyBuffer_Release(&mut *self.0) };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn float_repr_matches_python() {
+        for (t, text) in [
+            (1e300, "1e+300"),
+            (30.0, "30.0"),
+            (0.5, "0.5"),
+            (-1.0, "-1.0"),
+            (0.0, "0.0"),
+            (1e-5, "1e-5"),
+            (9223372037.0, "9223372037.0"),
+            (f64::INFINITY, "inf"),
+            (f64::NEG_INFINITY, "-inf"),
+            (f64::NAN, "nan"),
+        ] {
+            assert_eq!(float_repr(t), text);
+        }
+    }
+
+    #[test]
+    fn max_seconds_fits_an_instant_deadline() {
+        let d = Duration::from_secs_f64(MAX_SECONDS);
+        assert!(std::time::Instant::now().checked_add(d).is_some());
+        assert!(d.as_nanos() <= i64::MAX as u128);
     }
 }

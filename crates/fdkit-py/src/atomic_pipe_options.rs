@@ -86,14 +86,26 @@ pub fn compression(
     }
     let mut config = Compression::default();
     if let Some(level) = level.filter(|l| !l.is_none()) {
-        let lvl: i64 = level.extract().map_err(|_| {
-            PyTypeError::new_err(format!("level must be an int, not {}", type_name(level)))
-        })?;
         let (min, max) = (zstd_min_level(), 22);
+        let out_of_range = || {
+            PyValueError::new_err(format!(
+                "zstd level {} is out of range ({min}..={max})",
+                level
+                    .repr()
+                    .map(|r| r.to_string())
+                    .unwrap_or_else(|_| "?".into())
+            ))
+        };
+        // An int too large for i64 (OverflowError) is out of range, not of the wrong type.
+        let lvl: i64 = level.extract().map_err(|e: PyErr| {
+            if e.is_instance_of::<pyo3::exceptions::PyOverflowError>(level.py()) {
+                out_of_range()
+            } else {
+                PyTypeError::new_err(format!("level must be an int, not {}", type_name(level)))
+            }
+        })?;
         if !(min..=max).contains(&lvl) {
-            return Err(PyValueError::new_err(format!(
-                "zstd level {lvl} is out of range ({min}..={max})"
-            )));
+            return Err(out_of_range());
         }
         config.level = lvl as i32;
     }

@@ -278,10 +278,21 @@ pub fn poll<'py>(
             return Err(PyTypeError::new_err("poll() wants (fd, events) pairs"));
         }
         let fd: Fd = pair.get_item(0)?.extract()?;
-        let events: u16 = pair
-            .get_item(1)?
-            .extract()
-            .map_err(|_| PyValueError::new_err("poll() events must be an int in 0..=65535"))?;
+        let events_obj = pair.get_item(1)?;
+        let events: u16 = events_obj.extract().map_err(|e: PyErr| {
+            // An int out of u16's range overflows; anything else is the wrong type.
+            if e.is_instance_of::<pyo3::exceptions::PyOverflowError>(py) {
+                PyValueError::new_err(format!(
+                    "poll() events must be in 0..=65535, got {}",
+                    events_obj.repr().map(|r| r.to_string()).unwrap_or_default()
+                ))
+            } else {
+                PyTypeError::new_err(format!(
+                    "poll() events must be an int, not {}",
+                    crate::args::type_name(&events_obj)
+                ))
+            }
+        })?;
         wanted.push((fd, events));
     }
     let mut pollfds: Vec<PollFd<'_>> = wanted

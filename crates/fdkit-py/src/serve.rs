@@ -38,18 +38,23 @@ const MAX_CONNECTIONS: i64 = 1 << 24;
 /// Bad arguments raise `ValueError`; kernel errors `OSError`; `engine="uring"` where io_uring
 /// cannot serve raises `OSError` naming the reason.
 #[pyfunction]
-#[pyo3(signature = (
-    directory,
-    *,
-    host="127.0.0.1",
-    port=8000,
-    engine="auto",
-    idle_timeout=30.0,
-    max_connections=10000,
-    reuse_port=false,
-    quiet=false,
-    on_listen=None,
-))]
+#[pyo3(
+    signature = (
+        directory,
+        *,
+        host="127.0.0.1",
+        port=8000,
+        engine="auto",
+        idle_timeout=Duration::from_secs(30),
+        max_connections=10000,
+        reuse_port=false,
+        quiet=false,
+        on_listen=None,
+    ),
+    text_signature = "(directory, *, host='127.0.0.1', port=8000, engine='auto', \
+                      idle_timeout=30.0, max_connections=10000, reuse_port=False, quiet=False, \
+                      on_listen=None)"
+)]
 #[allow(clippy::too_many_arguments)]
 pub fn serve_static<'py>(
     py: Python<'py>,
@@ -57,7 +62,7 @@ pub fn serve_static<'py>(
     host: &str,
     #[pyo3(from_py_with = i64_arg)] port: i64,
     engine: &str,
-    idle_timeout: f64,
+    #[pyo3(from_py_with = idle_timeout_arg)] idle_timeout: Duration,
     #[pyo3(from_py_with = i64_arg)] max_connections: i64,
     reuse_port: bool,
     quiet: bool,
@@ -84,29 +89,45 @@ pub fn serve_static<'py>(
             )))
         }
     };
-    let idle = match Duration::try_from_secs_f64(idle_timeout) {
-        Ok(d) if idle_timeout > 0.0 => d,
-        _ => {
-            return Err(PyValueError::new_err(format!(
-                "idle_timeout must be a positive number of seconds, got {idle_timeout}"
-            )))
-        }
-    };
+    let idle = idle_timeout;
     if let Some(cb) = on_listen {
         if !cb.is_callable() {
             return Err(PyTypeError::new_err("on_listen must be callable"));
         }
     }
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    if host.contains('\0') {
+        // getaddrinfo(3) would read the host only up to the NUL.
+        return Err(PyValueError::new_err(format!(
+            "host must not contain a NUL byte: {}",
+            pyo3::types::PyString::new(py, host).repr()?
+        )));
+    }
+    // The listen address as the user spelled it, for a failed bind: "0.0.0.0:80", "[::1]:80".
+    let listen_at = if host.contains(':') {
+        format!("[{host}]:{port}")
+    } else {
+        format!("{host}:{port}")
+    };
     let host = host.to_owned();
     let server = py
         .detach(|| -> Result<StaticServer, PyErrLater> {
             let addr = resolve(&host, port as u16)?;
+            // The directory is opened first, on its own, as the server will open it: a
+            // failure there names DIR, and an errno from what follows (the socket, bind,
+            // listen) names the address instead: EACCES on port 80 is the port's, not DIR's.
+            check_root(&root).map_err(|e| PyErrLater::Io(e, Some(root.clone())))?;
             let mut config = ServeConfig::new(root.clone(), addr);
             config.engine = engine;
             config.idle_timeout = idle;
             config.max_connections = max_connections as usize;
             config.reuse_port = reuse_port;
-            StaticServer::bind(config).map_err(|e| PyErrLater::Io(e, Some(root.clone())))
+            StaticServer::bind(config).map_err(|e| match e.raw_os_error() {
+                // Only the directory can be missing (it vanished since the check).
+                Some(libc::ENOENT | libc::ENOTDIR) => PyErrLater::Io(e, Some(root.clone())),
+                Some(n) => PyErrLater::Listen(n, listen_at.clone()),
+                None => PyErrLater::Io(e, None),
+            })
         })
         .map_err(PyErrLater::into_py)?;
     if let Some(cb) = on_listen {
@@ -128,16 +149,28 @@ pub fn serve_static<'py>(
     )
 }
 
+/// `idle_timeout`: positive seconds, at most [`crate::args::MAX_SECONDS`].
+fn idle_timeout_arg(obj: &Bound<'_, PyAny>) -> PyResult<Duration> {
+    crate::args::seconds_arg(obj, "idle_timeout", false)
+}
+
 /// A failure found without the GIL, turned into a Python exception once it is back.
 enum PyErrLater {
     Address(String),
     Io(io::Error, Option<PathBuf>),
+    /// The listen socket failed (socket, bind or listen): the errno and the address.
+    Listen(i32, String),
 }
 
 impl PyErrLater {
     fn into_py(self) -> PyErr {
         match self {
             PyErrLater::Address(text) => PyValueError::new_err(text),
+            // OSError(errno, strerror, filename), as `serve_proxy` raises it for its listen
+            // address: "[Errno 98] Address already in use: '127.0.0.1:8000'".
+            PyErrLater::Listen(n, at) => {
+                PyOSError::new_err((n, strerror(Errno::from_raw_os_error(n)), at))
+            }
             PyErrLater::Io(e, path) => match (e.raw_os_error(), path) {
                 (Some(n), Some(p))
                     if n == libc::ENOENT || n == libc::ENOTDIR || n == libc::EACCES =>
@@ -158,8 +191,19 @@ impl PyErrLater {
     }
 }
 
+/// Opens `root` as the server's `Root::open` does (`O_PATH | O_DIRECTORY`, then its real
+/// path), only to see whether it can. See open(2), realpath(3).
+fn check_root(root: &std::path::Path) -> io::Result<()> {
+    use rustix::fs::{Mode, OFlags};
+    drop(rustix::fs::open(
+        root,
+        OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?);
+    std::fs::canonicalize(root).map(drop)
+}
+
 fn resolve(host: &str, port: u16) -> Result<SocketAddr, PyErrLater> {
-    let host = host.trim_start_matches('[').trim_end_matches(']');
     (host, port)
         .to_socket_addrs()
         .map_err(|e| PyErrLater::Address(format!("cannot resolve host {host:?}: {e}")))?

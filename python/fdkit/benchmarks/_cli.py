@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 from fdkit import benchmarks
 from fdkit.benchmarks import report
+from fdkit.benchmarks._common import take_skipped
 
 
 def main(argv: Sequence[str] | None = None, names: Sequence[str] = ()) -> int:
@@ -31,5 +32,5 @@ def main(argv: Sequence[str] | None = None, names: Sequence[str] = ()) -> int:
     if args.json:
         print(report.to_json(results, benchmarks.machine_info()))
     else:
-        print(report.format_table(results))
+        print(report.format_table(results, take_skipped()))
     return 0

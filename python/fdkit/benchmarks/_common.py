@@ -102,6 +102,41 @@ def compare(
     )
 
 
+@dataclass(frozen=True)
+class Skipped:
+    """Rows a bench could not produce on this machine (a tool it needs is missing): their ids
+    and why. The table lists them under the rows; the JSON leaves them out, as it always has
+    for rows that cannot run here, so its ``results`` keep one shape."""
+
+    bench: str
+    ids: tuple[str, ...]
+    reason: str
+
+
+_skipped: list[Skipped] = []
+
+
+def skip(bench: str, ids: Sequence[str], reason: str) -> None:
+    """Records ``ids`` of ``bench`` as skipped for ``reason``, and says so on stderr."""
+    if not ids:
+        return
+    _skipped.append(Skipped(bench, tuple(ids), reason))
+    note(f"{bench}: skipping {len(ids)} rows ({', '.join(headline_ids(ids))}...): {reason}")
+
+
+def take_skipped() -> list[Skipped]:
+    """The rows recorded as skipped since the last call (and forgets them)."""
+    out = list(_skipped)
+    _skipped.clear()
+    return out
+
+
+def headline_ids(ids: Sequence[str]) -> list[str]:
+    """The main rows among ``ids``: those that are not a ``_rps``/``_p99``/``_rate``
+    companion of another (to name a skipped group briefly)."""
+    return [i for i in ids if not any(f"{k}_vs_" in i for k in ("_rps", "_p99"))]
+
+
 def note(message: str) -> None:
     """A remark for the person running the bench (stderr, so ``--json`` stays clean)."""
     print(f"fdkit bench: {message}", file=sys.stderr, flush=True)

@@ -7,7 +7,7 @@ import json
 import math
 from collections.abc import Mapping, Sequence
 
-from fdkit.benchmarks._common import Result
+from fdkit.benchmarks._common import Result, Skipped, headline_ids
 
 COLUMNS = ("id", "case", "fdkit", "baseline", "baseline is", "ratio", "goal", "")
 
@@ -45,11 +45,12 @@ def _row(r: Result) -> tuple[str, ...]:
     )
 
 
-def format_table(results: Sequence[Result]) -> str:
+def format_table(results: Sequence[Result], skipped: Sequence[Skipped] = ()) -> str:
     """One aligned table: id, case, fdkit figure, baseline figure and name, ratio, goal, ✓/✗.
 
     ``case`` names the fdkit contender (and the conditions in brackets), ``baseline is`` the
-    contender it is measured against; both figures are in the same unit.
+    contender it is measured against; both figures are in the same unit. Rows that could not
+    run here (``skipped``) follow, one line per cause, after ``skipped:``.
 
     Ratios are "times better than the baseline" (above 1: fdkit wins). A closing line counts
     the goals met.
@@ -68,10 +69,16 @@ def format_table(results: Sequence[Result]) -> str:
             lines.append("  ".join("-" * w for w in widths))
     goals = [r for r in results if r.goal is not None]
     met = sum(1 for r in goals if r.ratio >= (r.goal or 0.0))
+    for sk in skipped:
+        lines.append(
+            f"skipped: {', '.join(headline_ids(sk.ids))} ({len(sk.ids)} rows of {sk.bench}): "
+            f"{sk.reason}"
+        )
     lines.append("")
     lines.append(
         f"ratio = times better than the baseline (above 1: fdkit wins); "
         f"goals met: {met}/{len(goals)}"
+        + (f"; {sum(len(sk.ids) for sk in skipped)} rows skipped (see above)" if skipped else "")
     )
     return "\n".join(lines)
 

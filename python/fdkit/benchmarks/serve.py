@@ -25,14 +25,17 @@ Contenders, all started once, serving the same directory, measured in alternatin
 
 Files: 6 B (``hallo\\n``), 4 KiB, 1 MiB. wrk (Debian package) runs with one thread, 64 and
 256 keep-alive connections, ``--latency``; the servers are pinned to CPU 0 and wrk to CPU 1
-(when there are two CPUs). wrk and nginx are installed with ``apt-get`` when missing and the
-bench runs as root; otherwise their rows are left out with a note. Every server's answer is
+(when there are two CPUs). wrk and nginx are Debian packages this bench never installs (a
+library's command does not change the system): ``make bench-tools`` does, and ``make bench``
+and ``make demo`` run it. When one is missing, the rows that need it are skipped, named in a
+note that gives the command that installs it, and listed as skipped under the table (the
+JSON leaves them out, as it always has for rows that cannot run here). Every server's answer is
 checked (status and body) before it is measured, and wrk's non-2xx count and socket errors
 must be zero.
 
 Modes: full (64 and 256 connections, 3 rounds of 2 s after a 1 s warm-up round), ``--quick``
 (64 connections, the headline contenders only, one 1 s round), tiny (``FDKIT_BENCH_TINY``:
-a small Python load generator instead of wrk, a few hundred requests; nothing is installed).
+a small Python load generator instead of wrk, a few hundred requests).
 """
 
 from __future__ import annotations
@@ -53,7 +56,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fdkit.benchmarks._common import Result, alternate, compare, median, note, pick, tiny
+from fdkit.benchmarks._common import Result, alternate, compare, median, note, pick, skip, tiny
 from fdkit.benchmarks._endpoints import MiB, cpu_between, read_cpu
 
 BENCH = "serve"
@@ -64,7 +67,6 @@ GOAL_HELLO = 1.0  # the Ring hello server: less CPU per request than asyncio
 START_TIMEOUT = 15.0
 STOP_TIMEOUT = 5.0
 SETTLE = 0.05  # seconds after wrk exits before the CPU is read (in-flight work finishes)
-INSTALL_TIMEOUT = 600.0
 
 CPU_UNIT = "us/req"
 RATE_UNIT = "req/s"
@@ -260,45 +262,29 @@ def _which(name: str) -> str | None:
     return shutil.which(name, path=path)
 
 
-_install_tried: set[str] = set()
+#: The Debian package that provides each tool this bench runs (``make bench-tools`` installs
+#: them; the package ``nginx`` rather than ``nginx-light``, which Debian 12 keeps only as a
+#: transitional name and Debian 13 no longer has).
+PACKAGES = {"wrk": "wrk", "nginx": "nginx"}
 
 
-def ensure_tool(name: str, package: str) -> str | None:
-    """The path of ``name``; installs Debian's ``package`` with apt-get when it is missing
-    and the bench runs as root (never at smoke-test size). ``None``, after a note, when it
-    is not there and cannot be installed."""
+def install_command(name: str) -> str:
+    """The command that installs tool ``name`` on a Debian system, for the note."""
+    sudo = "" if os.geteuid() == 0 else "sudo "
+    return f"{sudo}apt-get install {PACKAGES[name]}"
+
+
+def find_tool(name: str, ids: Sequence[str]) -> str | None:
+    """The path of tool ``name``; when it is missing, ``None`` after recording ``ids`` as
+    skipped with a note naming the tool and the command that installs it.
+
+    Nothing is ever installed from here: a library's command does not change the system's
+    packages. The project's ``make bench-tools`` does it (``make bench`` and ``make demo``
+    depend on it)."""
     found = _which(name)
-    if found is not None:
-        return found
-    apt = shutil.which("apt-get")
-    if tiny():
-        note(f"serve: {name} not installed (smoke-test size installs nothing): its rows skipped")
-        return None
-    if os.geteuid() != 0 or apt is None:
-        why = "not root" if os.geteuid() != 0 else "no apt-get"
-        note(f"serve: {name} not installed and cannot be ({why}): its rows skipped; "
-             f"`apt-get install {package}` adds them")  # fmt: skip
-        return None
-    if package not in _install_tried:
-        _install_tried.add(package)
-        note(f"serve: {name} missing, installing the Debian package {package} (once)...")
-        env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-        cmd = [apt, "install", "-y", "-qq", "--no-install-recommends", package]
-        for attempt in range(2):
-            try:
-                if attempt == 1:
-                    subprocess.run([apt, "update", "-qq"], env=env, capture_output=True,
-                                   timeout=INSTALL_TIMEOUT, check=False)  # fmt: skip
-                r = subprocess.run(cmd, env=env, capture_output=True, text=True,
-                                   timeout=INSTALL_TIMEOUT, check=False)  # fmt: skip
-            except (OSError, subprocess.SubprocessError) as e:
-                note(f"serve: apt-get install {package} failed: {e}")
-                break
-            if r.returncode == 0 and _which(name) is not None:
-                break
-        found = _which(name)
     if found is None:
-        note(f"serve: could not install {package}: the rows that need {name} are skipped")
+        skip(BENCH, ids, f"{name} is not installed; `{install_command(name)}` "
+                         "(or `make bench-tools` in a source tree) adds these rows")  # fmt: skip
     return found
 
 
@@ -708,7 +694,7 @@ def _file_servers(stack: contextlib.ExitStack, root: Path, plan: Plan) -> dict[s
         argv = [*fdkit, "--port", str(port), "--engine", engine]
         if (s := _start(stack, key, argv, port, "/hallo.txt", HELLO)) is not None:
             servers[key] = s
-    nginx = ensure_tool("nginx", "nginx")
+    nginx = find_tool("nginx", [i for i in planned_ids(plan) if "_vs_nginx_" in i])
     for key, nopush in (("nginx", False), ("nginx_nopush", True)):
         if nginx is None:
             break
@@ -813,6 +799,36 @@ def _rows(prefix: str, case: str, figs: Figures, me: str, other: str, cpu_goal: 
     ]  # fmt: skip
 
 
+# The row ids, ``kind`` one of "", "_rps", "_p99" (see _rows): a contract, see run.
+FILE_IDS = (
+    "serve{kind}_vs_nginx_{size}{suffix}",
+    "serve_epoll{kind}_vs_nginx_{size}{suffix}",
+    "serve{kind}_vs_asyncio_{size}{suffix}",
+    "serve_epoll{kind}_vs_asyncio_{size}{suffix}",
+)
+HELLO_IDS = "ring_hello{kind}_vs_asyncio{suffix}"
+KINDS = ("", "_rps", "_p99")
+
+
+def _suffix(plan: Plan, conns: int) -> str:
+    return "" if conns == plan.conns[0] else f"_c{conns}"
+
+
+def planned_ids(plan: Plan) -> list[str]:
+    """Every row id ``run`` can produce with ``plan`` when every contender is here."""
+    ids = []
+    for size in FILES:
+        for conns in plan.conns:
+            for pattern in FILE_IDS:
+                if "asyncio" in pattern and not plan.with_asyncio:
+                    continue
+                ids += [pattern.format(kind=k, size=size, suffix=_suffix(plan, conns))
+                        for k in KINDS]  # fmt: skip
+    for conns in plan.conns:
+        ids += [HELLO_IDS.format(kind=k, suffix=_suffix(plan, conns)) for k in KINDS]
+    return ids
+
+
 def run(quick: bool) -> list[Result]:
     """Every file size and connection count, the contenders alternating; then the hello
     servers."""
@@ -820,9 +836,8 @@ def run(quick: bool) -> list[Result]:
     wrk: str | None = None
     load = "python load generator (smoke test)"
     if not tiny():
-        wrk = ensure_tool("wrk", "wrk")
+        wrk = find_tool("wrk", planned_ids(plan))
         if wrk is None:
-            note("serve: no wrk: the serve bench is skipped")
             return []
         load = "wrk -t1"
     rows: list[Result] = []
@@ -831,7 +846,7 @@ def run(quick: bool) -> list[Result]:
         _check_bodies(servers, root)
         for size, (name, _) in FILES.items():
             for conns in plan.conns:
-                suffix = "" if conns == plan.conns[0] else f"_c{conns}"
+                suffix = _suffix(plan, conns)
                 # nginx at its best for the size: tcp_nopush on for the small files, nginx's
                 # default (off) for 1 MiB, where TCP_CORK doubles its CPU per request here
                 chosen = NGINX_CONFIG[size]
@@ -848,25 +863,22 @@ def run(quick: bool) -> list[Result]:
                 cond = f"{size} file, {conns} keep-alive connections, {load}"
                 case_u = f"{LABELS['fdkit']} [{cond}]"
                 case_e = f"{LABELS['epoll']} [{cond}]"
-                rows += _rows(f"serve{{kind}}_vs_nginx_{size}{suffix}", case_u, figs, "fdkit",
-                              "nginx", goal, names)  # fmt: skip
+                ids = [p.replace("{size}{suffix}", f"{size}{suffix}") for p in FILE_IDS]
+                rows += _rows(ids[0], case_u, figs, "fdkit", "nginx", goal, names)
                 epoll_goal = GOAL_EPOLL if headline and size == "4k" else None
-                rows += _rows(f"serve_epoll{{kind}}_vs_nginx_{size}{suffix}", case_e, figs,
-                              "epoll", "nginx", epoll_goal, names)  # fmt: skip
-                rows += _rows(f"serve{{kind}}_vs_asyncio_{size}{suffix}", case_u, figs,
-                              "fdkit", "asyncio", None)  # fmt: skip
-                rows += _rows(f"serve_epoll{{kind}}_vs_asyncio_{size}{suffix}", case_e, figs,
-                              "epoll", "asyncio", None)  # fmt: skip
+                rows += _rows(ids[1], case_e, figs, "epoll", "nginx", epoll_goal, names)
+                rows += _rows(ids[2], case_u, figs, "fdkit", "asyncio", None)
+                rows += _rows(ids[3], case_e, figs, "epoll", "asyncio", None)
         for s in servers.values():
             s.stop()
         hello = _hello_servers(stack)
         for conns in plan.conns:
-            suffix = "" if conns == plan.conns[0] else f"_c{conns}"
+            suffix = _suffix(plan, conns)
             contenders = {k: _measure(wrk, plan, s, "/", conns) for k, s in hello.items()}
             runs = alternate(contenders, plan.rounds, plan.warmup)
             figs = _figures(runs)
             _report(f"hello c{conns}", figs)
             case = f'{LABELS["ring_hello"]} ["hallo\\n", {conns} keep-alive connections, {load}]'
-            rows += _rows(f"ring_hello{{kind}}_vs_asyncio{suffix}", case, figs, "ring_hello",
+            rows += _rows(HELLO_IDS.replace("{suffix}", suffix), case, figs, "ring_hello",
                           "asyncio_hello", GOAL_HELLO if suffix == "" else None)  # fmt: skip
     return rows

@@ -6,6 +6,8 @@ Errors print one clear line on stderr and exit non-zero; ``--help`` works everyw
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import sys
 from collections.abc import Sequence
 
@@ -29,7 +31,30 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+#: The exit status after stdout's reader went away (EPIPE): 128 + SIGPIPE, what the shell
+#: reports for ``cat``, ``grep`` or ``yes`` killed by SIGPIPE in ``... | head -1``. Scripts
+#: under ``set -o pipefail`` already expect it there; 0 would claim the output was all
+#: delivered (it was not), 1 would look like a real failure.
+EXIT_EPIPE = 141
+
+
+def reader_gone() -> int:
+    """stdout's reader went away: stop quietly, as a Unix tool killed by SIGPIPE does.
+
+    Python ignores SIGPIPE, so a write to a closed pipe raises ``BrokenPipeError`` instead of
+    ending the process. What is left in ``sys.stdout``'s buffer would be written again by the
+    interpreter's final flush, which would fail and print "Exception ignored ... BrokenPipeError"
+    and exit 120: fd 1 is pointed at /dev/null first, so that flush succeeds silently (the
+    recipe in the ``signal`` module's documentation). Returns :data:`EXIT_EPIPE`.
+    """
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    return EXIT_EPIPE
+
+
+def _run(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:
@@ -40,7 +65,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("fdkit: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        raise  # handled in main: not an error to print
     except (OSError, ValueError) as e:
         print(f"fdkit {args.command}: {e}", file=sys.stderr)
         return 1
+    return code
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        try:
+            code = _run(argv)
+        finally:
+            # Whatever is still buffered goes out now, where EPIPE can be handled, rather
+            # than in the interpreter's exit flush (also after --help, a SystemExit).
+            if sys.stdout is not None:
+                sys.stdout.flush()
+    except BrokenPipeError:
+        return reader_gone()
     return code

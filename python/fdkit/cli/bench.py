@@ -14,6 +14,7 @@ from typing import Any
 def run(args: argparse.Namespace) -> int:
     from fdkit import benchmarks
     from fdkit.benchmarks import report
+    from fdkit.benchmarks._common import take_skipped
 
     if args.list:
         for name, b in benchmarks.BENCHES.items():
@@ -30,7 +31,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(report.to_json(results, benchmarks.machine_info()))
     else:
-        print(report.format_table(results))
+        print(report.format_table(results, take_skipped()))
     return 0
 
 

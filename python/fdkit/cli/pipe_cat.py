@@ -268,10 +268,11 @@ def run(args: argparse.Namespace) -> int:
                     out.write(counts.summary(args.json).encode() + b"\n")
                 out.flush()
     except BrokenPipeError:
-        # The reader of our output went away (`| head`): nothing more to say, and no error.
-        # Everything went through `out`, so the interpreter's last flush of sys.stdout has
-        # nothing to write and stays quiet too.
-        return 0
+        # The reader of our output went away (`| head`): quiet, with the status every fdkit
+        # command gives then (see fdkit.cli.EXIT_EPIPE).
+        from fdkit.cli import reader_gone
+
+        return reader_gone()
     except KeyboardInterrupt:
         return 130
     except OSError as e:

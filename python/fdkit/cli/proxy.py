@@ -10,12 +10,13 @@ connection are closed, a summary line is printed, and the exit code is 0.
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import signal
 import sys
 from types import FrameType
 from typing import Any
+
+from fdkit.cli._args import positive
 
 ADDRESS_HELP = "HOST:PORT, [V6]:PORT, unix:/PATH or unix:@NAME (abstract)"
 
@@ -26,16 +27,6 @@ class _Terminated(KeyboardInterrupt):
 
 def _on_sigterm(signum: int, frame: FrameType | None) -> None:
     raise _Terminated
-
-
-def _number(text: str, what: str, kind: type[int] | type[float]) -> int | float:
-    try:
-        value = kind(text)
-    except ValueError:
-        raise ValueError(f"{what} must be a positive number, got {text!r}") from None
-    if value <= 0 or not math.isfinite(value):
-        raise ValueError(f"{what} must be a positive number, got {text!r}")
-    return value
 
 
 def _size(text: str) -> int:
@@ -63,13 +54,13 @@ def run(args: argparse.Namespace) -> int:
     from fdkit._fdkit import serve_proxy
 
     try:
-        max_connections = int(_number(args.max_connections, "--max-connections", int))
+        max_connections = int(positive(args.max_connections, "--max-connections", int))
         idle = (
             None
             if args.idle_timeout is None
-            else _number(args.idle_timeout, "--idle-timeout", float)
+            else positive(args.idle_timeout, "--idle-timeout", float)
         )
-        connect = _number(args.connect_timeout, "--connect-timeout", float)
+        connect = positive(args.connect_timeout, "--connect-timeout", float)
         pipe_size = None if args.pipe_size is None else _size(args.pipe_size)
     except ValueError as e:
         print(f"fdkit proxy: {e}", file=sys.stderr)

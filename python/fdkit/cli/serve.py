@@ -8,23 +8,22 @@ the workers; SIGINT and SIGTERM stop it gracefully with a one-line summary and e
 from __future__ import annotations
 
 import argparse
-import math
+import errno
 import os
 import signal
 import sys
 from typing import Any
 
+from fdkit.cli._args import positive
+
 ENGINES = ("auto", "uring", "epoll")
 
 
-def _positive(text: str, what: str, kind: type[int] | type[float]) -> int | float:
-    try:
-        value = kind(text)
-    except ValueError:
-        raise ValueError(f"{what} must be a positive number, got {text!r}") from None
-    if value <= 0 or not math.isfinite(value):
-        raise ValueError(f"{what} must be a positive number, got {text!r}")
-    return value
+def _listen_text(host: str, port: int) -> str:
+    """The listen address as ``serve_static`` names it in an error: ``HOST:PORT``,
+    ``[V6]:PORT``."""
+    host = host.lstrip("[").rstrip("]")
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
 def run(args: argparse.Namespace) -> int:
@@ -38,9 +37,9 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"--port must be 0..65535, got {args.port!r}") from None
     if not 0 <= port <= 65535:
         raise ValueError(f"--port must be 0..65535, got {args.port!r}")
-    workers = int(_positive(args.workers, "--workers", int))
-    idle = float(_positive(args.idle_timeout, "--idle-timeout", float))
-    max_connections = int(_positive(args.max_connections, "--max-connections", int))
+    workers = int(positive(args.workers, "--workers", int))
+    idle = float(positive(args.idle_timeout, "--idle-timeout", float))
+    max_connections = int(positive(args.max_connections, "--max-connections", int))
     if not os.path.isdir(args.dir):
         raise ValueError(f"not a directory: {args.dir}")
 
@@ -62,17 +61,29 @@ def run(args: argparse.Namespace) -> int:
     # background job): the contract is that SIGINT and SIGTERM both stop it cleanly.
     signal.signal(signal.SIGINT, signal.default_int_handler)
     sys.stderr.flush()
-    stats = _serve(
-        args.dir,
-        host=args.host,
-        port=port,
-        workers=workers,
-        engine=args.engine,
-        idle_timeout=idle,
-        max_connections=max_connections,
-        quiet=args.quiet,
-        on_ready=on_ready,
-    )
+    try:
+        stats = _serve(
+            args.dir,
+            host=args.host,
+            port=port,
+            workers=workers,
+            engine=args.engine,
+            idle_timeout=idle,
+            max_connections=max_connections,
+            quiet=args.quiet,
+            on_ready=on_ready,
+        )
+    except OSError as e:
+        # The server names the listen address (as typed) in a failed socket/bind/listen,
+        # and DIR in a failed open of the directory: say which one failed.
+        listen_at = _listen_text(args.host, port)
+        if e.filename != listen_at or not e.strerror:
+            raise
+        hint = ""
+        if e.errno == errno.EACCES and 0 < port < 1024:
+            hint = " (ports below 1024 need root or CAP_NET_BIND_SERVICE; try --port 8000)"
+        print(f"fdkit serve: cannot listen on {listen_at}: {e.strerror}{hint}", file=sys.stderr)
+        return 1
     how = stats.get("stopped_by") or "stopped"
     print(
         f"fdkit serve: stopped ({how}): {stats.get('requests', 0)} requests served on "

@@ -150,6 +150,11 @@ fn split_host_port(s: &str) -> Result<(&str, u16), Error> {
     if host.is_empty() {
         return Err(Error::InvalidArgument("the host is empty"));
     }
+    if host.contains('\0') {
+        // getaddrinfo(3) would read it only up to the NUL: "127.0.0.1\0.example.com".
+        return Err(Error::InvalidArgument("the host has a NUL byte"));
+    }
+
     let port = port
         .parse::<u16>()
         .map_err(|_| Error::InvalidArgument("the port is not a number from 0 to 65535"))?;
@@ -240,5 +245,22 @@ mod tests {
         }
         let bad = Endpoint::resolve("nonsense").unwrap_err();
         assert_eq!(bad.kind(), io::ErrorKind::InvalidInput);
+    }
+
+    #[test]
+    fn refuses_a_nul_in_the_host() {
+        // Never cut at the NUL and resolved as "127.0.0.1" / "localhost".
+        for s in [
+            "127.0.0.1\0.example.com:80",
+            "localhost\0.example.com:80",
+            "[::1\0]:80",
+        ] {
+            let err = Endpoint::resolve(s).unwrap_err();
+            assert_eq!(err.kind(), io::ErrorKind::InvalidInput, "{s:?}");
+            assert!(
+                err.to_string().contains("the host has a NUL byte"),
+                "{s:?}: {err}"
+            );
+        }
     }
 }
