@@ -1068,3 +1068,20 @@ def test_poll_events_of_the_wrong_type_is_a_type_error(fds: Fds) -> None:
         fd.poll([(r, "1")], 0)
     with pytest.raises(ValueError, match=r"poll\(\) events must be in 0\.\.=65535, got 65536"):
         fd.poll([(r, 65536)], 0)
+
+
+@pytest.mark.parametrize("what", ["idle_timeout", "connect_timeout"])
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        (1e300, r"is too large: 1e\+300 seconds \(the limit is 9223372036 seconds"),
+        (float("nan"), r"must be a number of seconds, got nan"),
+        (0.0, r"must be > 0 seconds, got 0.0"),
+    ],
+    ids=str,
+)
+def test_serve_proxy_timeouts_say_the_real_cause(what: str, value: float, message: str) -> None:
+    from fdkit._fdkit import serve_proxy
+
+    with pytest.raises(ValueError, match=what + " " + message):
+        serve_proxy("127.0.0.1:0", "127.0.0.1:1", **{what: value})

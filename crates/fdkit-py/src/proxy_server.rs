@@ -16,7 +16,6 @@ use std::ffi::OsStr;
 use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
-use std::time::Duration;
 
 /// Adds this family's functions and classes to the native module.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -76,9 +75,9 @@ pub fn serve_proxy<'py>(
         )));
     }
     let idle_timeout = idle_timeout
-        .map(|t| seconds(t, "idle_timeout"))
+        .map(|t| crate::args::seconds(t, "idle_timeout", false))
         .transpose()?;
-    let connect_timeout = seconds(connect_timeout, "connect_timeout")?;
+    let connect_timeout = crate::args::seconds(connect_timeout, "connect_timeout", false)?;
     let pipe_size = match pipe_size {
         None => None,
         Some(Count(n)) if (1..=MAX_PIPE_SIZE).contains(&n) => Some(n as usize),
@@ -169,18 +168,6 @@ fn io_to_py(e: &io::Error) -> PyErr {
         Some(n) => os_error(Errno::from_raw_os_error(n)),
         None => PyOSError::new_err(e.to_string()),
     }
-}
-
-/// A positive, finite number of seconds.
-fn seconds(t: f64, what: &str) -> PyResult<Duration> {
-    if t > 0.0 {
-        if let Ok(d) = Duration::try_from_secs_f64(t) {
-            return Ok(d);
-        }
-    }
-    Err(PyValueError::new_err(format!(
-        "{what} must be a positive number of seconds, got {t}"
-    )))
 }
 
 fn stats_dict<'py>(py: Python<'py>, s: &ProxyStats) -> PyResult<Bound<'py, PyDict>> {
