@@ -31,3 +31,39 @@ pub fn poll(
         }
     }
 }
+
+/// How often a cancellable wait looks at its flag: an owner's `close()` from another thread
+/// ends the wait within this long (see [`poll_cancellable`]).
+pub const CANCEL_SLICE: Duration = Duration::from_millis(20);
+
+/// [`poll`] that another thread can end: with a `cancel` flag, it polls in slices of at most
+/// [`CANCEL_SLICE`] and returns `ECANCELED` once the flag is set (checked before each slice).
+/// Returns 0 when `timeout` passes (`None`: forever). See poll(2).
+///
+/// Why slices and not a wake-up eventfd in the poll set: an eventfd is shared with every child
+/// a `fork()` makes, so a parent's close would wake (and end) its children's waits.
+pub fn poll_cancellable(
+    fds: &mut [PollFd<'_>],
+    timeout: Option<Duration>,
+    cancel: Option<&std::sync::atomic::AtomicBool>,
+    mut checkpoint: impl FnMut() -> Result<(), Errno>,
+) -> rustix::io::Result<usize> {
+    let Some(cancel) = cancel else {
+        return poll(fds, timeout, checkpoint);
+    };
+    let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
+    loop {
+        if cancel.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(Errno::CANCELED);
+        }
+        let left = match (timeout, deadline) {
+            (Some(_), Some(d)) => d.saturating_duration_since(Instant::now()),
+            _ => CANCEL_SLICE,
+        };
+        let slice = left.min(CANCEL_SLICE);
+        let n = poll(fds, Some(slice), &mut checkpoint)?;
+        if n > 0 || (timeout.is_some() && deadline.is_some() && slice >= left) {
+            return Ok(n);
+        }
+    }
+}

@@ -3,6 +3,7 @@
 use rustix::event::{PollFd, PollFlags};
 use rustix::io::Errno;
 use std::os::fd::BorrowedFd;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 /// Which way an fd is used.
@@ -51,5 +52,65 @@ pub fn wait_either(
         (true, false) => wait(dst, Want::Write, None, checkpoint).map(drop),
         // Both ready by now: the state changed since the EAGAIN; just retry.
         (true, true) => Ok(()),
+    }
+}
+
+/// One side of a splice or tee: an fd and which way the call uses it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Side<'a> {
+    /// The fd.
+    pub fd: BorrowedFd<'a>,
+    /// Read from (`Want::Read`) or written to (`Want::Write`).
+    pub want: Want,
+}
+
+impl Side<'_> {
+    fn events(self) -> PollFlags {
+        match self.want {
+            Want::Read => PollFlags::IN,
+            Want::Write => PollFlags::OUT,
+        }
+    }
+}
+
+/// Runs `op`, a splice(2) or tee(2) between `sides` issued with `SPLICE_F_NONBLOCK`, so that
+/// it never sleeps in the kernel where `cancel` cannot reach it, and otherwise behaves as the
+/// same call without that flag: while a side is not ready, a blocking side is waited for with
+/// poll(2) in slices that end with `ECANCELED` once a `cancel` flag is set (within
+/// [`crate::fd::CANCEL_SLICE`]); when only non-blocking sides are not ready, `op` runs and
+/// reports `EAGAIN` as the plain call would. Costs one zero-timeout poll(2) before `op` (and
+/// `fcntl(F_GETFL)` only when a side is not ready). `EINTR` goes to `checkpoint`.
+///
+/// Why not just the syscall: `SPLICE_F_NONBLOCK` covers only the pipe sides (a TCP socket
+/// without `O_NONBLOCK` still sleeps in a splice), and a sleeping syscall cannot be woken by
+/// another thread's close. See splice(2), tee(2), poll(2).
+pub(crate) fn splice_cancellable(
+    sides: [Side<'_>; 2],
+    cancel: &[&AtomicBool],
+    checkpoint: &mut dyn FnMut() -> Result<(), Errno>,
+    mut op: impl FnMut() -> Result<usize, Errno>,
+) -> Result<usize, Errno> {
+    'again: loop {
+        let cancelled = || cancel.iter().any(|c| c.load(Ordering::SeqCst));
+        if cancelled() {
+            return Err(Errno::CANCELED);
+        }
+        let mut fds = sides.map(|s| PollFd::from_borrowed_fd(s.fd, s.events()));
+        crate::fd::poll(&mut fds, Some(Duration::ZERO), &mut *checkpoint)?;
+        let ready = [!fds[0].revents().is_empty(), !fds[1].revents().is_empty()];
+        for (side, _) in sides.iter().zip(ready).filter(|(_, r)| !r) {
+            if crate::fd::get_blocking(side.fd)? {
+                // Slices, so that a set flag is seen within CANCEL_SLICE.
+                let mut one = [PollFd::from_borrowed_fd(side.fd, side.events())];
+                crate::fd::poll(&mut one, Some(crate::fd::CANCEL_SLICE), &mut *checkpoint)?;
+                continue 'again;
+            }
+        }
+        let waiting = ready.contains(&false);
+        match op() {
+            // Ready a moment ago, taken by someone else since: wait again.
+            Err(Errno::AGAIN) if !waiting => continue,
+            other => return other,
+        }
     }
 }
