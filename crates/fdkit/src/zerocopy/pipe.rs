@@ -111,6 +111,9 @@ impl Pipe {
             Side { fd, want: Want::Read },
             Side { fd: self.write.as_fd(), want: Want::Write },
         ];
+        if n == 0 {
+            return self.read_from(fd, offset, 0, flags); // never waits
+        }
         splice_cancellable(sides, cancel, checkpoint, || {
             splice(fd, offset.as_deref_mut(), &self.write, None, n, flags | SpliceFlags::NONBLOCK)
         })
@@ -130,6 +133,9 @@ impl Pipe {
             Side { fd: self.read.as_fd(), want: Want::Read },
             Side { fd, want: Want::Write },
         ];
+        if n == 0 {
+            return self.write_to(fd, offset, 0, flags); // never waits
+        }
         splice_cancellable(sides, cancel, checkpoint, || {
             splice(&self.read, None, fd, offset.as_deref_mut(), n, flags | SpliceFlags::NONBLOCK)
         })
@@ -148,6 +154,9 @@ impl Pipe {
             Side { fd: self.read.as_fd(), want: Want::Read },
             Side { fd: other.write.as_fd(), want: Want::Write },
         ];
+        if n == 0 {
+            return self.tee(other, 0, flags); // never waits
+        }
         splice_cancellable(sides, cancel, checkpoint, || {
             tee(&self.read, &other.write, n, flags | SpliceFlags::NONBLOCK)
         })
