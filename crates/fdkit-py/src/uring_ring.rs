@@ -25,9 +25,6 @@ use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError, TryLockError};
 use std::time::{Duration, Instant};
 
-/// How long one GIL-free wait lasts before Python's signal handlers get a turn and the
-/// closing flag is looked at (the closable model's slice).
-const WAIT_SLICE: Duration = fdkit::fd::CANCEL_SLICE;
 
 /// Adds `Ring` and `Completion` to the native module.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -531,7 +528,7 @@ impl PyRing {
     /// `wait(min_complete=1, timeout=None)`: submits what is queued, then waits until at least
     /// `min_complete` completions arrived, `timeout` seconds passed, or nothing is left in
     /// flight; returns every completion ready (maybe none). The GIL is released while
-    /// waiting; signal handlers run every 50 ms (Ctrl-C raises; completions already
+    /// waiting; signal handlers run every 20 ms at most (Ctrl-C raises; completions already
     /// reaped stay for the next call). io_uring_submit_and_wait_timeout(3).
     #[pyo3(signature = (min_complete=1, timeout=None))]
     fn wait<'py>(
@@ -550,8 +547,12 @@ impl PyRing {
         let cell: &RingCell = &cell;
         loop {
             let slice = match deadline {
-                None => WAIT_SLICE,
-                Some(d) => d.saturating_duration_since(Instant::now()).min(WAIT_SLICE),
+                // The closable model's slice (at most 20 ms): then the signal handlers run
+                // and the closing flag is looked at.
+                None => fdkit::fd::cancel_slice(),
+                Some(d) => d
+                    .saturating_duration_since(Instant::now())
+                    .min(fdkit::fd::cancel_slice()),
             };
             let closing = self.inner.closing_flag();
             let (ready, in_flight) = py.detach(|| {

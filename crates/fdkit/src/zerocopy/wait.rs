@@ -159,6 +159,6 @@ pub(crate) fn splice_cancellable(
         };
         // A slice at most, so that a set flag is seen within CANCEL_SLICE.
         let mut one = [PollFd::from_borrowed_fd(wait_on.fd, wait_on.events())];
-        crate::fd::poll(&mut one, Some(crate::fd::CANCEL_SLICE), &mut *checkpoint)?;
+        crate::fd::poll(&mut one, Some(crate::fd::cancel_slice()), &mut *checkpoint)?;
     }
 }
