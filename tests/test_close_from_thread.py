@@ -23,7 +23,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 
 import pytest
 
@@ -48,7 +48,7 @@ class Call(threading.Thread):
     def run(self) -> None:
         try:
             self.result = self.fn()
-        except BaseException as e:  # noqa: BLE001 - recorded for the test to judge
+        except BaseException as e:
             self.error = e
         finally:
             self.ended = time.monotonic()
@@ -266,9 +266,8 @@ def test_ctrl_c_reaches_a_writer_blocked_on_a_full_pipe() -> None:
         threading.Thread(target=lambda: r.read_messages(timeout=2), daemon=True).start()
 
     try:
-        with sigint_main_after(0.2, rescue):
-            with pytest.raises(KeyboardInterrupt):
-                _fill(w, stop)
+        with sigint_main_after(0.2, rescue), pytest.raises(KeyboardInterrupt):
+            _fill(w, stop)
     finally:
         stop.set()
         drain = Call(lambda: list(r))  # until the end of the stream
@@ -409,10 +408,8 @@ def test_pipe_close_ends_a_blocked_write_to() -> None:
     t = Call(lambda: p.write_to(a.fileno(), 1000))
 
     def rescue() -> None:
-        try:
+        with suppress(ValueError):
             os.write(p.fds[1], b"rescue")
-        except ValueError:
-            pass
 
     try:
         t.start()
@@ -441,10 +438,8 @@ def test_pipe_close_ends_a_read_from_waiting_for_room() -> None:
     t = Call(lambda: p.read_from(a.fileno(), 100))
 
     def rescue() -> None:
-        try:
+        with suppress(ValueError):
             os.read(p.fds[0], room)
-        except ValueError:
-            pass
 
     try:
         t.start()
@@ -466,13 +461,11 @@ def test_pipe_close_ends_a_read_from_waiting_for_room() -> None:
 def test_pipe_nonblocking_still_raises_blocking_io_error() -> None:
     a, b = socket.socketpair()
     try:
-        with Pipe(nonblocking=True) as p:
-            with pytest.raises(BlockingIOError):
-                p.write_to(a.fileno(), 10)
+        with Pipe(nonblocking=True) as p, pytest.raises(BlockingIOError):
+            p.write_to(a.fileno(), 10)
         a.setblocking(False)
-        with Pipe() as p:
-            with pytest.raises(BlockingIOError):
-                p.read_from(a.fileno(), 10)
+        with Pipe() as p, pytest.raises(BlockingIOError):
+            p.read_from(a.fileno(), 10)
     finally:
         a.close()
         b.close()
@@ -482,9 +475,11 @@ def test_ctrl_c_reaches_a_blocked_pipe_read_from() -> None:
     a, b = socket.socketpair()
     try:
         with Pipe() as p:
-            with sigint_main_after(0.2, lambda: b.send(b"rescue")):
-                with pytest.raises(KeyboardInterrupt):
-                    p.read_from(a.fileno(), 100)
+            with (
+                sigint_main_after(0.2, lambda: b.send(b"rescue")),
+                pytest.raises(KeyboardInterrupt),
+            ):
+                p.read_from(a.fileno(), 100)
             b.send(b"after")
             assert p.read_from(a.fileno(), 100) == 5
     finally:
@@ -575,9 +570,8 @@ def test_ring_close_ends_a_blocked_wait() -> None:
 def test_ctrl_c_reaches_a_blocked_ring_wait() -> None:
     with uring.Ring(8) as ring:
         ring.timeout(30, 1)
-        with sigint_main_after(0.2, lambda: None):
-            with pytest.raises(KeyboardInterrupt):
-                ring.wait()
+        with sigint_main_after(0.2, lambda: None), pytest.raises(KeyboardInterrupt):
+            ring.wait()
 
 
 @needs_uring

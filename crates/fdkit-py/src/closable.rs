@@ -145,7 +145,11 @@ impl<T: Release + Send + Sync> Drop for Use<'_, '_, T> {
             if release_now {
                 new = (new & !DEFERRED) | CLOSER;
             }
-            match self.owner.state.compare_exchange_weak(raw, new, SeqCst, SeqCst) {
+            match self
+                .owner
+                .state
+                .compare_exchange_weak(raw, new, SeqCst, SeqCst)
+            {
                 Ok(_) => {
                     if release_now {
                         // Nobody to report to from a destructor.

@@ -23,8 +23,7 @@ use rustix::pipe::SpliceFlags;
 use std::os::fd::{FromRawFd, IntoRawFd, OwnedFd};
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError, TryLockError};
-use std::time::{Duration, Instant};
-
+use std::time::Instant;
 
 /// Adds `Ring` and `Completion` to the native module.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {

@@ -237,7 +237,14 @@ impl PyPipe {
             let mut off = offset.map(|o| o.0);
             splice_call(py, |cp| {
                 let flags = SpliceFlags::MOVE;
-                pipe.read_from_cancellable(fd.borrow(), off.as_mut(), n.clamped(), flags, &[closing], cp)
+                pipe.read_from_cancellable(
+                    fd.borrow(),
+                    off.as_mut(),
+                    n.clamped(),
+                    flags,
+                    &[closing],
+                    cp,
+                )
             })
         })
     }
@@ -250,7 +257,14 @@ impl PyPipe {
             let mut off = offset.map(|o| o.0);
             splice_call(py, |cp| {
                 let flags = SpliceFlags::MOVE;
-                pipe.write_to_cancellable(fd.borrow(), off.as_mut(), n.clamped(), flags, &[closing], cp)
+                pipe.write_to_cancellable(
+                    fd.borrow(),
+                    off.as_mut(),
+                    n.clamped(),
+                    flags,
+                    &[closing],
+                    cp,
+                )
             })
         })
     }
@@ -298,7 +312,9 @@ impl PyPipe {
     /// `(read_fd, write_fd)`; the Pipe still owns them.
     #[getter]
     fn fds(&self, py: Python<'_>) -> PyResult<(i32, i32)> {
-        self.with(py, |p| Ok((p.read_end().as_raw_fd(), p.write_end().as_raw_fd())))
+        self.with(py, |p| {
+            Ok((p.read_end().as_raw_fd(), p.write_end().as_raw_fd()))
+        })
     }
 
     /// Whether `close()` was called (in any thread).

@@ -116,7 +116,12 @@ impl PipeEnd {
         if !nowait {
             return rustix::io::read(fd, buf);
         }
-        let r = rustix::io::preadv2(fd, &mut [IoSliceMut::new(buf)], u64::MAX, ReadWriteFlags::NOWAIT);
+        let r = rustix::io::preadv2(
+            fd,
+            &mut [IoSliceMut::new(buf)],
+            u64::MAX,
+            ReadWriteFlags::NOWAIT,
+        );
         match r {
             Err(e) if nowait_refused(e) => {
                 self.nowait = false;

@@ -254,7 +254,10 @@ impl MessageReader {
                 return Ok(Fill::NotReady);
             }
             let end = &mut self.end;
-            match self.decoder.feed_with(self.read_size, |buf| end.read(buf, nowait)) {
+            match self
+                .decoder
+                .feed_with(self.read_size, |buf| end.read(buf, nowait))
+            {
                 Ok(0) => {
                     self.decoder.finish();
                     return Ok(Fill::Eof);

@@ -108,14 +108,27 @@ impl Pipe {
         checkpoint: &mut dyn FnMut() -> Result<(), Errno>,
     ) -> Result<usize, Errno> {
         let sides = [
-            Side { fd, want: Want::Read },
-            Side { fd: self.write.as_fd(), want: Want::Write },
+            Side {
+                fd,
+                want: Want::Read,
+            },
+            Side {
+                fd: self.write.as_fd(),
+                want: Want::Write,
+            },
         ];
         if n == 0 {
             return self.read_from(fd, offset, 0, flags); // never waits
         }
         splice_cancellable(sides, cancel, checkpoint, || {
-            splice(fd, offset.as_deref_mut(), &self.write, None, n, flags | SpliceFlags::NONBLOCK)
+            splice(
+                fd,
+                offset.as_deref_mut(),
+                &self.write,
+                None,
+                n,
+                flags | SpliceFlags::NONBLOCK,
+            )
         })
     }
 
@@ -130,14 +143,27 @@ impl Pipe {
         checkpoint: &mut dyn FnMut() -> Result<(), Errno>,
     ) -> Result<usize, Errno> {
         let sides = [
-            Side { fd: self.read.as_fd(), want: Want::Read },
-            Side { fd, want: Want::Write },
+            Side {
+                fd: self.read.as_fd(),
+                want: Want::Read,
+            },
+            Side {
+                fd,
+                want: Want::Write,
+            },
         ];
         if n == 0 {
             return self.write_to(fd, offset, 0, flags); // never waits
         }
         splice_cancellable(sides, cancel, checkpoint, || {
-            splice(&self.read, None, fd, offset.as_deref_mut(), n, flags | SpliceFlags::NONBLOCK)
+            splice(
+                &self.read,
+                None,
+                fd,
+                offset.as_deref_mut(),
+                n,
+                flags | SpliceFlags::NONBLOCK,
+            )
         })
     }
 
@@ -151,8 +177,14 @@ impl Pipe {
         checkpoint: &mut dyn FnMut() -> Result<(), Errno>,
     ) -> Result<usize, Errno> {
         let sides = [
-            Side { fd: self.read.as_fd(), want: Want::Read },
-            Side { fd: other.write.as_fd(), want: Want::Write },
+            Side {
+                fd: self.read.as_fd(),
+                want: Want::Read,
+            },
+            Side {
+                fd: other.write.as_fd(),
+                want: Want::Write,
+            },
         ];
         if n == 0 {
             return self.tee(other, 0, flags); // never waits
