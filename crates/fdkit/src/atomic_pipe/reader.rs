@@ -71,6 +71,8 @@ pub struct MessageReader {
     decompressor: Option<Decompressor>,
     keep_compressed: bool,
     read_size: usize,
+    /// The last read took less than it asked for: the pipe is probably empty now.
+    drained: bool,
 }
 
 impl MessageReader {
@@ -86,6 +88,7 @@ impl MessageReader {
             decompressor: None,
             keep_compressed: false,
             read_size,
+            drained: false,
         })
     }
 
@@ -97,6 +100,7 @@ impl MessageReader {
             decompressor: None,
             keep_compressed: false,
             read_size: MIN_READ,
+            drained: false,
         }
     }
 
@@ -247,23 +251,29 @@ impl MessageReader {
     ) -> Result<Fill, Errno> {
         loop {
             let nowait = self.end.nowait(wait);
-            if !nowait
-                && self.end.poll_first(wait)
-                && !self.end.wait_for(PollFlags::IN, wait, checkpoint)?
-            {
+            // A short last read drained the pipe: poll first (poll + read) rather than a
+            // read that says EAGAIN, then poll, then read again.
+            let poll_first = self.end.poll_first(wait) && (!nowait || self.drained);
+            if poll_first && !self.end.wait_for(PollFlags::IN, wait, checkpoint)? {
                 return Ok(Fill::NotReady);
             }
             let end = &mut self.end;
-            match self
-                .decoder
-                .feed_with(self.read_size, |buf| end.read(buf, nowait))
-            {
+            let mut asked = 0;
+            let got = self.decoder.feed_with(self.read_size, |buf| {
+                asked = buf.len();
+                end.read(buf, nowait)
+            });
+            match got {
                 Ok(0) => {
                     self.decoder.finish();
                     return Ok(Fill::Eof);
                 }
-                Ok(_) => return Ok(Fill::Data),
+                Ok(n) => {
+                    self.drained = n < asked;
+                    return Ok(Fill::Data);
+                }
                 Err(Errno::AGAIN) => {
+                    self.drained = true;
                     if !self.end.wait_for(PollFlags::IN, wait, checkpoint)? {
                         return Ok(Fill::NotReady);
                     }
