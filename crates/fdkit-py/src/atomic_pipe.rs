@@ -54,11 +54,26 @@ fn retry<T: Send, E: Send>(
     mut op: impl FnMut(&mut State) -> Result<T, E> + Send,
     is_intr: impl Fn(&E) -> bool,
 ) -> PyResult<Result<T, E>> {
+    // With no other Python thread, nobody can close the pipe during the syscall: a blocking
+    // wait may sleep in read(2)/write(2) (one syscall) instead of RWF_NOWAIT + a cancellable
+    // poll. After signal handlers ran (one may have started a thread, or closed the pipe),
+    // waits are cancellable again.
+    set_cancel_waits(state, crate::errors::other_threads_exist(py));
     loop {
         match without_gil(py, || op(state)) {
-            Err(e) if is_intr(&e) => py.check_signals()?,
+            Err(e) if is_intr(&e) => {
+                py.check_signals()?;
+                set_cancel_waits(state, true);
+            }
             other => return Ok(other),
         }
+    }
+}
+
+fn set_cancel_waits(state: &mut State, on: bool) {
+    match &mut state.end {
+        End::Reader(r) => r.set_cancel_waits(on),
+        End::Writer(w) => w.set_cancel_waits(on),
     }
 }
 

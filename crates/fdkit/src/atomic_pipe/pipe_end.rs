@@ -18,13 +18,27 @@ use std::sync::Arc;
 /// `RWF_NOWAIT` (preadv2(2)/pwritev2(2): the same syscall count, `EAGAIN` instead of
 /// sleeping), then wait in a cancellable poll; other fds (or kernels without `RWF_NOWAIT` for
 /// them) poll first.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct PipeEnd {
     fd: Option<OwnedFd>,
     nonblocking: bool,
     cancel: Option<Arc<AtomicBool>>,
+    /// Whether a wait forever on a blocking fd must stay cancellable (see `set_cancel_waits`).
+    cancel_waits: bool,
     /// Whether `RWF_NOWAIT` is worth trying: a pipe, FIFO or socket, until the kernel refuses.
     nowait: bool,
+}
+
+impl Default for PipeEnd {
+    fn default() -> Self {
+        PipeEnd {
+            fd: None,
+            nonblocking: false,
+            cancel: None,
+            cancel_waits: true,
+            nowait: false,
+        }
+    }
 }
 
 /// Errors that say `RWF_NOWAIT` (or preadv2 itself) is not supported for this fd.
@@ -48,6 +62,7 @@ impl PipeEnd {
             fd: Some(fd),
             nonblocking,
             cancel: None,
+            cancel_waits: true,
             nowait,
         })
     }
@@ -77,6 +92,18 @@ impl PipeEnd {
         self.cancel = cancel;
     }
 
+    /// Whether a wait forever on a blocking fd must stay cancellable (`RWF_NOWAIT`, then a
+    /// cancellable poll: a poll and a read per wake-up) or may sleep in read(2)/write(2) (one
+    /// syscall): an owner that knows nobody can cancel during the call (no other thread)
+    /// turns it off for that call. Waits with a deadline stay cancellable either way.
+    pub fn set_cancel_waits(&mut self, on: bool) {
+        self.cancel_waits = on;
+    }
+
+    fn cancellable(&self) -> bool {
+        self.cancel.is_some() && self.cancel_waits
+    }
+
     /// How long a call may wait when the caller does not say: forever on a blocking fd, not
     /// at all on a non-blocking one.
     pub fn default_wait(&self) -> Wait {
@@ -90,13 +117,13 @@ impl PipeEnd {
     /// Whether the next read/write is issued with `RWF_NOWAIT`: a blocking fd that must not
     /// sleep in the syscall (a cancel flag is set) and supports it.
     pub fn nowait(&self, wait: Wait) -> bool {
-        !self.nonblocking && self.nowait && self.cancel.is_some() && wait.is_forever()
+        !self.nonblocking && self.nowait && self.cancellable() && wait.is_forever()
     }
 
     /// Whether a plain read/write must poll first: a blocking fd would sleep in the syscall
     /// past `wait`'s deadline, or past a cancellation.
     pub fn poll_first(&self, wait: Wait) -> bool {
-        !self.nonblocking && (!wait.is_forever() || self.cancel.is_some())
+        !self.nonblocking && (!wait.is_forever() || self.cancellable())
     }
 
     /// Polls the fd for `events` within `wait`, ending with `ECANCELED` once cancelled.

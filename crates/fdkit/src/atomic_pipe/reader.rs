@@ -239,6 +239,13 @@ impl MessageReader {
         self.end.set_cancel(cancel);
     }
 
+    /// Whether a wait forever must stay cancellable once a cancel flag is set (the default),
+    /// or may sleep in the syscall for this call: an owner that knows nobody can cancel now
+    /// (no other thread) saves the poll.
+    pub fn set_cancel_waits(&mut self, on: bool) {
+        self.end.set_cancel_waits(on);
+    }
+
     /// Closes the fd (once).
     pub fn close(&mut self) -> Result<(), Errno> {
         self.end.close()

@@ -109,6 +109,13 @@ impl MessageWriter {
         self.end.set_cancel(cancel);
     }
 
+    /// Whether a wait forever must stay cancellable once a cancel flag is set (the default),
+    /// or may sleep in the syscall for this call: an owner that knows nobody can cancel now
+    /// (no other thread) saves the poll.
+    pub fn set_cancel_waits(&mut self, on: bool) {
+        self.end.set_cancel_waits(on);
+    }
+
     /// Bytes queued by a non-blocking writer and not yet taken by the pipe.
     pub fn pending_output(&self) -> usize {
         self.queue.len()
