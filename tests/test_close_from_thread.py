@@ -20,6 +20,9 @@ import os
 import random
 import signal
 import socket
+import subprocess
+import sys
+import textwrap
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -596,3 +599,37 @@ def test_stress_close_races_ring_wait() -> None:
         t.join(LIMIT)
         assert not t.is_alive(), f"iteration {i}: Ring.wait() still blocked after close()"
         assert isinstance(t.error, ValueError), (i, t.result, t.error)
+
+
+def test_close_from_a_signal_handler_ends_the_blocked_read_message() -> None:
+    """A handler that closes the pipe while its own thread waits in read_message() (the
+    classic SIGTERM/SIGALRM shutdown): the read ends with ValueError and the fd is released
+    once it has left. Run in a child (the broken behaviour deadlocks the interpreter)."""
+    code = textwrap.dedent(
+        """
+        import os, signal, sys, time
+        from fdkit.atomic_pipe import AtomicPipe
+        r, w = AtomicPipe.pair()
+        number = r.fileno()
+        signal.signal(signal.SIGALRM, lambda *_: r.close())
+        signal.setitimer(signal.ITIMER_REAL, 0.2)
+        start = time.monotonic()
+        try:
+            r.read_message()
+            print("returned")
+        except ValueError as e:
+            print("ValueError", round(time.monotonic() - start, 3), e)
+        print("closed", r.closed, os.path.lexists(f"/proc/self/fd/{number}"))
+        """
+    )
+    try:
+        out = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, timeout=10
+        ).stdout
+    except subprocess.TimeoutExpired:
+        pytest.fail("read_message() still blocked 10 s after a handler closed the pipe")
+    lines = out.splitlines()
+    assert lines[0].startswith("ValueError"), out
+    assert "closed" in lines[0]
+    assert float(lines[0].split()[1]) < 0.2 + LIMIT
+    assert lines[1] == "closed True False", out
