@@ -21,7 +21,10 @@
 //!    reads and writes are issued so that they cannot sleep (`RWF_NOWAIT`,
 //!    `SPLICE_F_NONBLOCK`, or a poll first). A wait that sees the flag ends with `ECANCELED`,
 //!    reported as the same ValueError. Ctrl-C still interrupts the poll (`EINTR`) and the
-//!    signal handlers run, as before.
+//!    signal handlers run, as before. (With no other Python thread nobody can close the
+//!    object during a syscall, so the atomic pipe then lets a blocking wait sleep in
+//!    read(2)/write(2) as it always did, one syscall; waits become cancellable again as soon
+//!    as signal handlers have run.)
 //! 3. **Close.** `close()` marks the word closing and sets the flag (new uses refused, waiting
 //!    uses end within a slice), then waits, with the GIL released, for the uses in flight to
 //!    leave, running Python's signal handlers every 20 ms (Ctrl-C in a waiting close raises
