@@ -1,8 +1,11 @@
 //! `AtomicPipe`: Perl Atomic::Pipe's API over the core's `MessageWriter`/`MessageReader`.
 //!
-//! Threads: the object is `frozen` and keeps its end in a `Mutex`, so one pipe may be shared
-//! by threads. The rule that keeps this deadlock-free: nobody ever *waits* for the mutex while
-//! holding the GIL ([`AtomicPipe::lock`] only tries, and waits with the GIL released).
+//! Threads: the object is `frozen`; its end sits in a [`Closable`] (the binding's one locking
+//! model, shared with `Pipe` and `Ring`: close from any thread ends the other threads' waits
+//! with ValueError and releases the fd only after they left) and, inside it, behind a fork-safe
+//! mutex, so one pipe may be shared by threads. The rule that keeps this deadlock-free: nobody
+//! ever *waits* for the mutex while holding the GIL (the lock only tries, and waits with the
+//! GIL released, in slices with the signal handlers run between).
 //!
 //! Signals: syscalls run with the GIL released by the bare C API (cheap enough for a
 //! 100-byte message per call); the core's checkpoint only reports `EINTR`, and the loop here
@@ -12,6 +15,7 @@
 
 use crate::args::{Fd, PathArg};
 use crate::atomic_pipe_options::{compression, protocol_error, Data, Options};
+use crate::closable::{Closable, Release, Use};
 use crate::errors::{os_error, os_error_with_path, without_gil};
 use crate::fork_safe_lock::{ForkSafe, Held};
 use fdkit::atomic_pipe::{
@@ -22,7 +26,8 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::sync::Mutex;
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// Which end, and its state.
@@ -49,16 +54,33 @@ fn retry<T: Send, E: Send>(
     mut op: impl FnMut(&mut State) -> Result<T, E> + Send,
     is_intr: impl Fn(&E) -> bool,
 ) -> PyResult<Result<T, E>> {
+    // With no other Python thread, nobody can close the pipe during the syscall: a blocking
+    // wait may sleep in read(2)/write(2) (one syscall) instead of RWF_NOWAIT + a cancellable
+    // poll. After signal handlers ran (one may have started a thread, or closed the pipe),
+    // waits are cancellable again.
+    set_cancel_waits(state, crate::errors::other_threads_exist(py));
     loop {
         match without_gil(py, || op(state)) {
-            Err(e) if is_intr(&e) => py.check_signals()?,
+            Err(e) if is_intr(&e) => {
+                py.check_signals()?;
+                set_cancel_waits(state, true);
+            }
             other => return Ok(other),
         }
     }
 }
 
+fn set_cancel_waits(state: &mut State, on: bool) {
+    match &mut state.end {
+        End::Reader(r) => r.set_cancel_waits(on),
+        End::Writer(w) => w.set_cancel_waits(on),
+    }
+}
+
 fn read_error(py: Python<'_>, e: ReadError) -> PyErr {
     match e {
+        // A close() from another thread ended the wait.
+        ReadError::Os(Errno::CANCELED) => closed(),
         ReadError::Os(errno) => os_error(errno),
         ReadError::Protocol(p) => protocol_error(py, &p),
     }
@@ -84,11 +106,19 @@ fn timeout_arg(timeout: Option<f64>) -> PyResult<Option<Duration>> {
 /// See `docs/atomic_pipe_api.md` and pipe(7) on `PIPE_BUF` atomicity.
 #[pyclass(name = "AtomicPipe", module = "fdkit._fdkit", frozen)]
 pub struct AtomicPipe {
+    ends: Closable<Ends>,
+    writer: bool,
+}
+
+/// What the [`Closable`] holds: the end behind the fork-safe lock, and how to rebuild it.
+struct Ends {
     state: ForkSafe<State>,
     writer: bool,
     /// How to rebuild the state in a forked child whose parent held the lock at fork time:
     /// the fd number (-1 once closed) and the settings. Only touched with the GIL held.
     recipe: Mutex<Recipe>,
+    /// The Closable's flag, handed to the core end so a close ends its waits.
+    closing: Arc<AtomicBool>,
 }
 
 struct Recipe {
@@ -96,8 +126,14 @@ struct Recipe {
     options: Options,
 }
 
-/// Builds an end's state over `fd` with `options` (which were checked when parsed).
-fn build_state(fd: OwnedFd, writer: bool, options: &Options) -> PyResult<State> {
+/// Builds an end's state over `fd` with `options` (which were checked when parsed); its waits
+/// end once `closing` is set.
+fn build_state(
+    fd: OwnedFd,
+    writer: bool,
+    options: &Options,
+    closing: &Arc<AtomicBool>,
+) -> PyResult<State> {
     let mode = if options.mixed {
         Mode::Mixed
     } else {
@@ -112,27 +148,22 @@ fn build_state(fd: OwnedFd, writer: bool, options: &Options) -> PyResult<State> 
         end,
         compression: false,
     };
+    set_cancel(&mut state, Some(closing));
     apply_compression(&mut state, options)?;
     Ok(state)
 }
 
-impl AtomicPipe {
-    fn from_owned(fd: OwnedFd, writer: bool, options: &Options) -> PyResult<Self> {
-        let raw = fd.as_raw_fd();
-        let state = build_state(fd, writer, options)?;
-        Ok(AtomicPipe {
-            state: ForkSafe::new(state),
-            writer,
-            recipe: Mutex::new(Recipe {
-                fd: raw,
-                options: options.clone(),
-            }),
-        })
+fn set_cancel(state: &mut State, closing: Option<&Arc<AtomicBool>>) {
+    match &mut state.end {
+        End::Reader(r) => r.set_cancel(closing.cloned()),
+        End::Writer(w) => w.set_cancel(closing.cloned()),
     }
+}
 
-    /// Takes the lock without ever waiting for it while holding the GIL; in a child forked
-    /// while another thread held it, rebuilds the end from the recipe (see `fork_safe_lock`).
-    fn lock(&self, py: Python<'_>) -> Held<State> {
+impl Ends {
+    /// Takes the lock (see `fork_safe_lock`); in a child forked while another thread held it,
+    /// rebuilds the end from the recipe.
+    fn lock(&self, py: Python<'_>) -> PyResult<Held<State>> {
         self.state.lock(py, || self.rebuild())
     }
 
@@ -156,7 +187,94 @@ impl AtomicPipe {
         // SAFETY: the fd belonged to the state that is now set aside and leaked (never
         // dropped), so this is again its only owner; it is open (the parent's state had it).
         let fd = unsafe { OwnedFd::from_raw_fd(recipe.fd) };
-        build_state(fd, self.writer, &recipe.options).unwrap_or_else(|_| closed())
+        build_state(fd, self.writer, &recipe.options, &self.closing).unwrap_or_else(|_| closed())
+    }
+}
+
+impl Release for Ends {
+    /// Closes the end: a writer first writes what it has queued, waiting with poll (Ctrl-C
+    /// stops that wait and leaves the pipe open). Deferred (from the last use, see
+    /// `closable`), nothing waits: the cancel flag stays set, so queued output the pipe does
+    /// not take at once is dropped.
+    fn release(&mut self, py: Python<'_>, deferred: bool) -> PyResult<()> {
+        let mut guard = self.lock(py)?;
+        let state: &mut State = &mut guard;
+        let done = if deferred {
+            let mut go_on = fdkit::fd::no_checkpoint;
+            Ok(match &mut state.end {
+                End::Writer(w) => w.close(&mut go_on),
+                End::Reader(r) => r.close(),
+            })
+        } else {
+            // The closer's own flush is not ended by the flag its close() just set.
+            set_cancel(state, None);
+            let done = retry(
+                py,
+                state,
+                |s| match &mut s.end {
+                    End::Writer(w) => w.close(&mut interrupted),
+                    End::Reader(r) => r.close(),
+                },
+                |e| *e == Errno::INTR,
+            );
+            set_cancel(state, Some(&self.closing));
+            done
+        };
+        if is_closed(state) {
+            self.recipe().fd = -1;
+        }
+        match done? {
+            Ok(()) | Err(Errno::CANCELED) => Ok(()),
+            Err(e) => Err(os_error(e)),
+        }
+    }
+
+    fn is_released(&self) -> bool {
+        self.recipe().fd < 0
+    }
+}
+
+impl AtomicPipe {
+    fn from_owned(fd: OwnedFd, writer: bool, options: &Options) -> PyResult<Self> {
+        let raw = fd.as_raw_fd();
+        let closing = Arc::new(AtomicBool::new(false));
+        let state = build_state(fd, writer, options, &closing)?;
+        let ends = Ends {
+            state: ForkSafe::new(state),
+            writer,
+            recipe: Mutex::new(Recipe {
+                fd: raw,
+                options: options.clone(),
+            }),
+            closing: Arc::clone(&closing),
+        };
+        Ok(AtomicPipe {
+            ends: Closable::with_flag(ends, closing),
+            writer,
+        })
+    }
+
+    /// Starts a use (see `closable`), or the closed error.
+    fn enter<'py>(&self, py: Python<'py>) -> PyResult<Use<'_, 'py, Ends>> {
+        self.ends.enter(py).ok_or_else(closed)
+    }
+
+    /// Starts a use and takes the end's lock; a close() that began meanwhile wins.
+    fn lock<'a, 'py>(&'a self, py: Python<'py>) -> PyResult<(Use<'a, 'py, Ends>, Held<State>)> {
+        let ends = self.enter(py)?;
+        let held = ends.lock(py)?;
+        if ends.closing() {
+            return Err(closed());
+        }
+        Ok((ends, held))
+    }
+
+    /// The recipe, open or closed (None only while a close() is releasing the end).
+    fn with_recipe<T>(&self, py: Python<'_>, f: impl FnOnce(&Recipe) -> T) -> Option<T> {
+        match self.ends.enter(py) {
+            Some(ends) => Some(f(&ends.recipe())),
+            None => self.ends.released().map(|ends| f(&ends.recipe())),
+        }
     }
 
     fn open_fifo(py: Python<'_>, path: &Bound<'_, PyAny>, flags: OFlags) -> PyResult<OwnedFd> {
@@ -180,7 +298,7 @@ impl AtomicPipe {
         py: Python<'_>,
         op: impl FnMut(&mut MessageWriter) -> Result<T, Errno> + Send,
     ) -> PyResult<T> {
-        let mut guard = self.lock(py);
+        let (_ends, mut guard) = self.lock(py)?;
         let state: &mut State = &mut guard;
         let mut op = op;
         let r = retry(
@@ -215,7 +333,7 @@ impl AtomicPipe {
     }
 
     fn map_errno(&self, state: &State, e: Errno) -> PyErr {
-        if e == Errno::BADF && is_closed(state) {
+        if e == Errno::CANCELED || (e == Errno::BADF && is_closed(state)) {
             closed()
         } else {
             os_error(e)
@@ -252,7 +370,7 @@ impl AtomicPipe {
         peek: bool,
     ) -> PyResult<Next> {
         self.need_reader()?;
-        let mut guard = self.lock(py);
+        let (_ends, mut guard) = self.lock(py)?;
         let state: &mut State = &mut guard;
         let wait = read_wait(state, mode, patience)?;
         let got = retry(
@@ -483,8 +601,12 @@ impl AtomicPipe {
     }
 
     /// The fd, or -1 once closed.
-    fn fileno(&self, py: Python<'_>) -> i32 {
-        fd_of(&self.lock(py)).map_or(-1, |fd| fd.as_raw_fd())
+    fn fileno(&self, py: Python<'_>) -> PyResult<i32> {
+        match self.lock(py) {
+            Ok((_ends, guard)) => Ok(fd_of(&guard).map_or(-1, |fd| fd.as_raw_fd())),
+            Err(e) if e.is_instance_of::<PyValueError>(py) => Ok(-1),
+            Err(e) => Err(e),
+        }
     }
 
     /// `'r'` for the reading end, `'w'` for the writing end.
@@ -497,10 +619,10 @@ impl AtomicPipe {
         }
     }
 
-    /// Whether `close()` ran.
+    /// Whether `close()` ran (or runs, in another thread).
     #[getter]
-    fn closed(&self, py: Python<'_>) -> bool {
-        is_closed(&self.lock(py))
+    fn closed(&self) -> bool {
+        self.ends.is_closed()
     }
 
     /// Writes one message in atomic chunks (`ceil(len / 4080)` writes of at most PIPE_BUF).
@@ -561,11 +683,14 @@ impl AtomicPipe {
 
     /// Bytes a non-blocking writer has queued that the pipe has not taken yet.
     #[getter]
-    fn pending_output(&self, py: Python<'_>) -> usize {
-        match &self.lock(py).end {
+    fn pending_output(&self, py: Python<'_>) -> PyResult<usize> {
+        let Ok((_ends, guard)) = self.lock(py) else {
+            return Ok(0);
+        };
+        Ok(match &guard.end {
             End::Writer(w) => w.pending_output(),
             End::Reader(_) => 0,
-        }
+        })
     }
 
     /// Writes queued output, waiting with poll(2) (never spinning) up to `timeout` seconds
@@ -614,7 +739,7 @@ impl AtomicPipe {
         let max = max.clamped();
         let mut events = Vec::new();
         {
-            let mut guard = self.lock(py);
+            let (_ends, mut guard) = self.lock(py)?;
             let state: &mut State = &mut guard;
             let wait = read_wait(state, Mode::Normal, Patience::Timeout(timeout))?;
             let got = retry(
@@ -655,23 +780,34 @@ impl AtomicPipe {
     }
 
     /// True once the writers are gone and every message was returned.
-    fn eof(&self, py: Python<'_>) -> bool {
-        match &self.lock(py).end {
+    fn eof(&self, py: Python<'_>) -> PyResult<bool> {
+        let Ok((_ends, guard)) = self.lock(py) else {
+            return Ok(false);
+        };
+        Ok(match &guard.end {
             End::Reader(r) => r.is_eof(),
             End::Writer(_) => false,
-        }
+        })
     }
 
     /// Switches to mixed data mode: plain lines, bursts and messages on one stream.
-    fn set_mixed_data_mode(&self, py: Python<'_>) {
-        set_mixed(&mut self.lock(py));
-        self.recipe().options.mixed = true;
+    fn set_mixed_data_mode(&self, py: Python<'_>) -> PyResult<()> {
+        let (ends, mut guard) = self.lock(py)?;
+        set_mixed(&mut guard);
+        ends.recipe().options.mixed = true;
+        Ok(())
     }
 
     /// Whether mixed data mode is on.
     #[getter]
-    fn mixed_data_mode(&self, py: Python<'_>) -> bool {
-        mode_of(&self.lock(py)) == Mode::Mixed
+    fn mixed_data_mode(&self, py: Python<'_>) -> PyResult<bool> {
+        match self.lock(py) {
+            Ok((_ends, guard)) => Ok(mode_of(&guard) == Mode::Mixed),
+            Err(e) if e.is_instance_of::<PyValueError>(py) => {
+                Ok(self.with_recipe(py, |r| r.options.mixed).unwrap_or(false))
+            }
+            Err(e) => Err(e),
+        }
     }
 
     /// Mixed mode: the next `('line', b'…\n')`, `('burst', data)` or `('message', data)`.
@@ -721,8 +857,9 @@ impl AtomicPipe {
             compression: compression(codec.as_deref(), level, dictionary)?,
             keep_compressed,
         };
-        apply_compression(&mut self.lock(py), &options)?;
-        let mut recipe = self.recipe();
+        let (ends, mut guard) = self.lock(py)?;
+        apply_compression(&mut guard, &options)?;
+        let mut recipe = ends.recipe();
         recipe.options.compression = options.compression;
         recipe.options.keep_compressed = keep_compressed;
         Ok(())
@@ -730,14 +867,21 @@ impl AtomicPipe {
 
     /// `'zstd'` when compression is on, else None.
     #[getter]
-    fn compression(&self, py: Python<'_>) -> Option<&'static str> {
-        self.lock(py).compression.then_some("zstd")
+    fn compression(&self, py: Python<'_>) -> PyResult<Option<&'static str>> {
+        let on = match self.lock(py) {
+            Ok((_ends, guard)) => guard.compression,
+            Err(e) if e.is_instance_of::<PyValueError>(py) => self
+                .with_recipe(py, |r| r.options.compression.is_some())
+                .unwrap_or(false),
+            Err(e) => return Err(e),
+        };
+        Ok(on.then_some("zstd"))
     }
 
     /// Whether the fd is in blocking mode.
     #[getter]
     fn get_blocking(&self, py: Python<'_>) -> PyResult<bool> {
-        let guard = self.lock(py);
+        let (_ends, guard) = self.lock(py)?;
         if is_closed(&guard) {
             return Err(closed());
         }
@@ -750,7 +894,7 @@ impl AtomicPipe {
     /// Sets or clears `O_NONBLOCK`.
     #[setter]
     fn set_blocking(&self, py: Python<'_>, blocking: bool) -> PyResult<()> {
-        let mut guard = self.lock(py);
+        let (_ends, mut guard) = self.lock(py)?;
         if is_closed(&guard) {
             return Err(closed());
         }
@@ -763,7 +907,7 @@ impl AtomicPipe {
 
     /// The pipe's capacity in bytes (`F_GETPIPE_SZ`). See pipe(7).
     fn size(&self, py: Python<'_>) -> PyResult<usize> {
-        let guard = self.lock(py);
+        let (_ends, guard) = self.lock(py)?;
         let fd = fd_of(&guard).map_err(|_| closed())?;
         fdkit::fd::pipe_size(fd).map_err(os_error)
     }
@@ -776,39 +920,24 @@ impl AtomicPipe {
     /// Sets the capacity (`F_SETPIPE_SZ`; rounded up to a power-of-two number of pages);
     /// returns the size set.
     fn resize(&self, py: Python<'_>, size: crate::args::Count) -> PyResult<usize> {
-        let guard = self.lock(py);
+        let (_ends, guard) = self.lock(py)?;
         let fd = fd_of(&guard).map_err(|_| closed())?;
         fdkit::fd::set_pipe_size(fd, size.clamped()).map_err(os_error)
     }
 
     /// Sets the capacity to `size`, or to `max_size()` when `size` is not allowed.
     fn resize_or_max(&self, py: Python<'_>, size: crate::args::Count) -> PyResult<usize> {
-        let guard = self.lock(py);
+        let (_ends, guard) = self.lock(py)?;
         let fd = fd_of(&guard).map_err(|_| closed())?;
         fdkit::fd::set_pipe_size_or_max(fd, size.clamped()).map_err(os_error)
     }
 
-    /// Closes the fd; a writer first writes what it has queued (waiting with poll). Closing
-    /// twice is harmless. A vanished reader: BrokenPipeError (the fd is closed anyway).
+    /// Closes the fd; a writer first writes what it has queued (waiting with poll). From any
+    /// thread: another thread's call waiting on this pipe ends with ValueError (a write it had
+    /// not finished is dropped), and the fd is closed once it has left. Closing twice is
+    /// harmless. A vanished reader: BrokenPipeError (the fd is closed anyway).
     fn close(&self, py: Python<'_>) -> PyResult<()> {
-        let mut guard = self.lock(py);
-        let state: &mut State = &mut guard;
-        if is_closed(state) {
-            return Ok(());
-        }
-        let done = retry(
-            py,
-            state,
-            |s| match &mut s.end {
-                End::Writer(w) => w.close(&mut interrupted),
-                End::Reader(r) => r.close(),
-            },
-            |e| *e == Errno::INTR,
-        );
-        if is_closed(state) {
-            self.recipe().fd = -1;
-        }
-        done?.map_err(os_error)
+        self.ends.close(py)
     }
 
     fn __enter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
@@ -821,17 +950,23 @@ impl AtomicPipe {
         Ok(false)
     }
 
-    fn __repr__(&self, py: Python<'_>) -> String {
-        let guard = self.lock(py);
+    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
         let role = if self.writer { "writer" } else { "reader" };
+        let (_ends, guard) = match self.lock(py) {
+            Ok(locked) => locked,
+            Err(e) if e.is_instance_of::<PyValueError>(py) => {
+                return Ok(format!("<AtomicPipe {role} closed>"))
+            }
+            Err(e) => return Err(e),
+        };
         let mode = match mode_of(&guard) {
             Mode::Normal => "",
             Mode::Mixed => " mixed",
         };
-        match fd_of(&guard) {
+        Ok(match fd_of(&guard) {
             Ok(fd) => format!("<AtomicPipe {role} fd={}{mode}>", fd.as_raw_fd()),
             Err(_) => format!("<AtomicPipe {role} closed>"),
-        }
+        })
     }
 }
 
@@ -853,7 +988,7 @@ impl Drop for AtomicPipe {
     /// A writer dropped with output queued keeps flushing while the reader makes progress
     /// (the core's rule), with the GIL released so other threads run meanwhile.
     fn drop(&mut self) {
-        let Some(state) = self.state.get_mut() else {
+        let Some(state) = self.ends.get_mut().state.get_mut() else {
             return;
         };
         let pending = matches!(&state.end, End::Writer(w) if w.pending_output() > 0);

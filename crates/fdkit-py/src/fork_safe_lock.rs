@@ -9,12 +9,14 @@
 //! aside (leaked on purpose: dropping it would run the parent's pending work twice) and
 //! rebuilds fresh state from what the owner provides. See pthread_atfork(3), fork(2).
 //!
-//! Deadlock rule kept from before: nobody *waits* for the lock while holding the GIL.
+//! Deadlock rule kept from before: nobody *waits* for the lock while holding the GIL. The wait
+//! is in slices with the signal handlers run between (Ctrl-C works while another thread holds
+//! it); see `closable` for how a close() from another thread ends the holder's call.
 
 use fdkit::fd::fork_generation;
 use parking_lot::lock_api::ArcMutexGuard;
 use parking_lot::{Mutex, RawMutex};
-use pyo3::Python;
+use pyo3::{PyResult, Python};
 use std::ops::{Deref, DerefMut};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -65,18 +67,26 @@ impl<T: Send> ForkSafe<T> {
         }
     }
 
-    /// Locks, waiting (with the GIL released) while another thread holds it. In a forked child
-    /// whose parent held the lock at fork time, `rebuild` makes fresh state instead.
-    pub fn lock(&self, py: Python<'_>, rebuild: impl FnOnce() -> T) -> Held<T> {
+    /// Locks, waiting (with the GIL released) while another thread holds it, in slices of
+    /// [`fdkit::fd::CANCEL_SLICE`] with Python's signal handlers run between them: Ctrl-C
+    /// ends the wait with KeyboardInterrupt. In a forked child whose parent held the lock at
+    /// fork time, `rebuild` makes fresh state instead.
+    pub fn lock(&self, py: Python<'_>, rebuild: impl FnOnce() -> T) -> PyResult<Held<T>> {
         let mut rebuild = Some(rebuild);
         loop {
             let current = self.current(&mut rebuild);
             if let Some(guard) = current.try_lock_arc() {
-                return self.held(guard);
+                return Ok(self.held(guard));
             }
             // Wait without the GIL (the holder may need it to finish), then try again: the
             // state may have been replaced meanwhile.
-            crate::errors::without_gil(py, || drop(current.lock_arc()));
+            let got = crate::errors::without_gil(py, || {
+                current.try_lock_arc_for(fdkit::fd::cancel_slice())
+            });
+            // Got it: drop and retake it through the slot (it may have been replaced).
+            if got.is_none() {
+                py.check_signals()?;
+            }
         }
     }
 

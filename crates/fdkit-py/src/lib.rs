@@ -6,6 +6,7 @@ mod addr;
 mod args;
 mod atomic_pipe;
 mod atomic_pipe_options;
+mod closable;
 mod errors;
 mod files;
 mod fork_safe_lock;

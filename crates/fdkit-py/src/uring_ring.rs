@@ -1,10 +1,14 @@
 //! `Ring`: the core's safe io_uring for Python. Thin glue: arguments are checked and turned
-//! into Rust values with the GIL held; the ring sits behind a `std::sync::Mutex` that is only
-//! ever waited for with the GIL released (a `try_lock` first, which never blocks); waits run
-//! with the GIL released in bounded slices, with Python's signal handlers run in between.
+//! into Rust values with the GIL held; the ring sits in a [`Closable`] (the binding's one
+//! locking model, shared with `AtomicPipe` and `Pipe`: a close from any thread ends a `wait()`
+//! in another with ValueError within a slice, and frees the ring only once it has left) and,
+//! inside it, behind a `std::sync::Mutex` that is only ever waited for with the GIL released
+//! (a `try_lock` first, which never blocks); waits run with the GIL released in bounded
+//! slices, with Python's signal handlers run and the closing flag checked in between.
 
 use crate::args::{i32_arg, u16_arg, u32_arg, Count, Fd};
-use crate::errors::core_error;
+use crate::closable::{Closable, Release, Use};
+use crate::errors::{core_error, without_gil};
 use crate::uring_args::{self, send_data, user_data_arg};
 use crate::uring_completion::PyCompletion;
 use fdkit::fd::Errno;
@@ -19,10 +23,7 @@ use rustix::pipe::SpliceFlags;
 use std::os::fd::{FromRawFd, IntoRawFd, OwnedFd};
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError, TryLockError};
-use std::time::{Duration, Instant};
-
-/// How long one GIL-free wait lasts before Python's signal handlers get a turn.
-const WAIT_SLICE: Duration = Duration::from_millis(50);
+use std::time::Instant;
 
 /// Adds `Ring` and `Completion` to the native module.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -64,32 +65,68 @@ impl From<Fail> for PyErr {
 /// the kernel).
 #[pyclass(frozen, module = "fdkit._fdkit", name = "Ring")]
 pub struct PyRing {
-    inner: Mutex<Option<Ring>>,
-    fd: AtomicI32,
+    inner: Closable<RingCell>,
     defer_taskrun: bool,
     sq_entries: u32,
     cq_entries: u32,
 }
 
+/// What the [`Closable`] holds: the ring (None once torn down) and its fd number.
+struct RingCell {
+    ring: Mutex<Option<Ring>>,
+    fd: AtomicI32,
+}
+
+impl RingCell {
+    fn lock(&self) -> MutexGuard<'_, Option<Ring>> {
+        self.ring.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl Release for RingCell {
+    /// Cancels what is in flight, reaps it (bounded) and closes the ring, with the GIL
+    /// released.
+    fn release(&mut self, py: Python<'_>, _deferred: bool) -> PyResult<()> {
+        let ring = self
+            .ring
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        self.fd.store(-1, Ordering::Relaxed);
+        without_gil(py, move || drop(ring));
+        Ok(())
+    }
+
+    fn is_released(&self) -> bool {
+        self.lock().is_none()
+    }
+}
+
 impl PyRing {
+    /// Starts a use of the ring (see `closable`), or `Fail::Closed`.
+    fn enter<'py>(&self, py: Python<'py>) -> Result<Use<'_, 'py, RingCell>, Fail> {
+        self.inner.enter(py).ok_or(Fail::Closed)
+    }
+
     /// Runs `f` on the open ring: with the GIL held when the mutex is free, else with the GIL
-    /// released while waiting for it.
+    /// released while waiting for it (a `wait()` holds it for one slice at most).
     fn with_ring<T: Send>(
         &self,
         py: Python<'_>,
         f: impl FnOnce(&mut Ring) -> Result<T, Fail> + Send,
     ) -> Result<T, Fail> {
+        let cell = self.enter(py)?;
+        let cell: &RingCell = &cell;
         let run = |mut guard: MutexGuard<'_, Option<Ring>>| match guard.as_mut() {
             Some(ring) => f(ring),
             None => Err(Fail::Closed),
         };
-        match self.inner.try_lock() {
+        let result = match cell.ring.try_lock() {
             Ok(guard) => run(guard),
             Err(TryLockError::Poisoned(p)) => run(p.into_inner()),
-            Err(TryLockError::WouldBlock) => {
-                py.detach(|| run(self.inner.lock().unwrap_or_else(PoisonError::into_inner)))
-            }
-        }
+            Err(TryLockError::WouldBlock) => py.detach(|| run(cell.lock())),
+        };
+        result
     }
 
     /// Runs `f` with the GIL released (for calls that enter the kernel and may wait).
@@ -98,12 +135,11 @@ impl PyRing {
         py: Python<'_>,
         f: impl FnOnce(&mut Ring) -> Result<T, Fail> + Send,
     ) -> Result<T, Fail> {
-        py.detach(|| {
-            let mut guard = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
-            match guard.as_mut() {
-                Some(ring) => f(ring),
-                None => Err(Fail::Closed),
-            }
+        let cell = self.enter(py)?;
+        let cell: &RingCell = &cell;
+        py.detach(|| match cell.lock().as_mut() {
+            Some(ring) => f(ring),
+            None => Err(Fail::Closed),
         })
     }
 
@@ -147,11 +183,13 @@ impl PyRing {
             .detach(|| Ring::with_options(options))
             .map_err(core_error)?;
         Ok(PyRing {
-            fd: AtomicI32::new(ring.as_raw_fd()),
             defer_taskrun: ring.defer_taskrun(),
             sq_entries: ring.sq_entries(),
             cq_entries: ring.cq_entries(),
-            inner: Mutex::new(Some(ring)),
+            inner: Closable::new(RingCell {
+                fd: AtomicI32::new(ring.as_raw_fd()),
+                ring: Mutex::new(Some(ring)),
+            }),
         })
     }
 
@@ -489,7 +527,7 @@ impl PyRing {
     /// `wait(min_complete=1, timeout=None)`: submits what is queued, then waits until at least
     /// `min_complete` completions arrived, `timeout` seconds passed, or nothing is left in
     /// flight; returns every completion ready (maybe none). The GIL is released while
-    /// waiting; signal handlers run every 50 ms (Ctrl-C raises; completions already
+    /// waiting; signal handlers run every 20 ms at most (Ctrl-C raises; completions already
     /// reaped stay for the next call). io_uring_submit_and_wait_timeout(3).
     #[pyo3(signature = (min_complete=1, timeout=None))]
     fn wait<'py>(
@@ -503,24 +541,48 @@ impl PyRing {
             None => None,
             Some(t) => Some(Instant::now() + uring_args::seconds(t, "timeout")?),
         };
+        // One use for the whole wait: a close() from another thread is seen between slices.
+        let cell = self.enter(py)?;
+        let cell: &RingCell = &cell;
         loop {
             let slice = match deadline {
-                None => WAIT_SLICE,
-                Some(d) => d.saturating_duration_since(Instant::now()).min(WAIT_SLICE),
+                // The closable model's slice (at most 20 ms): then the signal handlers run
+                // and the closing flag is looked at.
+                None => fdkit::fd::cancel_slice(),
+                Some(d) => d
+                    .saturating_duration_since(Instant::now())
+                    .min(fdkit::fd::cancel_slice()),
             };
-            let (ready, in_flight) =
-                self.detached(py, |r| match r.wait_ready(min, Some(slice)) {
+            let closing = self.inner.closing_flag();
+            let (ready, in_flight) = py.detach(|| {
+                let mut guard = cell.lock();
+                let Some(r) = guard.as_mut() else {
+                    return Err(Fail::Closed);
+                };
+                if closing.load(Ordering::SeqCst) {
+                    // Closed from another thread. With DEFER_TASKRUN only this thread (the
+                    // issuer) can reap: tear the ring down here, properly, before leaving.
+                    if r.defer_taskrun() {
+                        drop(guard.take());
+                    }
+                    return Err(Fail::Closed);
+                }
+                match r.wait_ready(min, Some(slice)) {
                     Ok(n) => Ok((n, r.in_flight())),
                     Err(fdkit::Error::Os(Errno::INTR)) => Ok((r.ready(), r.in_flight())),
                     Err(e) => Err(Fail::Core(e)),
-                })?;
+                }
+            })?;
             let expired = deadline.is_some_and(|d| Instant::now() >= d);
             if ready >= min || in_flight == 0 || expired {
                 break;
             }
             py.check_signals()?;
         }
-        let done = self.with_ring(py, |r| Ok(r.take_ready()))?;
+        let done = match cell.lock().as_mut() {
+            Some(r) => r.take_ready(),
+            None => return Err(Fail::Closed.into()),
+        };
         let list = PyList::empty(py);
         for c in done {
             list.append(PyCompletion::from_core(py, c)?)?;
@@ -530,14 +592,16 @@ impl PyRing {
 
     /// The ring's fd (-1 once closed).
     #[getter]
-    fn fd(&self) -> i32 {
-        self.fd.load(Ordering::Relaxed)
+    fn fd(&self, py: Python<'_>) -> i32 {
+        self.inner
+            .enter(py)
+            .map_or(-1, |cell| cell.fd.load(Ordering::Relaxed))
     }
 
     /// Whether `close()` was called.
     #[getter]
     fn closed(&self) -> bool {
-        self.fd.load(Ordering::Relaxed) < 0
+        self.inner.is_closed()
     }
 
     /// Whether the ring runs with `SINGLE_ISSUER|DEFER_TASKRUN`.
@@ -565,17 +629,11 @@ impl PyRing {
     }
 
     /// `close()`: cancels the ops in flight, waits (at most 2 s) for their completions,
-    /// frees their buffers and closes the ring. Closing twice is harmless.
-    fn close(&self, py: Python<'_>) {
-        py.detach(|| {
-            let ring = self
-                .inner
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .take();
-            self.fd.store(-1, Ordering::Relaxed);
-            drop(ring);
-        });
+    /// frees their buffers and closes the ring. From any thread: a `wait()` in another thread
+    /// ends with ValueError within 20 ms, and the ring is freed once it has left. Closing
+    /// twice is harmless.
+    fn close(&self, py: Python<'_>) -> PyResult<()> {
+        self.inner.close(py)
     }
 
     fn __enter__(slf: Bound<'_, Self>) -> Bound<'_, Self> {
@@ -583,13 +641,13 @@ impl PyRing {
     }
 
     #[pyo3(signature = (*_args))]
-    fn __exit__(&self, py: Python<'_>, _args: &Bound<'_, PyTuple>) -> bool {
-        self.close(py);
-        false
+    fn __exit__(&self, py: Python<'_>, _args: &Bound<'_, PyTuple>) -> PyResult<bool> {
+        self.close(py)?;
+        Ok(false)
     }
 
-    fn __repr__(&self) -> String {
-        match self.fd() {
+    fn __repr__(&self, py: Python<'_>) -> String {
+        match self.fd(py) {
             -1 => "<Ring closed>".into(),
             fd => format!(
                 "<Ring fd={fd} sq_entries={} cq_entries={} defer_taskrun={}>",
@@ -607,6 +665,8 @@ impl Drop for PyRing {
         // (no lock to wait for: we are the last reference).
         let ring = self
             .inner
+            .get_mut()
+            .ring
             .get_mut()
             .unwrap_or_else(PoisonError::into_inner)
             .take();

@@ -1,7 +1,8 @@
 //! Python glue for `fdkit::zerocopy`: `transfer`, `transfer_stats`, `Pipe`, `proxy`, `relay`.
 
 use crate::args::{Count, Fd};
-use crate::errors::{blocking, os_error, Signals};
+use crate::closable::{Closable, Release, Use};
+use crate::errors::{os_error, without_gil, Signals};
 use fdkit::fd::Errno;
 use fdkit::zerocopy::{self, Pipe, TransferStats};
 use pyo3::exceptions::PyValueError;
@@ -10,6 +11,7 @@ use pyo3::types::{PyDict, PyList};
 use rustix::pipe::{PipeFlags, SpliceFlags};
 use std::cell::RefCell;
 use std::os::fd::AsRawFd;
+use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 thread_local! {
@@ -142,17 +144,63 @@ pub fn pipe_pool_idle() -> usize {
 }
 
 /// A pipe pair as an object: `read_from`, `write_to`, `tee`, sizes. A context manager; after
-/// `close()` every method raises `ValueError`.
-#[pyclass(module = "fdkit._fdkit", name = "Pipe")]
+/// `close()` every method raises `ValueError`. Closable from any thread (the binding's one
+/// locking model, see `closable`): a call waiting in another thread ends with ValueError within
+/// 20 ms, and the fds are closed once it has left.
+#[pyclass(module = "fdkit._fdkit", name = "Pipe", frozen)]
 pub struct PyPipe {
-    pipe: Option<Pipe>,
+    pipe: Closable<Option<Pipe>>,
+}
+
+impl Release for Option<Pipe> {
+    fn release(&mut self, _py: Python<'_>, _deferred: bool) -> PyResult<()> {
+        drop(self.take());
+        Ok(())
+    }
+
+    fn is_released(&self) -> bool {
+        self.is_none()
+    }
+}
+
+fn closed_pipe() -> PyErr {
+    PyValueError::new_err("I/O operation on a closed Pipe")
+}
+
+/// A checkpoint that only reports the interruption; [`splice_call`] runs the handlers.
+fn interrupted() -> Result<(), Errno> {
+    Err(Errno::INTR)
+}
+
+/// Runs a cancellable splice/tee with the GIL released; after `EINTR` runs Python's signal
+/// handlers and tries again (nothing moved); `ECANCELED` (a close from another thread) is the
+/// closed error.
+fn splice_call(
+    py: Python<'_>,
+    mut call: impl FnMut(&mut dyn FnMut() -> Result<(), Errno>) -> Result<usize, Errno> + Send,
+) -> PyResult<usize> {
+    loop {
+        match without_gil(py, || call(&mut interrupted)) {
+            Err(Errno::INTR) => py.check_signals()?,
+            Err(Errno::CANCELED) => return Err(closed_pipe()),
+            other => return other.map_err(os_error),
+        }
+    }
 }
 
 impl PyPipe {
-    fn get(&self) -> PyResult<&Pipe> {
+    /// Starts a use (see `closable`) of the open pipe, or the closed error.
+    fn enter<'py>(&self, py: Python<'py>) -> PyResult<Use<'_, 'py, Option<Pipe>>> {
         self.pipe
-            .as_ref()
-            .ok_or_else(|| PyValueError::new_err("I/O operation on a closed Pipe"))
+            .enter(py)
+            .filter(|p| p.is_some())
+            .ok_or_else(closed_pipe)
+    }
+
+    /// Runs `f` on the open pipe.
+    fn with<T>(&self, py: Python<'_>, f: impl FnOnce(&Pipe) -> PyResult<T>) -> PyResult<T> {
+        let pipe = self.enter(py)?;
+        f(pipe.as_ref().expect("enter checked"))
     }
 }
 
@@ -172,7 +220,9 @@ impl PyPipe {
         if let Some(size) = size {
             pipe.resize(size.clamped()).map_err(os_error)?;
         }
-        Ok(PyPipe { pipe: Some(pipe) })
+        Ok(PyPipe {
+            pipe: Closable::new(Some(pipe)),
+        })
     }
 
     /// `splice(fd → pipe)`: up to `n` bytes from `fd` (at `offset` when given); 0 at EOF.
@@ -184,74 +234,100 @@ impl PyPipe {
         n: Count,
         offset: Option<Count>,
     ) -> PyResult<usize> {
-        let pipe = self.get()?;
-        let mut off = offset.map(|o| o.0);
-        blocking(py, || {
-            pipe.read_from(fd.borrow(), off.as_mut(), n.clamped(), SpliceFlags::MOVE)
+        let closing: &AtomicBool = self.pipe.closing_flag();
+        self.with(py, |pipe| {
+            let mut off = offset.map(|o| o.0);
+            splice_call(py, |cp| {
+                let flags = SpliceFlags::MOVE;
+                pipe.read_from_cancellable(
+                    fd.borrow(),
+                    off.as_mut(),
+                    n.clamped(),
+                    flags,
+                    &[closing],
+                    cp,
+                )
+            })
         })
     }
 
     /// `splice(pipe → fd)`: up to `n` bytes out of the pipe into `fd` (at `offset` when given).
     #[pyo3(signature = (fd, n, *, offset=None))]
     fn write_to(&self, py: Python<'_>, fd: Fd, n: Count, offset: Option<Count>) -> PyResult<usize> {
-        let pipe = self.get()?;
-        let mut off = offset.map(|o| o.0);
-        blocking(py, || {
-            pipe.write_to(fd.borrow(), off.as_mut(), n.clamped(), SpliceFlags::MOVE)
+        let closing: &AtomicBool = self.pipe.closing_flag();
+        self.with(py, |pipe| {
+            let mut off = offset.map(|o| o.0);
+            splice_call(py, |cp| {
+                let flags = SpliceFlags::MOVE;
+                pipe.write_to_cancellable(
+                    fd.borrow(),
+                    off.as_mut(),
+                    n.clamped(),
+                    flags,
+                    &[closing],
+                    cp,
+                )
+            })
         })
     }
 
     /// `tee(pipe → other)`: duplicates up to `n` bytes into `other` without consuming them.
     fn tee(&self, py: Python<'_>, other: PyRef<'_, PyPipe>, n: Count) -> PyResult<usize> {
-        let (pipe, other) = (self.get()?, other.get()?);
-        blocking(py, || pipe.tee(other, n.clamped(), SpliceFlags::empty()))
+        let flags: [&AtomicBool; 2] = [self.pipe.closing_flag(), other.pipe.closing_flag()];
+        let other_use = other.enter(py)?;
+        let other_pipe = other_use.as_ref().expect("enter checked");
+        self.with(py, |pipe| {
+            splice_call(py, |cp| {
+                pipe.tee_cancellable(other_pipe, n.clamped(), SpliceFlags::empty(), &flags, cp)
+            })
+        })
     }
 
     /// The capacity in bytes (`F_GETPIPE_SZ`).
     #[getter]
-    fn size(&self) -> PyResult<usize> {
-        self.get()?.size().map_err(os_error)
+    fn size(&self, py: Python<'_>) -> PyResult<usize> {
+        self.with(py, |p| p.size().map_err(os_error))
     }
 
     /// Resizes to at least `size` bytes (`F_SETPIPE_SZ`); returns the size set.
-    fn resize(&self, size: Count) -> PyResult<usize> {
-        self.get()?.resize(size.clamped()).map_err(os_error)
+    fn resize(&self, py: Python<'_>, size: Count) -> PyResult<usize> {
+        self.with(py, |p| p.resize(size.clamped()).map_err(os_error))
     }
 
     /// `/proc/sys/fs/pipe-max-size`: the most an unprivileged process may ask for.
     #[getter]
-    fn max_size(&self) -> PyResult<usize> {
-        self.get()?;
-        zerocopy::pipe_max_size().map_err(os_error)
+    fn max_size(&self, py: Python<'_>) -> PyResult<usize> {
+        self.with(py, |_| zerocopy::pipe_max_size().map_err(os_error))
     }
 
     /// Resizes to `size`, or to `max_size` when `size` is not allowed; returns the size set.
-    fn resize_or_max(&self, size: Count) -> PyResult<usize> {
-        self.get()?.resize_or_max(size.clamped()).map_err(os_error)
+    fn resize_or_max(&self, py: Python<'_>, size: Count) -> PyResult<usize> {
+        self.with(py, |p| p.resize_or_max(size.clamped()).map_err(os_error))
     }
 
     /// Bytes waiting in the pipe (`FIONREAD`).
     #[getter]
-    fn pending(&self) -> PyResult<usize> {
-        self.get()?.pending().map_err(os_error)
+    fn pending(&self, py: Python<'_>) -> PyResult<usize> {
+        self.with(py, |p| p.pending().map_err(os_error))
     }
 
     /// `(read_fd, write_fd)`; the Pipe still owns them.
     #[getter]
-    fn fds(&self) -> PyResult<(i32, i32)> {
-        let p = self.get()?;
-        Ok((p.read_end().as_raw_fd(), p.write_end().as_raw_fd()))
+    fn fds(&self, py: Python<'_>) -> PyResult<(i32, i32)> {
+        self.with(py, |p| {
+            Ok((p.read_end().as_raw_fd(), p.write_end().as_raw_fd()))
+        })
     }
 
-    /// Whether `close()` was called.
+    /// Whether `close()` was called (in any thread).
     #[getter]
     fn closed(&self) -> bool {
-        self.pipe.is_none()
+        self.pipe.is_closed()
     }
 
-    /// Closes both ends; closing twice is harmless.
-    fn close(&mut self) {
-        self.pipe = None;
+    /// Closes both ends, from any thread; closing twice is harmless.
+    fn close(&self, py: Python<'_>) -> PyResult<()> {
+        self.pipe.close(py)
     }
 
     fn __enter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
@@ -259,19 +335,15 @@ impl PyPipe {
     }
 
     #[pyo3(signature = (*_args))]
-    fn __exit__(&mut self, _args: &Bound<'_, pyo3::types::PyTuple>) -> bool {
-        self.close();
-        false
+    fn __exit__(&self, py: Python<'_>, _args: &Bound<'_, pyo3::types::PyTuple>) -> PyResult<bool> {
+        self.close(py)?;
+        Ok(false)
     }
 
-    fn __repr__(&self) -> String {
-        match &self.pipe {
-            Some(p) => format!(
-                "<Pipe read={} write={}>",
-                p.read_end().as_raw_fd(),
-                p.write_end().as_raw_fd()
-            ),
-            None => "<Pipe closed>".into(),
+    fn __repr__(&self, py: Python<'_>) -> String {
+        match self.fds(py) {
+            Ok((r, w)) => format!("<Pipe read={r} write={w}>"),
+            Err(_) => "<Pipe closed>".into(),
         }
     }
 }

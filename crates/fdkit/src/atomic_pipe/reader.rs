@@ -4,17 +4,20 @@
 //! Reads are large (64 KiB, or the pipe's size when larger, up to 1 MiB) and go straight into
 //! the decoder's buffer, so a burst of small messages costs one `read(2)` for hundreds of them.
 //! A blocking fd with no deadline sleeps in read(2); any deadline (or a non-blocking fd) waits
-//! with poll(2) instead.
+//! with poll(2) instead. With a cancel flag ([`MessageReader::set_cancel`]) the read is tried
+//! with `RWF_NOWAIT` and the wait is a poll that the flag ends.
 
 use super::compress::{Compression, Decompressor};
 use super::decoder::{Decoder, Event};
 use super::pipe_end::PipeEnd;
 use super::protocol_error::{ProtocolError, ProtocolErrorKind};
-use super::wait::{wait_for, Wait};
+use super::wait::Wait;
 use super::wire::Mode;
 use rustix::event::PollFlags;
 use rustix::io::Errno;
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::fd::{BorrowedFd, OwnedFd};
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
 
 /// The smallest read: 64 KiB, the default pipe size.
 const MIN_READ: usize = 1 << 16;
@@ -68,6 +71,8 @@ pub struct MessageReader {
     decompressor: Option<Decompressor>,
     keep_compressed: bool,
     read_size: usize,
+    /// The last read took less than it asked for: the pipe is probably empty now.
+    drained: bool,
 }
 
 impl MessageReader {
@@ -83,6 +88,7 @@ impl MessageReader {
             decompressor: None,
             keep_compressed: false,
             read_size,
+            drained: false,
         })
     }
 
@@ -94,6 +100,7 @@ impl MessageReader {
             decompressor: None,
             keep_compressed: false,
             read_size: MIN_READ,
+            drained: false,
         }
     }
 
@@ -224,6 +231,21 @@ impl MessageReader {
         Ok(())
     }
 
+    /// Lets another thread end this reader's waits: once `cancel` is set, a wait for bytes
+    /// ends with `ECANCELED` within [`crate::fd::CANCEL_SLICE`], and a blocking fd is never
+    /// left asleep in read(2) (see the owner's close in the Python binding). `None`: waits are
+    /// not cancellable (a blocking read sleeps in read(2), one syscall per fill).
+    pub fn set_cancel(&mut self, cancel: Option<Arc<AtomicBool>>) {
+        self.end.set_cancel(cancel);
+    }
+
+    /// Whether a wait forever must stay cancellable once a cancel flag is set (the default),
+    /// or may sleep in the syscall for this call: an owner that knows nobody can cancel now
+    /// (no other thread) saves the poll.
+    pub fn set_cancel_waits(&mut self, on: bool) {
+        self.end.set_cancel_waits(on);
+    }
+
     /// Closes the fd (once).
     pub fn close(&mut self) -> Result<(), Errno> {
         self.end.close()
@@ -234,23 +256,32 @@ impl MessageReader {
         wait: Wait,
         checkpoint: &mut dyn FnMut() -> Result<(), Errno>,
     ) -> Result<Fill, Errno> {
-        let fd = self.end.fd()?;
-        let poll_first = self.end.poll_first(wait);
         loop {
-            if poll_first && !wait_for(fd.as_fd(), PollFlags::IN, wait, checkpoint)? {
+            let nowait = self.end.nowait(wait);
+            // A short last read drained the pipe: poll first (poll + read) rather than a
+            // read that says EAGAIN, then poll, then read again.
+            let poll_first = self.end.poll_first(wait) && (!nowait || self.drained);
+            if poll_first && !self.end.wait_for(PollFlags::IN, wait, checkpoint)? {
                 return Ok(Fill::NotReady);
             }
-            match self
-                .decoder
-                .feed_with(self.read_size, |buf| rustix::io::read(fd, buf))
-            {
+            let end = &mut self.end;
+            let mut asked = 0;
+            let got = self.decoder.feed_with(self.read_size, |buf| {
+                asked = buf.len();
+                end.read(buf, nowait)
+            });
+            match got {
                 Ok(0) => {
                     self.decoder.finish();
                     return Ok(Fill::Eof);
                 }
-                Ok(_) => return Ok(Fill::Data),
+                Ok(n) => {
+                    self.drained = n < asked;
+                    return Ok(Fill::Data);
+                }
                 Err(Errno::AGAIN) => {
-                    if !wait_for(fd.as_fd(), PollFlags::IN, wait, checkpoint)? {
+                    self.drained = true;
+                    if !self.end.wait_for(PollFlags::IN, wait, checkpoint)? {
                         return Ok(Fill::NotReady);
                     }
                 }

@@ -1,9 +1,10 @@
 //! How long a read or write may wait for the pipe, and the poll(2) that does the waiting.
 
-use crate::fd::poll;
+use crate::fd::poll_cancellable;
 use rustix::event::{PollFd, PollFlags};
 use rustix::io::Errno;
 use std::os::fd::BorrowedFd;
+use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
 /// How long a call may wait for the pipe to become ready.
@@ -31,11 +32,13 @@ impl Wait {
 
 /// Polls `fd` for `events` within `wait`: `Ok(true)` when ready (or in error/hang-up, which the
 /// next read or write reports), `Ok(false)` when the time is up or `wait` is [`Wait::Never`].
-/// `checkpoint` runs on `EINTR` (see [`crate::fd::poll`]). See poll(2).
+/// `checkpoint` runs on `EINTR` (see [`crate::fd::poll`]); `cancel` set by another thread ends
+/// the wait with `ECANCELED` (see [`crate::fd::poll_cancellable`]). See poll(2).
 pub(crate) fn wait_for(
     fd: BorrowedFd<'_>,
     events: PollFlags,
     wait: Wait,
+    cancel: Option<&AtomicBool>,
     checkpoint: &mut dyn FnMut() -> Result<(), Errno>,
 ) -> Result<bool, Errno> {
     let timeout = match wait {
@@ -44,5 +47,5 @@ pub(crate) fn wait_for(
         Wait::Until(Some(deadline)) => Some(deadline.saturating_duration_since(Instant::now())),
     };
     let mut fds = [PollFd::from_borrowed_fd(fd, events)];
-    Ok(poll(&mut fds, timeout, checkpoint)? > 0)
+    Ok(poll_cancellable(&mut fds, timeout, cancel, checkpoint)? > 0)
 }

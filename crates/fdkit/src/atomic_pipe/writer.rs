@@ -11,13 +11,15 @@ use super::encoder::{
     encode_burst, encode_burst_unchecked, fits_in_burst, message_chunks, BurstError,
 };
 use super::pipe_end::PipeEnd;
-use super::wait::{wait_for, Wait};
+use super::wait::Wait;
 use super::wire::{Mode, Writer};
 use super::write_queue::WriteQueue;
 use crate::fd::SigpipeGuard;
 use rustix::event::PollFlags;
 use rustix::io::Errno;
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::fd::{BorrowedFd, OwnedFd};
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// A blocking batch writes out once this much is encoded, bounding the memory a long batch
@@ -97,6 +99,21 @@ impl MessageWriter {
     /// Sets or clears `O_NONBLOCK` on the fd. See fcntl(2).
     pub fn set_blocking(&mut self, blocking: bool) -> Result<(), Errno> {
         self.end.set_blocking(blocking)
+    }
+
+    /// Lets another thread end this writer's waits: once `cancel` is set, a wait for room ends
+    /// with `ECANCELED` within [`crate::fd::CANCEL_SLICE`] and drops what is queued (the owner
+    /// is closing), and a blocking fd is never left asleep in write(2). `None`: waits are not
+    /// cancellable (a blocking write sleeps in write(2)).
+    pub fn set_cancel(&mut self, cancel: Option<Arc<AtomicBool>>) {
+        self.end.set_cancel(cancel);
+    }
+
+    /// Whether a wait forever must stay cancellable once a cancel flag is set (the default),
+    /// or may sleep in the syscall for this call: an owner that knows nobody can cancel now
+    /// (no other thread) saves the poll.
+    pub fn set_cancel_waits(&mut self, on: bool) {
+        self.end.set_cancel_waits(on);
     }
 
     /// Bytes queued by a non-blocking writer and not yet taken by the pipe.
@@ -282,26 +299,41 @@ impl MessageWriter {
         if self.queue.is_empty() {
             return Ok(true);
         }
-        let fd = self.end.fd()?;
+        self.end.fd()?;
         let _sigpipe = SigpipeGuard::if_needed();
-        // A blocking fd would sleep in write(2) past a deadline: poll first then.
-        let poll_first = self.end.poll_first(wait);
+        match self.drain_queue(wait, checkpoint) {
+            Err(e @ (Errno::PIPE | Errno::CANCELED)) => {
+                // Nobody can ever read it (EPIPE), or the owner is closing and a blocked write
+                // must end (ECANCELED): what is queued will never be written.
+                self.queue.clear();
+                Err(e)
+            }
+            other => other,
+        }
+    }
+
+    fn drain_queue(
+        &mut self,
+        wait: Wait,
+        checkpoint: &mut dyn FnMut() -> Result<(), Errno>,
+    ) -> Result<bool, Errno> {
         while let Some(unit) = self.queue.front() {
-            if poll_first && !wait_for(fd.as_fd(), PollFlags::OUT, wait, checkpoint)? {
+            let nowait = self.end.nowait(wait);
+            // A blocking fd would sleep in write(2) past a deadline (or a cancel): poll first.
+            if !nowait
+                && self.end.poll_first(wait)
+                && !self.end.wait_for(PollFlags::OUT, wait, checkpoint)?
+            {
                 return Ok(false);
             }
-            match rustix::io::write(fd, unit) {
+            match self.end.write(unit, nowait) {
                 Ok(n) => self.queue.consume(n),
                 Err(Errno::AGAIN) => {
-                    if !wait_for(fd.as_fd(), PollFlags::OUT, wait, checkpoint)? {
+                    if !self.end.wait_for(PollFlags::OUT, wait, checkpoint)? {
                         return Ok(false);
                     }
                 }
                 Err(Errno::INTR) => checkpoint()?,
-                Err(Errno::PIPE) => {
-                    self.queue.clear();
-                    return Err(Errno::PIPE);
-                }
                 Err(e) => return Err(e),
             }
         }

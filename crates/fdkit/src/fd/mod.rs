@@ -34,7 +34,7 @@ pub use fcntl::{fcntl_int, get_blocking, get_cloexec, set_blocking, set_cloexec,
 pub use file::{close, dup, dup3, mkdtemp, mkstemp};
 pub use fork::fork_generation;
 pub use pipe_size::{pipe_max_size, pipe_size, set_pipe_size, set_pipe_size_or_max};
-pub use poll::poll;
+pub use poll::{cancel_slice, poll, poll_cancellable, CANCEL_SLICE};
 pub use sendfile::sendfile_all;
 pub use sigpipe::SigpipeGuard;
 pub use socket::{connect, socket, socketpair};

@@ -31,3 +31,53 @@ pub fn poll(
         }
     }
 }
+
+/// How often a cancellable wait looks at its flag, at most: an owner's `close()` from another
+/// thread ends the wait within this long (see [`poll_cancellable`]).
+pub const CANCEL_SLICE: Duration = Duration::from_millis(20);
+
+/// One slice of a cancellable wait: between half of [`CANCEL_SLICE`] and all of it, varied
+/// from call to call so that the wake-ups do not fall in step with anything periodic (an
+/// observer sampling every 100 ms would otherwise always catch the thread between slices).
+pub fn cancel_slice() -> Duration {
+    static CALLS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let half = CANCEL_SLICE / 2;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::from(d.subsec_nanos()));
+    let calls = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let spread = (now ^ calls.rotate_left(32)).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32;
+    half + Duration::from_nanos(spread % half.as_nanos() as u64)
+}
+
+/// [`poll`] that another thread can end: with a `cancel` flag, it polls in slices of at most
+/// [`CANCEL_SLICE`] and returns `ECANCELED` once the flag is set (checked before each slice).
+/// Returns 0 when `timeout` passes (`None`: forever). See poll(2).
+///
+/// Why slices and not a wake-up eventfd in the poll set: an eventfd is shared with every child
+/// a `fork()` makes, so a parent's close would wake (and end) its children's waits.
+pub fn poll_cancellable(
+    fds: &mut [PollFd<'_>],
+    timeout: Option<Duration>,
+    cancel: Option<&std::sync::atomic::AtomicBool>,
+    mut checkpoint: impl FnMut() -> Result<(), Errno>,
+) -> rustix::io::Result<usize> {
+    let Some(cancel) = cancel else {
+        return poll(fds, timeout, checkpoint);
+    };
+    let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
+    loop {
+        if cancel.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(Errno::CANCELED);
+        }
+        let left = match (timeout, deadline) {
+            (Some(_), Some(d)) => d.saturating_duration_since(Instant::now()),
+            _ => CANCEL_SLICE,
+        };
+        let slice = left.min(cancel_slice());
+        let n = poll(fds, Some(slice), &mut checkpoint)?;
+        if n > 0 || (timeout.is_some() && deadline.is_some() && slice >= left) {
+            return Ok(n);
+        }
+    }
+}

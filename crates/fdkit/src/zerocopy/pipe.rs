@@ -1,10 +1,12 @@
 //! A pipe pair as a value: splice into it, out of it, and tee it to other pipes.
 
+use super::wait::{splice_cancellable, Side, Want};
 use crate::fd::{pipe_size, set_pipe_size, set_pipe_size_or_max};
 use rustix::io::Errno;
 use rustix::pipe::{pipe_with, splice, tee};
 use rustix::pipe::{PipeFlags, SpliceFlags};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::sync::atomic::AtomicBool;
 
 /// Both ends of a pipe. Dropping it closes both.
 #[derive(Debug)]
@@ -87,5 +89,108 @@ impl Pipe {
     /// here. See tee(2).
     pub fn tee(&self, other: &Pipe, n: usize, flags: SpliceFlags) -> Result<usize, Errno> {
         tee(&self.read, &other.write, n, flags)
+    }
+}
+
+/// The same calls, cancellable from another thread: each waits (when a side is not ready) in
+/// poll(2) slices that end with `ECANCELED` once a `cancel` flag is set, never asleep in splice(2)
+/// itself, and otherwise behaves like its plain counterpart (see
+/// `wait::splice_cancellable`). For owners that may be closed while a call waits.
+impl Pipe {
+    /// [`read_from`](Self::read_from), cancellable.
+    pub fn read_from_cancellable(
+        &self,
+        fd: BorrowedFd<'_>,
+        mut offset: Option<&mut u64>,
+        n: usize,
+        flags: SpliceFlags,
+        cancel: &[&AtomicBool],
+        checkpoint: &mut dyn FnMut() -> Result<(), Errno>,
+    ) -> Result<usize, Errno> {
+        let sides = [
+            Side {
+                fd,
+                want: Want::Read,
+            },
+            Side {
+                fd: self.write.as_fd(),
+                want: Want::Write,
+            },
+        ];
+        if n == 0 {
+            return self.read_from(fd, offset, 0, flags); // never waits
+        }
+        splice_cancellable(sides, cancel, checkpoint, || {
+            splice(
+                fd,
+                offset.as_deref_mut(),
+                &self.write,
+                None,
+                n,
+                flags | SpliceFlags::NONBLOCK,
+            )
+        })
+    }
+
+    /// [`write_to`](Self::write_to), cancellable.
+    pub fn write_to_cancellable(
+        &self,
+        fd: BorrowedFd<'_>,
+        mut offset: Option<&mut u64>,
+        n: usize,
+        flags: SpliceFlags,
+        cancel: &[&AtomicBool],
+        checkpoint: &mut dyn FnMut() -> Result<(), Errno>,
+    ) -> Result<usize, Errno> {
+        let sides = [
+            Side {
+                fd: self.read.as_fd(),
+                want: Want::Read,
+            },
+            Side {
+                fd,
+                want: Want::Write,
+            },
+        ];
+        if n == 0 {
+            return self.write_to(fd, offset, 0, flags); // never waits
+        }
+        splice_cancellable(sides, cancel, checkpoint, || {
+            splice(
+                &self.read,
+                None,
+                fd,
+                offset.as_deref_mut(),
+                n,
+                flags | SpliceFlags::NONBLOCK,
+            )
+        })
+    }
+
+    /// [`tee`](Self::tee), cancellable.
+    pub fn tee_cancellable(
+        &self,
+        other: &Pipe,
+        n: usize,
+        flags: SpliceFlags,
+        cancel: &[&AtomicBool],
+        checkpoint: &mut dyn FnMut() -> Result<(), Errno>,
+    ) -> Result<usize, Errno> {
+        let sides = [
+            Side {
+                fd: self.read.as_fd(),
+                want: Want::Read,
+            },
+            Side {
+                fd: other.write.as_fd(),
+                want: Want::Write,
+            },
+        ];
+        if n == 0 {
+            return self.tee(other, 0, flags); // never waits
+        }
+        splice_cancellable(sides, cancel, checkpoint, || {
+            tee(&self.read, &other.write, n, flags | SpliceFlags::NONBLOCK)
+        })
     }
 }
