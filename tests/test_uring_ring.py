@@ -621,3 +621,15 @@ def test_the_rings_own_fd_as_an_argument_is_refused_by_the_kernel(ring: Ring) ->
     assert got[3].error.errno == errno.EBADF  # type: ignore[union-attr]
     ring.nop(5)
     assert one(ring).user_data == 5  # and the ring still works
+
+
+@pytest.mark.parametrize("value", [1e19, 1e300, float("inf")], ids=str)
+def test_huge_timeouts_are_refused_as_too_large_not_a_panic(ring: Ring, value: float) -> None:
+    """Before: `wait(0, timeout=1e19)` raised PanicException (Instant overflow), and
+    `timeout(1e300, …)` said "must be >= 0 seconds"."""
+    with pytest.raises(ValueError, match=r"timeout is too large: .* \(the limit is 9223372036"):
+        ring.wait(0, timeout=value)
+    with pytest.raises(ValueError, match=r"timeout is too large: .* \(the limit is 9223372036"):
+        ring.timeout(value, 1)
+    with pytest.raises(ValueError, match=r"timeout must be >= 0 seconds, got -1.0"):
+        ring.wait(0, timeout=-1.0)

@@ -714,3 +714,19 @@ def test_relay_passes_a_destination_reset_back_to_the_source(fds: Fds) -> None:
     assert fd.poll([(far, fd.POLLIN)], 5), "the source's writer heard nothing"
     with pytest.raises(ConnectionResetError):
         fd.recv(far, 100)
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        (1e300, r"idle_timeout is too large: 1e\+300 seconds \(the limit is 9223372036"),
+        (float("nan"), r"idle_timeout must be a number of seconds, got nan"),
+        (0.0, r"idle_timeout must be > 0 seconds, got 0.0"),
+    ],
+    ids=str,
+)
+def test_proxy_idle_timeout_says_the_real_cause(value: float, message: str) -> None:
+    """Before: 1e300 raised PanicException (Duration::from_secs_f64 overflow)."""
+    a, b = socket.socketpair()
+    with a, b, pytest.raises(ValueError, match=message):
+        zerocopy.proxy(a.fileno(), b.fileno(), idle_timeout=value)

@@ -5,7 +5,6 @@ use crate::args::{Count, RawBuffer};
 use pyo3::exceptions::{PyOverflowError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
-use std::time::Duration;
 
 /// `user_data`: an int in 0..=2**64-1 (`ValueError` otherwise, `TypeError` for a non-int).
 pub fn user_data_arg(obj: &Bound<'_, PyAny>) -> PyResult<u64> {
@@ -19,12 +18,6 @@ pub fn user_data_arg(obj: &Bound<'_, PyAny>) -> PyResult<u64> {
             e
         }
     })
-}
-
-/// A duration in seconds: finite and non-negative.
-pub fn seconds(t: f64, what: &str) -> PyResult<Duration> {
-    Duration::try_from_secs_f64(t)
-        .map_err(|_| PyValueError::new_err(format!("{what} must be >= 0 seconds, got {t}")))
 }
 
 /// `bytes` the kernel reads in place: the object is immutable and this reference keeps it

@@ -502,7 +502,7 @@ impl PyRing {
         #[pyo3(from_py_with = user_data_arg)] user_data: u64,
         #[pyo3(from_py_with = u32_arg)] count: u32,
     ) -> PyResult<()> {
-        let d = uring_args::seconds(seconds, "timeout")?;
+        let d = crate::args::seconds(seconds, "timeout", true)?;
         self.queue(py, |r| r.timeout(d, count, user_data))
     }
 
@@ -539,7 +539,7 @@ impl PyRing {
         let min = min_complete as usize;
         let deadline = match timeout {
             None => None,
-            Some(t) => Some(Instant::now() + uring_args::seconds(t, "timeout")?),
+            Some(t) => Some(Instant::now() + crate::args::seconds(t, "timeout", true)?),
         };
         // One use for the whole wait: a close() from another thread is seen between slices.
         let cell = self.enter(py)?;

@@ -12,7 +12,6 @@ use rustix::pipe::{PipeFlags, SpliceFlags};
 use std::cell::RefCell;
 use std::os::fd::AsRawFd;
 use std::sync::atomic::AtomicBool;
-use std::time::Duration;
 
 thread_local! {
     /// The calling thread's last transfer, for `transfer_stats()`.
@@ -100,15 +99,9 @@ pub fn proxy(
     b_fd: Fd,
     idle_timeout: Option<f64>,
 ) -> PyResult<(u64, u64)> {
-    let idle = match idle_timeout {
-        None => None,
-        Some(t) if t.is_finite() && t > 0.0 => Some(Duration::from_secs_f64(t)),
-        Some(t) => {
-            return Err(PyValueError::new_err(format!(
-                "idle_timeout must be > 0, got {t}"
-            )))
-        }
-    };
+    let idle = idle_timeout
+        .map(|t| crate::args::seconds(t, "idle_timeout", false))
+        .transpose()?;
     with_signals(py, |cp| {
         zerocopy::proxy(a_fd.borrow(), b_fd.borrow(), idle, cp)
     })
