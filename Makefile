@@ -23,7 +23,7 @@ $(STAMP_DEPS): requirements-dev.txt
 	touch $@
 
 $(STAMP_BUILD): $(STAMP_DEPS) $(RUST_SOURCES) pyproject.toml
-	$(VENV)/bin/maturin develop --release --quiet
+	$(VENV)/bin/maturin develop --release --quiet $(if $(JSON),>&2)
 	touch $@
 
 .PHONY: setup
@@ -79,7 +79,7 @@ test: lint ## set up, lint, then cargo test (core) and pytest (Python API and CL
 
 # The harness is bench/ of this source tree (`python -m bench` from here; it is not in the
 # wheel). `make bench JSON=1` prints the JSON document alone on stdout: make echoes no command
-# then, and what the steps before it say goes to stderr.
+# then, and what the steps before it say (bench-tools, a rebuild by maturin) goes to stderr.
 .PHONY: bench
 bench: setup bench-tools ## the full benchmarks (minutes); BENCH="accept" to pick, JSON=1 for JSON
 	@$(PY) -m bench $(BENCH) $(if $(JSON),--json)
