@@ -7,8 +7,13 @@ into); this module is only the command-line front end.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import sys
+import time
 from typing import Any
+
+from fdkit.cli import _log
 
 
 def run(args: argparse.Namespace) -> int:
@@ -27,7 +32,14 @@ def run(args: argparse.Namespace) -> int:
             f"fdkit bench: unknown benchmark {', '.join(unknown)} (known: {known})", file=sys.stderr
         )
         return 2
-    results = benchmarks.run_benches(args.names or None, args.quick)
+    log = _log.setup("bench", args)
+    log.debug("running %s%s", " ".join(args.names) or "every bench", " (--quick)" * args.quick)
+    t0 = time.monotonic()
+    # -q: the harness's remarks on stderr (progress, skipped tools) are dropped; what was
+    # skipped still shows under the table.
+    with contextlib.redirect_stderr(io.StringIO()) if args.quiet else contextlib.nullcontext():
+        results = benchmarks.run_benches(args.names or None, args.quick)
+    log.debug("%d rows in %.1f s", len(results), time.monotonic() - t0)
     if args.json:
         print(report.to_json(results, benchmarks.machine_info()))
     else:
@@ -46,4 +58,5 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--quick", action="store_true", help="a short tour (under a minute)")
     p.add_argument("--json", action="store_true", help="one JSON object for machines")
     p.add_argument("--list", action="store_true", help="list the benchmarks and exit")
+    _log.add_verbosity(p, quiet="no remarks on stderr while running (skips still show)")
     p.set_defaults(run=run)
