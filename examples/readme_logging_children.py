@@ -1,4 +1,4 @@
-# examples/readme_logging_children.py: runs as it is (`python examples/readme_logging_children.py`)
+# examples/readme_logging_children.py: runs as it is
 import logging
 import multiprocessing as mp
 
@@ -10,10 +10,11 @@ def work(i: int) -> int:
     return i
 
 
-if __name__ == "__main__":                     # spawn children import this file
+if __name__ == "__main__":  # spawn children import this file
     logging.basicConfig(format="%(processName)s: %(message)s")
-    with AtomicPipeListener() as listener:     # a FIFO in a private 0700 directory; re-emits records here
+    # A FIFO in a private 0700 directory; the listener re-emits the records here.
+    with AtomicPipeListener() as listener:
         handler = listener.handler()
-        ctx = mp.get_context("spawn")          # fork, spawn and forkserver alike
+        ctx = mp.get_context("spawn")  # fork, spawn and forkserver alike
         with ctx.Pool(4, initializer=child_setup, initargs=(handler,)) as pool:
-            pool.map(work, range(100))         # records (exc_info, extra fields) arrive whole
+            pool.map(work, range(100))  # records (exc_info, extra fields) arrive whole

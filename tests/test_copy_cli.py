@@ -176,7 +176,9 @@ def test_verbose_logs_the_summary_on_stderr_with_a_timestamp(tmp_path: Path) -> 
     assert r.stdout == ""
     stamp = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d fdkit copy: "
     first, last = r.stderr.splitlines()
-    assert re.fullmatch(stamp + r"copying '.+src.bin' \(1\.0 MiB\) to '.+dst.bin' \(new file\)", first)
+    assert re.fullmatch(
+        stamp + r"copying '.+src.bin' \(1\.0 MiB\) to '.+dst.bin' \(new file\)", first
+    )
     assert re.fullmatch(stamp + r"copied 1\.0 MiB in \d+\.\d{3} s \(.+/s\) via \w+", last), last
 
 
