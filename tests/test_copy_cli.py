@@ -25,14 +25,16 @@ def run(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def run_on_terminal(*args: str, timeout: float = 60) -> tuple[int, str, str]:
-    """``fdkit copy ARGS`` with stdout on a pseudo-terminal (as in an interactive shell);
-    returns the exit code, what reached the terminal and stderr."""
+def run_on_terminal(*args: str, sh: str = "", timeout: float = 60) -> tuple[int, str, str]:
+    """``fdkit copy ARGS`` with stdout on a pseudo-terminal (as in an interactive shell),
+    after the bash commands ``sh`` when given; returns the exit code, what reached the
+    terminal and stderr."""
+    cmd = [FDKIT, "copy", *args]
+    if sh:
+        cmd = ["bash", "-c", f'{sh}; exec "$0" copy "$@"', FDKIT, *args]
     master, slave = pty.openpty()
     try:
-        proc = subprocess.Popen(
-            [FDKIT, "copy", *args], stdout=slave, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL
-        )
+        proc = subprocess.Popen(cmd, stdout=slave, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
     finally:
         os.close(slave)
     seen = bytearray()
@@ -158,6 +160,24 @@ def test_the_live_line_shows_elapsed_and_eta_and_the_final_line_elapsed(tmp_path
     final = final_line(terminal)
     assert final.startswith("100.0%  130.0 MiB / 130.0 MiB  "), final
     assert " elapsed " in final and "ETA" not in final, final
+
+
+def test_a_failure_ends_the_live_line_before_the_error(tmp_path: Path) -> None:
+    """The first 64 MiB go, the next write fails (RLIMIT_FSIZE: EFBIG): the live line stays on
+    the terminal, ended by a newline, and the error is one line on stderr."""
+    src = tmp_path / "src.bin"
+    src.write_bytes(os.urandom(70 << 20))
+    dst = tmp_path / "dst.bin"
+    code, terminal, err = run_on_terminal(
+        str(src),
+        str(dst),
+        sh='trap "" XFSZ; ulimit -f 67584',  # 66 MiB in 1 KiB blocks
+    )
+    assert code == 1
+    assert err == f"fdkit copy: writing {str(dst)!r}: File too large\n"
+    assert LIVE.match(terminal), repr(terminal)
+    assert terminal.endswith("\x1b[K\r\n"), repr(terminal)  # the tty turns \n into \r\n
+    assert not dst.exists()
 
 
 def test_quiet_is_silent_on_a_terminal_too(tmp_path: Path) -> None:

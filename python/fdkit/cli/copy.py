@@ -116,6 +116,7 @@ class Progress:
         self.live = not quiet and _isatty(self.out)
         self.start = time.monotonic() if now is None else now
         self.last_draw = 0.0
+        self.showing = False  # a live line is on the terminal, not yet ended by a newline
 
     def line(self, done: int, path: str, now: float | None = None) -> str:
         """``42.0%  1.3 GiB / 3.0 GiB  812.5 MiB/s  elapsed 0:00:01  ETA 0:00:02  via PATH``;
@@ -139,6 +140,7 @@ class Progress:
             self.last_draw = now
             self.out.write("\r" + self.line(done, path, now) + "\x1b[K")
             self.out.flush()
+            self.showing = True
 
     def finish(self, done: int, path: str) -> None:
         # Complete: what was copied is the whole file, whatever its stat size said.
@@ -149,6 +151,14 @@ class Progress:
         )
         if self.live:
             self.out.write("\r\x1b[K" + self.line(done, path) + "\n")
+            self.out.flush()
+            self.showing = False
+
+    def end(self) -> None:
+        """After a failure: the live line stays as it was, and the error goes below it."""
+        if self.showing:
+            self.showing = False
+            self.out.write("\n")
             self.out.flush()
 
 
@@ -172,6 +182,7 @@ def copy_file(src: str, dst: str, *, quiet: bool = False, out: TextIO | None = N
         src_fd = fd.open(src, fd.O_RDONLY)
     except OSError as e:
         raise _failed(e, f"cannot open {src!r}") from None
+    progress: Progress | None = None
     try:
         st = fd.fstat(src_fd)
         if not stat.S_ISREG(st.st_mode):
@@ -199,6 +210,8 @@ def copy_file(src: str, dst: str, *, quiet: bool = False, out: TextIO | None = N
         return _write_into(src, src_fd, st, dst, target, dst_st, progress)
     finally:
         fd.close(src_fd)
+        if progress is not None:
+            progress.end()
 
 
 def _kind(dst: str, target: str, st: os.stat_result | None) -> str:
