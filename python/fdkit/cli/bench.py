@@ -12,11 +12,16 @@ in one line and exits with status 1.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
+import io
 import sys
+import time
 from pathlib import Path
 from types import ModuleType
 from typing import Any
+
+from fdkit.cli import _log
 
 #: What ``fdkit bench`` says when no source tree is around (an installed wheel).
 NO_HARNESS = (
@@ -61,7 +66,14 @@ def run(args: argparse.Namespace) -> int:
     if harness is None:
         print(NO_HARNESS, file=sys.stderr)
         return 1
-    status: int = harness.run(args.names, args.quick, args.json, args.list, prog="fdkit bench")
+    log = _log.setup("bench", args)
+    log.debug("running %s%s", " ".join(args.names) or "every bench", " (--quick)" * args.quick)
+    t0 = time.monotonic()
+    # -q: the harness's remarks on stderr (progress, skipped tools) are dropped; what was
+    # skipped still shows under the table.
+    with contextlib.redirect_stderr(io.StringIO()) if args.quiet else contextlib.nullcontext():
+        status: int = harness.run(args.names, args.quick, args.json, args.list, prog="fdkit bench")
+    log.debug("finished in %.1f s", time.monotonic() - t0)
     return status
 
 
@@ -78,4 +90,5 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--quick", action="store_true", help="a short tour (under a minute)")
     p.add_argument("--json", action="store_true", help="one JSON object for machines")
     p.add_argument("--list", action="store_true", help="list the benchmarks and exit")
+    _log.add_verbosity(p, quiet="no remarks on stderr while running (skips still show)")
     p.set_defaults(run=run)
