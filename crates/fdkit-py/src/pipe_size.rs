@@ -10,9 +10,6 @@ use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyTuple, PyType};
 
-/// The Python object a size property returns.
-pub type PipeSizeObj<'py> = Bound<'py, PyAny>;
-
 static PIPE_SIZE: PyOnceLock<Py<PyType>> = PyOnceLock::new();
 
 /// The `PipeSize` class, made once: `class PipeSize(int): __call__ = int.__int__`.
@@ -40,6 +37,6 @@ pub fn pipe_size_type(py: Python<'_>) -> PyResult<&Bound<'_, PyType>> {
 }
 
 /// `n` as a `PipeSize`.
-pub fn pipe_size(py: Python<'_>, n: usize) -> PyResult<PipeSizeObj<'_>> {
+pub fn pipe_size(py: Python<'_>, n: usize) -> PyResult<Bound<'_, PyAny>> {
     pipe_size_type(py)?.call1((n,))
 }

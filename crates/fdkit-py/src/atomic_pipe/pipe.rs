@@ -25,7 +25,7 @@ use crate::args::{ByteArg, Count, Fd, PathArg};
 use crate::closable::{Closable, Use};
 use crate::errors::{os_error, os_error_with_path};
 use crate::gil::{interrupted, retry_eintr, without_gil};
-use crate::pipe_size::{pipe_size, PipeSizeObj};
+use crate::pipe_size::pipe_size;
 use fdkit::atomic_pipe::{
     BurstError, Event, MessageReader, MessageWriter, Mode, ReadError, Wait, Writer, PIPE_BUF,
 };
@@ -598,7 +598,7 @@ impl AtomicPipe {
     /// The pipe's capacity in bytes (`F_GETPIPE_SZ`), as `Pipe.size`. An int; calling it
     /// (`size()`, the older spelling) gives the same number. See pipe(7).
     #[getter]
-    fn size<'py>(&self, py: Python<'py>) -> PyResult<PipeSizeObj<'py>> {
+    fn size<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let n = {
             let (_ends, guard) = self.lock(py)?;
             let fd = fd_of(&guard).map_err(|_| closed())?;
@@ -610,7 +610,7 @@ impl AtomicPipe {
     /// `/proc/sys/fs/pipe-max-size`: the largest size an unprivileged process may set (an
     /// int, callable like `size`).
     #[getter]
-    fn max_size<'py>(&self, py: Python<'py>) -> PyResult<PipeSizeObj<'py>> {
+    fn max_size<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         pipe_size(py, fdkit::fd::pipe_max_size().map_err(os_error)?)
     }
 

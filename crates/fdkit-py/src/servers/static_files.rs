@@ -4,7 +4,7 @@
 
 use super::run::run_server;
 use crate::args::{i64_arg, PathArg, Seconds};
-use crate::errors::{io_error_named, os_error_named};
+use crate::errors::{io_error, io_error_named, os_error_named};
 use fdkit::fd::Errno;
 use fdkit::servers::static_files::{EngineChoice, ServeConfig, ServeStats, StaticServer};
 use pyo3::exceptions::{PyTypeError, PyValueError};
@@ -139,7 +139,7 @@ pub fn serve_static<'py>(
         "serve_stats",
         |checkpoint, log| server.run(checkpoint, log),
         stats_dict,
-        |e| PyErrLater::Io(e, None).into_py(),
+        |e| io_error(&e),
     )
 }
 

@@ -5,7 +5,7 @@ use crate::args::{Count, Fd};
 use crate::closable::{Closable, Release, Use};
 use crate::errors::os_error;
 use crate::gil::{interrupted, retry_eintr};
-use crate::pipe_size::{pipe_size, PipeSizeObj};
+use crate::pipe_size::pipe_size;
 use fdkit::fd::Errno;
 use fdkit::zerocopy::{self, Pipe};
 use pyo3::exceptions::PyValueError;
@@ -149,7 +149,7 @@ impl PyPipe {
     /// The capacity in bytes (`F_GETPIPE_SZ`). An int; calling it (`size()`, as
     /// `AtomicPipe` once spelled it) gives the same number.
     #[getter]
-    fn size<'py>(&self, py: Python<'py>) -> PyResult<PipeSizeObj<'py>> {
+    fn size<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let n = self.with(py, |p| p.size().map_err(os_error))?;
         pipe_size(py, n)
     }
@@ -162,7 +162,7 @@ impl PyPipe {
     /// `/proc/sys/fs/pipe-max-size`: the most an unprivileged process may ask for (an int,
     /// callable like `size`).
     #[getter]
-    fn max_size<'py>(&self, py: Python<'py>) -> PyResult<PipeSizeObj<'py>> {
+    fn max_size<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let n = self.with(py, |_| zerocopy::pipe_max_size().map_err(os_error))?;
         pipe_size(py, n)
     }
