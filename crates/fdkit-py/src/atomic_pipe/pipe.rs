@@ -8,10 +8,10 @@
 //! GIL released, in slices with the signal handlers run between).
 //!
 //! Signals: syscalls run with the GIL released by the bare C API (cheap enough for a
-//! 100-byte message per call); the core's checkpoint only reports `EINTR`, and the loop here
-//! runs Python's signal handlers with the GIL back, then resumes the same operation. Every
-//! operation is resumable: the writer's queue and the reader's decoder keep their state, and a
-//! deadline is absolute.
+//! 100-byte message per call); the core's checkpoint only reports `EINTR`, and the loop
+//! (`state::retry`) runs Python's signal handlers with the GIL back, then resumes the same
+//! operation. Every operation is resumable: the writer's queue and the reader's decoder keep
+//! their state, and a deadline is absolute.
 
 use super::fork_safe_lock::{ForkSafe, Held};
 use super::options::{compression, Options};
