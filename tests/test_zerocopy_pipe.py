@@ -263,7 +263,7 @@ def test_closed_pipe_raises_value_error(fds: Fds) -> None:
             call()
             pytest.fail(f"{name} on a closed Pipe did not raise")
     # The closed Pipe still works as a (no-op) context manager exit.
-    assert p.__exit__(None, None, None) is False
+    assert p.__exit__(None, None, None) is None  # issue 10: __exit__ returns None
     q.close()
 
 

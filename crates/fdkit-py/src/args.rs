@@ -112,57 +112,125 @@ pub fn i64_arg(obj: &Bound<'_, PyAny>) -> PyResult<i64> {
 /// `timespec` further down.
 pub const MAX_SECONDS: f64 = 9_223_372_036.0;
 
-/// A duration argument in seconds, given as a Python float (PyO3 has already refused a
-/// non-number, naming its type). `zero_ok` says whether 0 is allowed (a wait that returns at
-/// once) or the value must be positive (an idle timeout). Every refusal is a `ValueError`
-/// that names the argument, the value as Python spells it, and the real cause: NaN, below
-/// the minimum, or too large (with the limit).
-pub fn seconds(t: f64, what: &str, zero_ok: bool) -> PyResult<Duration> {
-    let shown = float_repr(t);
-    if t.is_nan() {
-        return Err(PyValueError::new_err(format!(
-            "{what} must be a number of seconds, got {shown}"
-        )));
-    }
-    if t < 0.0 || (t == 0.0 && !zero_ok) {
-        let bound = if zero_ok { ">= 0" } else { "> 0" };
-        return Err(PyValueError::new_err(format!(
-            "{what} must be {bound} seconds, got {shown}"
-        )));
-    }
-    if t > MAX_SECONDS {
-        return Err(PyValueError::new_err(format!(
-            "{what} is too large: {shown} seconds (the limit is {MAX_SECONDS:.0} seconds, \
-             about 292 years)"
-        )));
-    }
-    Ok(Duration::from_secs_f64(t))
+/// What a duration beyond [`MAX_SECONDS`] (`inf` included) means at a call site.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Huge {
+    /// Refused with a `ValueError` that says "too large" and gives the limit: the value ends
+    /// up in a deadline, a kernel `timespec` or a server's configuration, which must hold it.
+    Refuse,
+    /// Waits forever, as `inf` (or `1e300`) naturally says: `poll` and `AtomicPipe`'s waits,
+    /// which already take None for "no limit" and always took `inf` too. The duration is
+    /// `Duration::MAX`, which the core reads as no deadline (past what an `Instant` holds).
+    Forever,
 }
 
-/// [`seconds`] for a Python object: an `int` or a `float` (anything `float()` takes that is a
-/// number). A wrong type is a `TypeError` naming `what` and the type; an int too large even
-/// for a float is "too large", like any other value over [`MAX_SECONDS`].
-pub fn seconds_arg(obj: &Bound<'_, PyAny>, what: &str, zero_ok: bool) -> PyResult<Duration> {
-    let is_number =
-        obj.is_instance_of::<pyo3::types::PyFloat>() || obj.is_instance_of::<pyo3::types::PyInt>();
-    if !is_number {
-        return Err(PyTypeError::new_err(format!(
-            "{what} must be a number of seconds (int or float), not {}",
-            type_name(obj)
-        )));
-    }
-    match obj.extract::<f64>() {
-        Ok(t) => seconds(t, what, zero_ok),
-        Err(e) if e.is_instance_of::<PyOverflowError>(obj.py()) => {
-            Err(PyValueError::new_err(format!(
-                "{what} is too large: {} seconds (the limit is {MAX_SECONDS:.0} seconds, \
-                 about 292 years)",
-                obj.repr()
-                    .map(|r| r.to_string())
-                    .unwrap_or_else(|_| "?".into())
-            )))
+/// The one way a duration in seconds is read from Python: the argument's name (for the
+/// messages), whether 0 is allowed (a wait that returns at once) or the value must be
+/// positive (an idle timeout), and what a huge value means ([`Huge`]).
+///
+/// Every refusal is a `ValueError` that names the argument, the value as Python spells it,
+/// and the real cause: NaN, below the minimum, or too large (with the limit).
+#[derive(Clone, Copy, Debug)]
+pub struct Seconds {
+    /// The argument's name, as the user typed it: `timeout`, `idle_timeout`.
+    pub what: &'static str,
+    /// Whether 0 is allowed; if not, the value must be > 0.
+    pub zero_ok: bool,
+    /// What a value over [`MAX_SECONDS`] means.
+    pub huge: Huge,
+}
+
+impl Seconds {
+    /// A wait that may be 0 (do not wait); over [`MAX_SECONDS`] is refused.
+    pub const fn wait(what: &'static str) -> Self {
+        Seconds {
+            what,
+            zero_ok: true,
+            huge: Huge::Refuse,
         }
-        Err(e) => Err(e),
+    }
+
+    /// A wait that may be 0; over [`MAX_SECONDS`] (`inf`) waits forever.
+    pub const fn wait_or_forever(what: &'static str) -> Self {
+        Seconds {
+            what,
+            zero_ok: true,
+            huge: Huge::Forever,
+        }
+    }
+
+    /// A timeout that must be positive (0 would end every connection at once); over
+    /// [`MAX_SECONDS`] is refused.
+    pub const fn positive(what: &'static str) -> Self {
+        Seconds {
+            what,
+            zero_ok: false,
+            huge: Huge::Refuse,
+        }
+    }
+
+    /// Reads `t` (PyO3 has already refused a non-number, naming its type).
+    pub fn of(self, t: f64) -> PyResult<Duration> {
+        let what = self.what;
+        let shown = float_repr(t);
+        if t.is_nan() {
+            return Err(PyValueError::new_err(format!(
+                "{what} must be a number of seconds, got {shown}"
+            )));
+        }
+        if t < 0.0 || (t == 0.0 && !self.zero_ok) {
+            let bound = if self.zero_ok { ">= 0" } else { "> 0" };
+            return Err(PyValueError::new_err(format!(
+                "{what} must be {bound} seconds, got {shown}"
+            )));
+        }
+        if t > MAX_SECONDS {
+            return match self.huge {
+                Huge::Forever => Ok(Duration::MAX),
+                Huge::Refuse => Err(self.too_large(&shown)),
+            };
+        }
+        Ok(Duration::from_secs_f64(t))
+    }
+
+    /// [`Seconds::of`] for an optional argument (None stays None: the caller's default).
+    pub fn of_opt(self, t: Option<f64>) -> PyResult<Option<Duration>> {
+        t.map(|t| self.of(t)).transpose()
+    }
+
+    /// Reads a Python object that must be an `int` or a `float`: a wrong type is a
+    /// `TypeError` naming the argument and the type; an int too large even for a float is
+    /// as large as any value over [`MAX_SECONDS`].
+    pub fn extract(self, obj: &Bound<'_, PyAny>) -> PyResult<Duration> {
+        let is_number = obj.is_instance_of::<pyo3::types::PyFloat>()
+            || obj.is_instance_of::<pyo3::types::PyInt>();
+        if !is_number {
+            return Err(PyTypeError::new_err(format!(
+                "{} must be a number of seconds (int or float), not {}",
+                self.what,
+                type_name(obj)
+            )));
+        }
+        match obj.extract::<f64>() {
+            Ok(t) => self.of(t),
+            Err(e) if e.is_instance_of::<PyOverflowError>(obj.py()) => match self.huge {
+                Huge::Forever => Ok(Duration::MAX),
+                Huge::Refuse => Err(self.too_large(
+                    &obj.repr()
+                        .map(|r| r.to_string())
+                        .unwrap_or_else(|_| "?".into()),
+                )),
+            },
+            Err(e) => Err(e),
+        }
+    }
+
+    fn too_large(self, shown: &str) -> PyErr {
+        PyValueError::new_err(format!(
+            "{} is too large: {shown} seconds (the limit is {MAX_SECONDS:.0} seconds, \
+             about 292 years)",
+            self.what
+        ))
     }
 }
 
@@ -258,6 +326,40 @@ pub fn type_name(obj: &Bound<'_, PyAny>) -> String {
 fn fsencode(obj: &Bound<'_, PyAny>) -> PyResult<Vec<u8>> {
     let encoded = obj.py().import("os")?.call_method1("fsencode", (obj,))?;
     Ok(encoded.cast::<PyBytes>()?.as_bytes().to_vec())
+}
+
+/// A read-only bytes-like argument, borrowed for the length of one call: a `bytes` object is
+/// read in place (no buffer export), any other object through the buffer protocol
+/// ([`RawBuffer`]). `str` is refused, as `os.write` refuses it.
+pub enum ByteArg<'py> {
+    /// A `bytes` object, read in place.
+    Bytes(Bound<'py, PyBytes>),
+    /// Any other exporter of a contiguous buffer.
+    Buffer(RawBuffer),
+}
+
+impl<'py> ByteArg<'py> {
+    /// Takes `obj`'s bytes (`TypeError` for an object without the buffer protocol).
+    pub fn extract(obj: &Bound<'py, PyAny>) -> PyResult<Self> {
+        match obj.cast::<PyBytes>() {
+            Ok(b) => Ok(ByteArg::Bytes(b.clone())),
+            Err(_) => RawBuffer::get(obj, false).map(ByteArg::Buffer),
+        }
+    }
+
+    /// All the bytes.
+    pub fn as_slice(&self) -> &[u8] {
+        match self {
+            ByteArg::Bytes(b) => b.as_bytes(),
+            ByteArg::Buffer(b) => b.as_slice(),
+        }
+    }
+
+    /// The bytes one kernel call can move (at most `MAX_RW_COUNT`, as read(2) caps them).
+    pub fn for_one_call(&self) -> &[u8] {
+        let all = self.as_slice();
+        &all[..all.len().min(fdkit::fd::MAX_RW_COUNT)]
+    }
 }
 
 /// A contiguous buffer exported by any object with the buffer protocol, whatever its item

@@ -41,7 +41,7 @@
 //!
 //! Cost on the hot path: two compare-and-swaps and a thread-local push/pop per call.
 
-use crate::errors::without_gil;
+use crate::gil::without_gil;
 use fdkit::fd::fork_generation;
 use pyo3::prelude::*;
 use std::cell::{RefCell, UnsafeCell};

@@ -1,22 +1,59 @@
-//! Mapping errors to Python, and running blocking calls with the GIL released.
+//! Mapping errors to Python: the one place a kernel error becomes an exception.
 //!
-//! A kernel errno becomes `OSError(errno, strerror)` built explicitly: Python's `OSError`
-//! constructor then picks the subclass (`BlockingIOError`, `BrokenPipeError`, …) and sets
-//! `.errno`. Misuse the kernel cannot report becomes `ValueError`.
+//! A kernel errno becomes `OSError(errno, strerror[, filename])` built explicitly: Python's
+//! `OSError` constructor then picks the subclass (`BlockingIOError`, `BrokenPipeError`,
+//! `FileNotFoundError`, …) and sets `.errno` (and `.filename`). PyO3's blanket
+//! `From<io::Error>` is not used: it loses the errno of some errors and never names a file.
+//! Misuse the kernel cannot report becomes `ValueError`. See errno(3), strerror(3).
 
 use fdkit::error::strerror;
 use fdkit::fd::Errno;
 use pyo3::exceptions::{PyOSError, PyValueError};
 use pyo3::prelude::*;
+use std::io;
+
+/// `OSError(errno, strerror, filename)`, or `OSError(errno, strerror)` without a filename:
+/// the one constructor every kernel error goes through. `filename` is what the user gave
+/// (a path object, an address as they spelled it) and shows in the message as `os.open`
+/// shows it: `[Errno 2] No such file or directory: 'x'`.
+pub fn os_error_named<F>(e: Errno, filename: Option<F>) -> PyErr
+where
+    F: for<'py> IntoPyObject<'py> + Send + Sync + 'static,
+{
+    let (errno, text) = (e.raw_os_error(), strerror(e));
+    match filename {
+        Some(name) => PyOSError::new_err((errno, text, name)),
+        // Not `(errno, text, None)`: that would show a third item in `args`.
+        None => PyOSError::new_err((errno, text)),
+    }
+}
 
 /// `OSError(errno, strerror)`: Python chooses the subclass from the errno.
 pub fn os_error(e: Errno) -> PyErr {
-    PyOSError::new_err((e.raw_os_error(), strerror(e)))
+    os_error_named(e, None::<()>)
 }
 
-/// `OSError(errno, strerror, filename)`: as `os.open` raises it, naming the path.
+/// `OSError(errno, strerror, filename)`: as `os.open` raises it, naming the path object.
 pub fn os_error_with_path(e: Errno, path: &Bound<'_, PyAny>) -> PyErr {
-    PyOSError::new_err((e.raw_os_error(), strerror(e), path.clone().unbind()))
+    os_error_named(e, Some(path.clone().unbind()))
+}
+
+/// An `io::Error` from the core: one with an errno as [`os_error_named`]; one without (the
+/// core's own refusals) as `ValueError` when it is a bad input, else `OSError(message)`.
+pub fn io_error_named<F>(e: &io::Error, filename: Option<F>) -> PyErr
+where
+    F: for<'py> IntoPyObject<'py> + Send + Sync + 'static,
+{
+    match e.raw_os_error() {
+        Some(n) => os_error_named(Errno::from_raw_os_error(n), filename),
+        None if e.kind() == io::ErrorKind::InvalidInput => PyValueError::new_err(e.to_string()),
+        None => PyOSError::new_err(e.to_string()),
+    }
+}
+
+/// [`io_error_named`] without a filename.
+pub fn io_error(e: &io::Error) -> PyErr {
+    io_error_named(e, None::<()>)
 }
 
 /// Maps the core's error type: errno to `OSError`, misuse to `ValueError`.
@@ -24,154 +61,5 @@ pub fn core_error(e: fdkit::Error) -> PyErr {
     match e {
         fdkit::Error::Os(errno) => os_error(errno),
         other => PyValueError::new_err(other.to_string()),
-    }
-}
-
-/// Runs one syscall with the GIL released, retrying after `EINTR` once Python's signal
-/// handlers have run (PEP 475): a handler that raises (Ctrl-C) ends the call with its exception.
-///
-/// `call` must be a bare syscall: it must not touch Python (it is `Send`, so it cannot hold a
-/// `Python` token or a `Bound`, and it must not call `Python::attach`).
-pub fn blocking<T, F>(py: Python<'_>, mut call: F) -> PyResult<T>
-where
-    T: Send,
-    F: FnMut() -> Result<T, Errno> + Send,
-{
-    loop {
-        match without_gil(py, &mut call) {
-            Err(Errno::INTR) => py.check_signals()?,
-            other => return other.map_err(os_error),
-        }
-    }
-}
-
-/// Like [`blocking`], for calls whose wait depends on the filesystem, never on another party
-/// in this process (`open`, `close`, `stat`, creating temporaries): the GIL is released only
-/// when another thread could want it.
-///
-/// Releasing and retaking an uncontended GIL costs about 350 instructions (a mutex, a
-/// condition variable, the thread-state swap): a sixth of an `open`+`close` pair on a cached
-/// file. In a process with a single Python thread nobody can be waiting for the GIL, and no new
-/// Python thread can start while we hold it, so the dance buys nothing. With other threads it
-/// is done as always. (A C thread entering Python for the first time during the call waits
-/// for it to return, as it would behind any running Python code.)
-pub fn fs_call<T, F>(py: Python<'_>, mut call: F) -> Result<T, FsError>
-where
-    T: Send,
-    F: FnMut() -> Result<T, Errno> + Send,
-{
-    let shared = other_threads_exist(py);
-    loop {
-        let r = if shared {
-            without_gil(py, &mut call)
-        } else {
-            call()
-        };
-        match r {
-            Err(Errno::INTR) => py.check_signals().map_err(FsError::Python)?,
-            other => return other.map_err(FsError::Os),
-        }
-    }
-}
-
-/// Why an [`fs_call`] failed: the kernel's errno (the caller adds the path to the
-/// `OSError`), or a signal handler's exception.
-pub enum FsError {
-    /// The syscall's errno.
-    Os(Errno),
-    /// An exception raised by a signal handler while the call was retried.
-    Python(PyErr),
-}
-
-impl FsError {
-    /// The Python exception, naming `path` when the kernel refused.
-    pub fn with_path(self, path: &Bound<'_, PyAny>) -> PyErr {
-        match self {
-            FsError::Os(e) => os_error_with_path(e, path),
-            FsError::Python(e) => e,
-        }
-    }
-}
-
-impl From<FsError> for PyErr {
-    fn from(e: FsError) -> PyErr {
-        match e {
-            FsError::Os(e) => os_error(e),
-            FsError::Python(e) => e,
-        }
-    }
-}
-
-/// Whether any thread state other than ours exists, in any interpreter (they share the GIL).
-pub fn other_threads_exist(_py: Python<'_>) -> bool {
-    use pyo3::ffi;
-    // SAFETY: holding `_py` proves we hold the GIL, under which the interpreter and thread
-    // state lists may be walked with these accessors; we only compare pointers.
-    unsafe {
-        let me = ffi::PyThreadState_Get();
-        let interp = ffi::PyThreadState_GetInterpreter(me);
-        let head = ffi::PyInterpreterState_ThreadHead(interp);
-        head != me
-            || !ffi::PyThreadState_Next(head).is_null()
-            || !ffi::PyInterpreterState_Next(ffi::PyInterpreterState_Head()).is_null()
-    }
-}
-
-/// Releases the GIL around `f` with the bare C API (`PyEval_SaveThread`/`RestoreThread`).
-///
-/// Why not `py.detach`: for a single syscall of a microsecond or two, PyO3's bookkeeping
-/// around the release (its thread-local GIL count, reached through `__tls_get_addr` in a
-/// shared library) measurably slowed `open`+`close` against `os.open`, which releases the GIL
-/// the bare way. The price is that `f` must not enter Python at all, which the private callers
-/// here guarantee: they pass plain syscalls. Loops that call back into Python between
-/// syscalls (the `Signals` checkpoint) keep using `py.detach`.
-pub fn without_gil<T>(_py: Python<'_>, f: impl FnOnce() -> T + Send) -> T {
-    struct Reacquire(*mut pyo3::ffi::PyThreadState);
-    impl Drop for Reacquire {
-        fn drop(&mut self) {
-            // SAFETY: `self.0` is the thread state `PyEval_SaveThread` returned on this thread
-            // just before; restoring it once (even while unwinding) retakes the GIL.
-            unsafe { pyo3::ffi::PyEval_RestoreThread(self.0) };
-        }
-    }
-    // SAFETY: holding `_py` proves this thread holds the GIL, which SaveThread requires.
-    // Nothing in `f` touches Python (see above), and the guard retakes the GIL before any
-    // Python object is used again, even if `f` panics.
-    let _gil = Reacquire(unsafe { pyo3::ffi::PyEval_SaveThread() });
-    f()
-}
-
-/// The checkpoint handed to the core's long loops: between syscalls, with the GIL released,
-/// it takes the GIL back for a moment to run signal handlers. A handler's exception is kept
-/// here and stops the loop; [`Signals::finish`] hands it to Python.
-#[derive(Default)]
-pub struct Signals {
-    raised: Option<PyErr>,
-}
-
-impl Signals {
-    /// The closure the core calls after `EINTR` or a short transfer.
-    pub fn checkpoint(&mut self) -> impl FnMut() -> Result<(), Errno> + Send + '_ {
-        move || match Python::attach(|py| py.check_signals()) {
-            Ok(()) => Ok(()),
-            Err(e) => {
-                self.raised = Some(e);
-                Err(Errno::INTR)
-            }
-        }
-    }
-
-    /// The exception a signal handler raised, if any (taken out).
-    pub fn take_raised(&mut self) -> Option<PyErr> {
-        self.raised.take()
-    }
-
-    /// The call's result for Python: a signal handler's exception wins over the `EINTR` it
-    /// caused.
-    pub fn finish<T>(self, result: Result<T, Errno>) -> PyResult<T> {
-        match (result, self.raised) {
-            (Err(_), Some(raised)) => Err(raised),
-            (result, _) => result.map_err(os_error),
-        }
     }
 }

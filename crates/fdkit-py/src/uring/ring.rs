@@ -6,11 +6,12 @@
 //! (a `try_lock` first, which never blocks); waits run with the GIL released in bounded
 //! slices, with Python's signal handlers run and the closing flag checked in between.
 
-use crate::args::{i32_arg, u16_arg, u32_arg, Count, Fd};
+use super::args::{self, send_data, user_data_arg};
+use super::completion::PyCompletion;
+use crate::args::{i32_arg, u16_arg, u32_arg, Count, Fd, Seconds};
 use crate::closable::{Closable, Release, Use};
-use crate::errors::{core_error, without_gil};
-use crate::uring_args::{self, send_data, user_data_arg};
-use crate::uring_completion::PyCompletion;
+use crate::errors::core_error;
+use crate::gil::without_gil;
 use fdkit::fd::Errno;
 use fdkit::uring::{Ring, RingOptions};
 use pyo3::exceptions::PyValueError;
@@ -24,13 +25,6 @@ use std::os::fd::{FromRawFd, IntoRawFd, OwnedFd};
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError, TryLockError};
 use std::time::Instant;
-
-/// Adds `Ring` and `Completion` to the native module.
-pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_class::<PyRing>()?;
-    m.add_class::<PyCompletion>()?;
-    Ok(())
-}
 
 /// Why a call on the ring failed before reaching Python.
 enum Fail {
@@ -252,7 +246,7 @@ impl PyRing {
         address: &Bound<'_, PyAny>,
         #[pyo3(from_py_with = user_data_arg)] user_data: u64,
     ) -> PyResult<()> {
-        let addr = crate::addr::from_py(address, fd.borrow())?;
+        let addr = crate::fd::addr::from_py(address, fd.borrow())?;
         self.queue(py, |r| r.connect(fd.borrow(), &addr, user_data))
     }
 
@@ -267,7 +261,7 @@ impl PyRing {
         #[pyo3(from_py_with = user_data_arg)] user_data: u64,
         #[pyo3(from_py_with = u32_arg)] flags: u32,
     ) -> PyResult<()> {
-        let n = uring_args::nbytes(nbytes)?;
+        let n = args::nbytes(nbytes)?;
         let flags = RecvFlags::from_bits_retain(flags);
         self.queue(py, |r| r.recv(fd.borrow(), n, flags, user_data))
     }
@@ -361,7 +355,7 @@ impl PyRing {
         #[pyo3(from_py_with = user_data_arg)] user_data: u64,
         offset: Option<Count>,
     ) -> PyResult<()> {
-        let n = uring_args::nbytes(nbytes)?;
+        let n = args::nbytes(nbytes)?;
         let offset = offset.map(|o| o.0);
         self.queue(py, |r| r.read(fd.borrow(), n, offset, user_data))
     }
@@ -502,7 +496,7 @@ impl PyRing {
         #[pyo3(from_py_with = user_data_arg)] user_data: u64,
         #[pyo3(from_py_with = u32_arg)] count: u32,
     ) -> PyResult<()> {
-        let d = crate::args::seconds(seconds, "timeout", true)?;
+        let d = Seconds::wait("timeout").of(seconds)?;
         self.queue(py, |r| r.timeout(d, count, user_data))
     }
 
@@ -539,7 +533,7 @@ impl PyRing {
         let min = min_complete as usize;
         let deadline = match timeout {
             None => None,
-            Some(t) => Some(Instant::now() + crate::args::seconds(t, "timeout", true)?),
+            Some(t) => Some(Instant::now() + Seconds::wait("timeout").of(t)?),
         };
         // One use for the whole wait: a close() from another thread is seen between slices.
         let cell = self.enter(py)?;
@@ -590,12 +584,17 @@ impl PyRing {
         Ok(list)
     }
 
-    /// The ring's fd (-1 once closed).
-    #[getter]
-    fn fd(&self, py: Python<'_>) -> i32 {
+    /// The ring's fd (-1 once closed), as `Pipe.fileno()` and `AtomicPipe.fileno()`.
+    fn fileno(&self, py: Python<'_>) -> i32 {
         self.inner
             .enter(py)
             .map_or(-1, |cell| cell.fd.load(Ordering::Relaxed))
+    }
+
+    /// The ring's fd: the older spelling of `fileno()`, kept as an alias.
+    #[getter]
+    fn fd(&self, py: Python<'_>) -> i32 {
+        self.fileno(py)
     }
 
     /// Whether `close()` was called.
@@ -640,14 +639,14 @@ impl PyRing {
         slf
     }
 
+    /// Closes the ring; returns None, so an exception in the block propagates.
     #[pyo3(signature = (*_args))]
-    fn __exit__(&self, py: Python<'_>, _args: &Bound<'_, PyTuple>) -> PyResult<bool> {
-        self.close(py)?;
-        Ok(false)
+    fn __exit__(&self, py: Python<'_>, _args: &Bound<'_, PyTuple>) -> PyResult<()> {
+        self.close(py)
     }
 
     fn __repr__(&self, py: Python<'_>) -> String {
-        match self.fd(py) {
+        match self.fileno(py) {
             -1 => "<Ring closed>".into(),
             fd => format!(
                 "<Ring fd={fd} sq_entries={} cq_entries={} defer_taskrun={}>",

@@ -1,39 +1,15 @@
 //! Reading and writing: `read`, `readinto`, `write`, `pread`, `pwrite`, `recv`, `recv_into`,
 //! `send`, `sendfile`, `lseek`. All release the GIL; all take any bytes-like object.
 
-use crate::args::{i32_arg, i64_arg, u32_arg, Count, Fd, RawBuffer};
-use crate::errors::{blocking, os_error, Signals};
+use crate::args::{i32_arg, i64_arg, u32_arg, ByteArg, Count, Fd, RawBuffer};
+use crate::errors::os_error;
+use crate::gil::{blocking, with_signals};
 use fdkit::fd::{self, RecvFlags, SeekFrom, SendFlags};
 use pyo3::exceptions::PyValueError;
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 use std::mem::MaybeUninit;
-
-/// A bytes-like argument, read-only, borrowed for the length of one call. `bytes` is read in
-/// place without a buffer export.
-enum ByteArg<'py> {
-    Bytes(Bound<'py, PyBytes>),
-    Buffer(RawBuffer),
-}
-
-impl<'py> ByteArg<'py> {
-    fn extract(obj: &Bound<'py, PyAny>) -> PyResult<Self> {
-        if let Ok(b) = obj.cast::<PyBytes>() {
-            return Ok(ByteArg::Bytes(b.clone()));
-        }
-        RawBuffer::get(obj, false).map(ByteArg::Buffer)
-    }
-
-    /// The bytes, at most what one kernel call moves.
-    fn as_slice(&self) -> &[u8] {
-        let all = match self {
-            ByteArg::Bytes(b) => b.as_bytes(),
-            ByteArg::Buffer(b) => b.as_slice(),
-        };
-        &all[..all.len().min(fd::MAX_RW_COUNT)]
-    }
-}
 
 /// The first `limit` bytes of a writable buffer (all when 0) for the kernel to fill.
 fn writable_prefix(buf: &mut RawBuffer, limit: u64) -> PyResult<&mut [MaybeUninit<u8>]> {
@@ -160,7 +136,7 @@ pub fn recv_into(
 #[pyfunction]
 pub fn write(py: Python<'_>, fd: Fd, data: &Bound<'_, PyAny>) -> PyResult<usize> {
     let data = ByteArg::extract(data)?;
-    let bytes = data.as_slice();
+    let bytes = data.for_one_call();
     blocking(py, || fd::write(fd.borrow(), bytes))
 }
 
@@ -168,7 +144,7 @@ pub fn write(py: Python<'_>, fd: Fd, data: &Bound<'_, PyAny>) -> PyResult<usize>
 #[pyfunction]
 pub fn pwrite(py: Python<'_>, fd: Fd, data: &Bound<'_, PyAny>, offset: Count) -> PyResult<usize> {
     let data = ByteArg::extract(data)?;
-    let bytes = data.as_slice();
+    let bytes = data.for_one_call();
     blocking(py, || fd::pwrite(fd.borrow(), bytes, offset.0))
 }
 
@@ -183,7 +159,7 @@ pub fn send(
     #[pyo3(from_py_with = u32_arg)] flags: u32,
 ) -> PyResult<usize> {
     let data = ByteArg::extract(data)?;
-    let bytes = data.as_slice();
+    let bytes = data.for_one_call();
     let flags = SendFlags::from_bits_retain(flags) | SendFlags::NOSIGNAL;
     blocking(py, || fd::send(fd.borrow(), bytes, flags))
 }
@@ -203,17 +179,15 @@ pub fn sendfile(
     count: Option<Count>,
 ) -> PyResult<u64> {
     let mut off = offset.map(|o| o.0);
-    let mut signals = Signals::default();
-    let result = py.detach(|| {
+    with_signals(py, |checkpoint| {
         fd::sendfile_all(
             out_fd.borrow(),
             in_fd.borrow(),
             off.as_mut(),
             count.map(|c| c.0),
-            signals.checkpoint(),
+            checkpoint,
         )
-    });
-    signals.finish(result)
+    })
 }
 
 /// `lseek(fd, offset, whence)`: moves the file position; returns the new one. `whence` is

@@ -1,140 +1,18 @@
-//! Python glue for `fdkit::zerocopy`: `transfer`, `transfer_stats`, `Pipe`, `proxy`, `relay`.
+//! `zerocopy.Pipe`: a pipe pair as an object (`read_from`, `write_to`, `tee`, its size),
+//! closable from any thread (see `closable`). See pipe(7), splice(2), tee(2).
 
 use crate::args::{Count, Fd};
 use crate::closable::{Closable, Release, Use};
-use crate::errors::{os_error, without_gil, Signals};
+use crate::errors::os_error;
+use crate::gil::{interrupted, retry_eintr};
+use crate::pipe_size::pipe_size;
 use fdkit::fd::Errno;
-use fdkit::zerocopy::{self, Pipe, TransferStats};
+use fdkit::zerocopy::{self, Pipe};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList};
 use rustix::pipe::{PipeFlags, SpliceFlags};
-use std::cell::RefCell;
 use std::os::fd::AsRawFd;
 use std::sync::atomic::AtomicBool;
-
-thread_local! {
-    /// The calling thread's last transfer, for `transfer_stats()`.
-    static LAST: RefCell<Option<TransferStats>> = const { RefCell::new(None) };
-}
-
-/// Runs a core loop with the GIL released and signal handlers run at its checkpoints.
-fn with_signals<T: Send>(
-    py: Python<'_>,
-    f: impl FnOnce(&mut dyn FnMut() -> Result<(), Errno>) -> Result<T, Errno> + Send,
-) -> PyResult<T> {
-    let mut signals = Signals::default();
-    let result = py.detach(|| {
-        let mut checkpoint = signals.checkpoint();
-        f(&mut checkpoint)
-    });
-    signals.finish(result)
-}
-
-/// `transfer(src_fd, dst_fd, count=None, *, src_offset=None, dst_offset=None)`: moves up to
-/// `count` bytes (until the source ends when None) by the best kernel path for the two fds,
-/// falling back until one works. Returns the bytes moved; `transfer_stats()` says how.
-#[pyfunction]
-#[pyo3(signature = (src_fd, dst_fd, count=None, *, src_offset=None, dst_offset=None))]
-pub fn transfer(
-    py: Python<'_>,
-    src_fd: Fd,
-    dst_fd: Fd,
-    count: Option<Count>,
-    src_offset: Option<Count>,
-    dst_offset: Option<Count>,
-) -> PyResult<u64> {
-    let mut src_off = src_offset.map(|c| c.0);
-    let mut dst_off = dst_offset.map(|c| c.0);
-    let mut signals = Signals::default();
-    let (result, stats) = py.detach(|| {
-        let mut checkpoint = signals.checkpoint();
-        zerocopy::transfer(
-            src_fd.borrow(),
-            dst_fd.borrow(),
-            count.map(|c| c.0),
-            src_off.as_mut(),
-            dst_off.as_mut(),
-            &mut checkpoint,
-        )
-    });
-    LAST.with(|l| *l.borrow_mut() = Some(stats));
-    signals.finish(result)
-}
-
-/// `transfer_stats()`: the calling thread's last `transfer`: `{"path", "bytes", "fallbacks":
-/// [{"from", "to", "errno", "reason"}], "remembered"}`, or None before any transfer.
-#[pyfunction]
-pub fn transfer_stats(py: Python<'_>) -> PyResult<Option<Bound<'_, PyDict>>> {
-    LAST.with(|l| {
-        let Some(stats) = l.borrow().clone() else {
-            return Ok(None);
-        };
-        let d = PyDict::new(py);
-        d.set_item("path", stats.path.name())?;
-        d.set_item("bytes", stats.bytes)?;
-        d.set_item("remembered", stats.remembered)?;
-        let fallbacks = PyList::empty(py);
-        for f in &stats.fallbacks {
-            let fd = PyDict::new(py);
-            fd.set_item("from", f.from.name())?;
-            fd.set_item("to", f.to.name())?;
-            fd.set_item("errno", f.errno.map(|e| e.raw_os_error()))?;
-            fd.set_item("reason", f.reason)?;
-            fallbacks.append(fd)?;
-        }
-        d.set_item("fallbacks", fallbacks)?;
-        Ok(Some(d))
-    })
-}
-
-/// `proxy(a_fd, b_fd, *, idle_timeout=None)`: relays both directions between two connected
-/// stream sockets until both end, passing half-closes on; returns `(a_to_b, b_to_a)`. A reset
-/// on one side is passed on as a reset to the other (after the bytes before it), then raised.
-#[pyfunction]
-#[pyo3(signature = (a_fd, b_fd, *, idle_timeout=None))]
-pub fn proxy(
-    py: Python<'_>,
-    a_fd: Fd,
-    b_fd: Fd,
-    idle_timeout: Option<f64>,
-) -> PyResult<(u64, u64)> {
-    let idle = idle_timeout
-        .map(|t| crate::args::seconds(t, "idle_timeout", false))
-        .transpose()?;
-    with_signals(py, |cp| {
-        zerocopy::proxy(a_fd.borrow(), b_fd.borrow(), idle, cp)
-    })
-}
-
-/// `relay(src_fd, dst_fd, *, record_fd=None)`: everything from `src_fd` to `dst_fd` until
-/// the source ends, teed to `record_fd` when given; returns the bytes relayed. A reset of
-/// either TCP side is passed on as a reset to the other, then raised.
-#[pyfunction]
-#[pyo3(signature = (src_fd, dst_fd, *, record_fd=None))]
-pub fn relay(py: Python<'_>, src_fd: Fd, dst_fd: Fd, record_fd: Option<Fd>) -> PyResult<u64> {
-    with_signals(py, |cp| {
-        zerocopy::relay(
-            src_fd.borrow(),
-            dst_fd.borrow(),
-            record_fd.map(Fd::borrow),
-            cp,
-        )
-    })
-}
-
-/// `pipe_pool_clear()`: closes the idle internal pipes `transfer` keeps for reuse (at most
-/// 16 pairs); returns how many pairs it closed.
-#[pyfunction]
-pub fn pipe_pool_clear() -> usize {
-    zerocopy::pool_clear()
-}
-
-/// `pipe_pool_idle()`: how many idle internal pipe pairs the pool holds.
-#[pyfunction]
-pub fn pipe_pool_idle() -> usize {
-    zerocopy::pool_idle()
-}
 
 /// A pipe pair as an object: `read_from`, `write_to`, `tee`, sizes. A context manager; after
 /// `close()` every method raises `ValueError`. Closable from any thread (the binding's one
@@ -160,11 +38,6 @@ fn closed_pipe() -> PyErr {
     PyValueError::new_err("I/O operation on a closed Pipe")
 }
 
-/// A checkpoint that only reports the interruption; [`splice_call`] runs the handlers.
-fn interrupted() -> Result<(), Errno> {
-    Err(Errno::INTR)
-}
-
 /// Runs a cancellable splice/tee with the GIL released; after `EINTR` runs Python's signal
 /// handlers and tries again (nothing moved); `ECANCELED` (a close from another thread) is the
 /// closed error.
@@ -172,12 +45,9 @@ fn splice_call(
     py: Python<'_>,
     mut call: impl FnMut(&mut dyn FnMut() -> Result<(), Errno>) -> Result<usize, Errno> + Send,
 ) -> PyResult<usize> {
-    loop {
-        match without_gil(py, || call(&mut interrupted)) {
-            Err(Errno::INTR) => py.check_signals()?,
-            Err(Errno::CANCELED) => return Err(closed_pipe()),
-            other => return other.map_err(os_error),
-        }
+    match retry_eintr(py, || call(&mut interrupted))? {
+        Err(Errno::CANCELED) => Err(closed_pipe()),
+        other => other.map_err(os_error),
     }
 }
 
@@ -276,10 +146,12 @@ impl PyPipe {
         })
     }
 
-    /// The capacity in bytes (`F_GETPIPE_SZ`).
+    /// The capacity in bytes (`F_GETPIPE_SZ`). An int; calling it (`size()`, as
+    /// `AtomicPipe` once spelled it) gives the same number.
     #[getter]
-    fn size(&self, py: Python<'_>) -> PyResult<usize> {
-        self.with(py, |p| p.size().map_err(os_error))
+    fn size<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let n = self.with(py, |p| p.size().map_err(os_error))?;
+        pipe_size(py, n)
     }
 
     /// Resizes to at least `size` bytes (`F_SETPIPE_SZ`); returns the size set.
@@ -287,10 +159,12 @@ impl PyPipe {
         self.with(py, |p| p.resize(size.clamped()).map_err(os_error))
     }
 
-    /// `/proc/sys/fs/pipe-max-size`: the most an unprivileged process may ask for.
+    /// `/proc/sys/fs/pipe-max-size`: the most an unprivileged process may ask for (an int,
+    /// callable like `size`).
     #[getter]
-    fn max_size(&self, py: Python<'_>) -> PyResult<usize> {
-        self.with(py, |_| zerocopy::pipe_max_size().map_err(os_error))
+    fn max_size<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let n = self.with(py, |_| zerocopy::pipe_max_size().map_err(os_error))?;
+        pipe_size(py, n)
     }
 
     /// Resizes to `size`, or to `max_size` when `size` is not allowed; returns the size set.
@@ -312,6 +186,13 @@ impl PyPipe {
         })
     }
 
+    /// The read end's fd (what `select`/`poll` watch for bytes to take out), or -1 once
+    /// closed, as `Ring.fileno()` and `AtomicPipe.fileno()`; `fds` gives both ends. The Pipe
+    /// still owns it.
+    fn fileno(&self, py: Python<'_>) -> i32 {
+        self.fds(py).map_or(-1, |(r, _)| r)
+    }
+
     /// Whether `close()` was called (in any thread).
     #[getter]
     fn closed(&self) -> bool {
@@ -327,10 +208,10 @@ impl PyPipe {
         slf
     }
 
+    /// Closes the pipe; returns None, so an exception in the block propagates.
     #[pyo3(signature = (*_args))]
-    fn __exit__(&self, py: Python<'_>, _args: &Bound<'_, pyo3::types::PyTuple>) -> PyResult<bool> {
-        self.close(py)?;
-        Ok(false)
+    fn __exit__(&self, py: Python<'_>, _args: &Bound<'_, pyo3::types::PyTuple>) -> PyResult<()> {
+        self.close(py)
     }
 
     fn __repr__(&self, py: Python<'_>) -> String {
@@ -339,16 +220,4 @@ impl PyPipe {
             Err(_) => "<Pipe closed>".into(),
         }
     }
-}
-
-/// Adds this family's functions and classes to the native module.
-pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_function(wrap_pyfunction!(transfer, m)?)?;
-    m.add_function(wrap_pyfunction!(transfer_stats, m)?)?;
-    m.add_function(wrap_pyfunction!(proxy, m)?)?;
-    m.add_function(wrap_pyfunction!(relay, m)?)?;
-    m.add_function(wrap_pyfunction!(pipe_pool_clear, m)?)?;
-    m.add_function(wrap_pyfunction!(pipe_pool_idle, m)?)?;
-    m.add_class::<PyPipe>()?;
-    Ok(())
 }

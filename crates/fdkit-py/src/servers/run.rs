@@ -1,7 +1,7 @@
 //! Running a native server loop from Python: the GIL released for the whole run, signal
 //! handlers run at the loop's checkpoints, log lines to stderr, the stats back as a dict.
 
-use crate::errors::Signals;
+use crate::gil::Signals;
 use fdkit::fd::Errno;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;

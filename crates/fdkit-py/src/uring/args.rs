@@ -1,4 +1,4 @@
-//! Argument extraction for `Ring`'s methods: `user_data`, durations, byte counts, and the
+//! Argument extraction for `Ring`'s methods: `user_data`, byte counts, and the
 //! data of sends and writes (a `bytes` object kept by reference, anything else copied).
 
 use crate::args::{Count, RawBuffer};

@@ -80,9 +80,8 @@ impl<T: Send> ForkSafe<T> {
             }
             // Wait without the GIL (the holder may need it to finish), then try again: the
             // state may have been replaced meanwhile.
-            let got = crate::errors::without_gil(py, || {
-                current.try_lock_arc_for(fdkit::fd::cancel_slice())
-            });
+            let got =
+                crate::gil::without_gil(py, || current.try_lock_arc_for(fdkit::fd::cancel_slice()));
             // Got it: drop and retake it through the slot (it may have been replaced).
             if got.is_none() {
                 py.check_signals()?;

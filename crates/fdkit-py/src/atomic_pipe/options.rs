@@ -1,22 +1,13 @@
-//! `AtomicPipe`'s keyword options, its `ProtocolError` exception, and the data arguments.
+//! `AtomicPipe`'s keyword options (`mixed_data_mode`, `compression`, `level`, `dictionary`,
+//! `keep_compressed`), checked before any fd is taken over.
 
 use crate::args::{type_name, PathArg, RawBuffer};
-use fdkit::atomic_pipe::{
-    Compression, Compressor, Decompressor, ProtocolError as CoreProtocolError, ProtocolErrorKind,
-};
-use pyo3::exceptions::{PyTypeError, PyValueError};
+use crate::errors::io_error_named;
+use fdkit::atomic_pipe::{Compression, Compressor, Decompressor};
+use pyo3::exceptions::{PyOverflowError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict};
+use pyo3::types::{PyBytes, PyDict, PyString};
 use std::os::unix::ffi::OsStrExt;
-
-pyo3::create_exception!(
-    _fdkit,
-    ProtocolError,
-    PyValueError,
-    "The stream broke the Atomic::Pipe wire format; `.writer` is (pid, tid) or None, \
-     `.offset` the stream byte offset, `.kind` a short name, `.fatal` whether the stream \
-     can be read further."
-);
 
 /// The options every constructor takes (and the setters change later).
 #[derive(Default, Clone)]
@@ -98,7 +89,7 @@ pub fn compression(
         };
         // An int too large for i64 (OverflowError) is out of range, not of the wrong type.
         let lvl: i64 = level.extract().map_err(|e: PyErr| {
-            if e.is_instance_of::<pyo3::exceptions::PyOverflowError>(level.py()) {
+            if e.is_instance_of::<PyOverflowError>(level.py()) {
                 out_of_range()
             } else {
                 PyTypeError::new_err(format!("level must be an int, not {}", type_name(level)))
@@ -129,72 +120,11 @@ fn dictionary_bytes(dict: &Bound<'_, PyAny>) -> PyResult<Vec<u8>> {
     if let Ok(b) = dict.cast::<PyBytes>() {
         return Ok(b.as_bytes().to_vec());
     }
-    let is_path = dict.is_instance_of::<pyo3::types::PyString>()
-        || dict.hasattr("__fspath__").unwrap_or(false);
+    let is_path = dict.is_instance_of::<PyString>() || dict.hasattr("__fspath__").unwrap_or(false);
     if is_path {
         let path = PathArg::extract(dict)?;
         let path = std::ffi::OsStr::from_bytes(path.as_bytes());
-        return std::fs::read(path).map_err(|e| {
-            let errno = e
-                .raw_os_error()
-                .unwrap_or(fdkit::fd::Errno::IO.raw_os_error());
-            pyo3::exceptions::PyOSError::new_err((
-                errno,
-                fdkit::error::strerror(fdkit::fd::Errno::from_raw_os_error(errno)),
-                dict.clone().unbind(),
-            ))
-        });
+        return std::fs::read(path).map_err(|e| io_error_named(&e, Some(dict.clone().unbind())));
     }
     RawBuffer::get(dict, false).map(|b| b.as_slice().to_vec())
-}
-
-/// The core's protocol error as `ProtocolError(message)` with `writer`, `offset`, `kind`.
-pub fn protocol_error(py: Python<'_>, e: &CoreProtocolError) -> PyErr {
-    let err = ProtocolError::new_err(e.to_string());
-    let value = err.value(py);
-    let writer = e.writer().map(|w| (w.pid, w.tid));
-    // Setting attributes on a fresh exception instance cannot fail short of memory
-    // exhaustion; the error message already says it all if it did.
-    let _ = value.setattr("writer", writer);
-    let _ = value.setattr("offset", e.offset());
-    let _ = value.setattr("kind", kind_name(e.kind()));
-    let _ = value.setattr("fatal", e.is_fatal());
-    err
-}
-
-fn kind_name(kind: ProtocolErrorKind) -> &'static str {
-    match kind {
-        ProtocolErrorKind::TruncatedChunk { .. } => "truncated_chunk",
-        ProtocolErrorKind::TruncatedBurst { .. } => "truncated_burst",
-        ProtocolErrorKind::IncompleteMessage { .. } => "incomplete_message",
-        ProtocolErrorKind::ChunkTooLarge { .. } => "chunk_too_large",
-        ProtocolErrorKind::ChunkOutOfOrder { .. } => "chunk_out_of_order",
-        ProtocolErrorKind::MissingFrameEnd { .. } => "missing_frame_end",
-        ProtocolErrorKind::BadBurst => "bad_burst",
-        ProtocolErrorKind::BadCompressedData { .. } => "bad_compressed_data",
-        _ => "protocol_error",
-    }
-}
-
-/// A message argument: `bytes` read in place, any other bytes-like object through the buffer
-/// protocol. `str` is refused, as `os.write` refuses it.
-pub enum Data<'py> {
-    Bytes(Bound<'py, PyBytes>),
-    Buffer(RawBuffer),
-}
-
-impl<'py> Data<'py> {
-    pub fn extract(obj: &Bound<'py, PyAny>) -> PyResult<Self> {
-        match obj.cast::<PyBytes>() {
-            Ok(b) => Ok(Data::Bytes(b.clone())),
-            Err(_) => RawBuffer::get(obj, false).map(Data::Buffer),
-        }
-    }
-
-    pub fn as_slice(&self) -> &[u8] {
-        match self {
-            Data::Bytes(b) => b.as_bytes(),
-            Data::Buffer(b) => b.as_slice(),
-        }
-    }
 }

@@ -3,11 +3,9 @@
 //! lines go straight to fd 2 from Rust, so no Python runs while the proxy serves except the
 //! signal check every 100 ms.
 
-use crate::args::{i64_arg, Count, PathArg};
-use crate::errors::os_error;
-use crate::server_run::run_server;
-use fdkit::error::strerror;
-use fdkit::fd::Errno;
+use super::run::run_server;
+use crate::args::{i64_arg, Count, PathArg, Seconds};
+use crate::errors::{io_error, io_error_named};
 use fdkit::servers::proxy::{Endpoint, ProxyConfig, ProxyServer, ProxyStats};
 use pyo3::exceptions::{PyOSError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -16,11 +14,6 @@ use std::ffi::OsStr;
 use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
-
-/// Adds this family's functions and classes to the native module.
-pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_function(wrap_pyfunction!(serve_proxy, m)?)
-}
 
 /// The most connections one proxy may be asked to hold (each needs six fds).
 const MAX_CONNECTIONS: i64 = 1 << 24;
@@ -74,10 +67,8 @@ pub fn serve_proxy<'py>(
             "max_connections must be 1..={MAX_CONNECTIONS}, got {max_connections}"
         )));
     }
-    let idle_timeout = idle_timeout
-        .map(|t| crate::args::seconds(t, "idle_timeout", false))
-        .transpose()?;
-    let connect_timeout = crate::args::seconds(connect_timeout, "connect_timeout", false)?;
+    let idle_timeout = Seconds::positive("idle_timeout").of_opt(idle_timeout)?;
+    let connect_timeout = Seconds::positive("connect_timeout").of(connect_timeout)?;
     let pipe_size = match pipe_size {
         None => None,
         Some(Count(n)) if (1..=MAX_PIPE_SIZE).contains(&n) => Some(n as usize),
@@ -123,7 +114,7 @@ pub fn serve_proxy<'py>(
         "proxy_stats",
         |checkpoint, log| server.run(checkpoint, log),
         stats_dict,
-        |e| io_to_py(&e),
+        |e| io_error(&e),
     )
 }
 
@@ -144,30 +135,17 @@ impl Failure {
                 PyValueError::new_err(format!("invalid address {s:?}: {why}"))
             }
             Failure::Address(s, e) => match e.raw_os_error() {
-                Some(_) => io_to_py(&e),
+                Some(_) => io_error(&e),
                 None => PyOSError::new_err(format!("cannot resolve {s:?}: {e}")),
             },
-            Failure::Bind(e, at) => match e.raw_os_error() {
-                // OSError(errno, strerror, filename): "[Errno 98] Address already in use: '…'".
-                Some(n) => PyOSError::new_err((n, strerror(Errno::from_raw_os_error(n)), at)),
-                None if e.kind() == io::ErrorKind::InvalidInput => {
-                    PyValueError::new_err(e.to_string())
-                }
-                None => PyOSError::new_err(e.to_string()),
-            },
+            // OSError(errno, strerror, filename): "[Errno 98] Address already in use: '…'".
+            Failure::Bind(e, at) => io_error_named(&e, Some(at)),
         }
     }
 }
 
 fn resolve(s: &str) -> Result<Endpoint, Failure> {
     Endpoint::resolve(s).map_err(|e| Failure::Address(s.to_owned(), e))
-}
-
-fn io_to_py(e: &io::Error) -> PyErr {
-    match e.raw_os_error() {
-        Some(n) => os_error(Errno::from_raw_os_error(n)),
-        None => PyOSError::new_err(e.to_string()),
-    }
 }
 
 fn stats_dict<'py>(py: Python<'py>, s: &ProxyStats) -> PyResult<Bound<'py, PyDict>> {

@@ -2,13 +2,12 @@
 //! released (only the signal check every 100 ms takes it back). Worker processes are forked
 //! by the Python layer (`fdkit.serve`); each runs this with `reuse_port=True`.
 
-use crate::args::{i64_arg, PathArg};
-use crate::errors::os_error;
-use crate::server_run::run_server;
-use fdkit::error::strerror;
+use super::run::run_server;
+use crate::args::{i64_arg, PathArg, Seconds};
+use crate::errors::{io_error, io_error_named, os_error_named};
 use fdkit::fd::Errno;
 use fdkit::servers::static_files::{EngineChoice, ServeConfig, ServeStats, StaticServer};
-use pyo3::exceptions::{PyOSError, PyTypeError, PyValueError};
+use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use std::ffi::OsStr;
@@ -17,11 +16,6 @@ use std::net::{SocketAddr, ToSocketAddrs};
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 use std::time::Duration;
-
-/// Adds this family's functions to the native module.
-pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_function(wrap_pyfunction!(serve_static, m)?)
-}
 
 const MAX_CONNECTIONS: i64 = 1 << 24;
 
@@ -145,13 +139,14 @@ pub fn serve_static<'py>(
         "serve_stats",
         |checkpoint, log| server.run(checkpoint, log),
         stats_dict,
-        |e| PyErrLater::Io(e, None).into_py(),
+        |e| io_error(&e),
     )
 }
 
-/// `idle_timeout`: positive seconds, at most [`crate::args::MAX_SECONDS`].
+/// `idle_timeout`: positive seconds (an int or a float), at most
+/// [`crate::args::MAX_SECONDS`].
 fn idle_timeout_arg(obj: &Bound<'_, PyAny>) -> PyResult<Duration> {
-    crate::args::seconds_arg(obj, "idle_timeout", false)
+    Seconds::positive("idle_timeout").extract(obj)
 }
 
 /// A failure found without the GIL, turned into a Python exception once it is back.
@@ -168,25 +163,18 @@ impl PyErrLater {
             PyErrLater::Address(text) => PyValueError::new_err(text),
             // OSError(errno, strerror, filename), as `serve_proxy` raises it for its listen
             // address: "[Errno 98] Address already in use: '127.0.0.1:8000'".
-            PyErrLater::Listen(n, at) => {
-                PyOSError::new_err((n, strerror(Errno::from_raw_os_error(n)), at))
+            PyErrLater::Listen(n, at) => os_error_named(Errno::from_raw_os_error(n), Some(at)),
+            // Only a missing or forbidden directory is named: the other errnos are not DIR's.
+            PyErrLater::Io(e, path) => {
+                let names_dir = matches!(
+                    e.raw_os_error(),
+                    Some(libc::ENOENT | libc::ENOTDIR | libc::EACCES)
+                );
+                let path = path
+                    .filter(|_| names_dir)
+                    .map(|p| p.to_string_lossy().into_owned());
+                io_error_named(&e, path)
             }
-            PyErrLater::Io(e, path) => match (e.raw_os_error(), path) {
-                (Some(n), Some(p))
-                    if n == libc::ENOENT || n == libc::ENOTDIR || n == libc::EACCES =>
-                {
-                    PyOSError::new_err((
-                        n,
-                        strerror(Errno::from_raw_os_error(n)),
-                        p.to_string_lossy().into_owned(),
-                    ))
-                }
-                (Some(n), _) => os_error(Errno::from_raw_os_error(n)),
-                (None, _) if e.kind() == io::ErrorKind::InvalidInput => {
-                    PyValueError::new_err(e.to_string())
-                }
-                (None, _) => PyOSError::new_err(e.to_string()),
-            },
         }
     }
 }

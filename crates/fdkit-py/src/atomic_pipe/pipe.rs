@@ -8,99 +8,35 @@
 //! GIL released, in slices with the signal handlers run between).
 //!
 //! Signals: syscalls run with the GIL released by the bare C API (cheap enough for a
-//! 100-byte message per call); the core's checkpoint only reports `EINTR`, and the loop here
-//! runs Python's signal handlers with the GIL back, then resumes the same operation. Every
-//! operation is resumable: the writer's queue and the reader's decoder keep their state, and a
-//! deadline is absolute.
+//! 100-byte message per call); the core's checkpoint only reports `EINTR`, and the loop
+//! (`state::retry`) runs Python's signal handlers with the GIL back, then resumes the same
+//! operation. Every operation is resumable: the writer's queue and the reader's decoder keep
+//! their state, and a deadline is absolute.
 
-use crate::args::{Fd, PathArg};
-use crate::atomic_pipe_options::{compression, protocol_error, Data, Options};
-use crate::closable::{Closable, Release, Use};
-use crate::errors::{os_error, os_error_with_path, without_gil};
-use crate::fork_safe_lock::{ForkSafe, Held};
+use super::fork_safe_lock::{ForkSafe, Held};
+use super::options::{compression, Options};
+use super::read::{event_tuple, message_object, read_wait, Next, Patience};
+use super::state::{
+    apply_compression, build_state, closed, fd_of, is_closed, mode_of, read_error, retry,
+    set_mixed, End, Ends, Recipe, State,
+};
+use super::TIMEOUT;
+use crate::args::{ByteArg, Count, Fd, PathArg};
+use crate::closable::{Closable, Use};
+use crate::errors::{os_error, os_error_with_path};
+use crate::gil::{interrupted, retry_eintr, without_gil};
+use crate::pipe_size::pipe_size;
 use fdkit::atomic_pipe::{
-    BurstError, Event, MessageReader, MessageWriter, Mode, ReadError, Wait, PIPE_BUF,
+    BurstError, Event, MessageReader, MessageWriter, Mode, ReadError, Wait, Writer, PIPE_BUF,
 };
 use fdkit::fd::{Errno, OFlags};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
+use std::ffi::CStr;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
-
-/// Which end, and its state.
-enum End {
-    Reader(MessageReader),
-    Writer(MessageWriter),
-}
-
-struct State {
-    end: End,
-    compression: bool,
-}
-
-/// A checkpoint that only reports the interruption; [`retry`] runs the signal handlers.
-fn interrupted() -> Result<(), Errno> {
-    Err(Errno::INTR)
-}
-
-/// Runs `op` on the state with the GIL released, running signal handlers (with the GIL) and
-/// resuming after each `EINTR`. `op` must be resumable (see the module docs).
-fn retry<T: Send, E: Send>(
-    py: Python<'_>,
-    state: &mut State,
-    mut op: impl FnMut(&mut State) -> Result<T, E> + Send,
-    is_intr: impl Fn(&E) -> bool,
-) -> PyResult<Result<T, E>> {
-    // With no other Python thread, nobody can close the pipe during the syscall: a blocking
-    // wait may sleep in read(2)/write(2) (one syscall) instead of RWF_NOWAIT + a cancellable
-    // poll. After signal handlers ran (one may have started a thread, or closed the pipe),
-    // waits are cancellable again.
-    set_cancel_waits(state, crate::errors::other_threads_exist(py));
-    loop {
-        match without_gil(py, || op(state)) {
-            Err(e) if is_intr(&e) => {
-                py.check_signals()?;
-                set_cancel_waits(state, true);
-            }
-            other => return Ok(other),
-        }
-    }
-}
-
-fn set_cancel_waits(state: &mut State, on: bool) {
-    match &mut state.end {
-        End::Reader(r) => r.set_cancel_waits(on),
-        End::Writer(w) => w.set_cancel_waits(on),
-    }
-}
-
-fn read_error(py: Python<'_>, e: ReadError) -> PyErr {
-    match e {
-        // A close() from another thread ended the wait.
-        ReadError::Os(Errno::CANCELED) => closed(),
-        ReadError::Os(errno) => os_error(errno),
-        ReadError::Protocol(p) => protocol_error(py, &p),
-    }
-}
-
-fn closed() -> PyErr {
-    PyValueError::new_err("I/O operation on a closed AtomicPipe")
-}
-
-fn timeout_arg(timeout: Option<f64>) -> PyResult<Option<Duration>> {
-    match timeout {
-        None => Ok(None),
-        Some(t) if t.is_nan() || t < 0.0 => Err(PyValueError::new_err(
-            "timeout must be a non-negative number or None",
-        )),
-        Some(t) => Ok(Some(
-            Duration::try_from_secs_f64(t).unwrap_or(Duration::MAX),
-        )),
-    }
-}
 
 /// Many writers, one pipe, whole messages: Perl Atomic::Pipe's wire format and API.
 /// See `docs/atomic_pipe_api.md` and pipe(7) on `PIPE_BUF` atomicity.
@@ -108,130 +44,6 @@ fn timeout_arg(timeout: Option<f64>) -> PyResult<Option<Duration>> {
 pub struct AtomicPipe {
     ends: Closable<Ends>,
     writer: bool,
-}
-
-/// What the [`Closable`] holds: the end behind the fork-safe lock, and how to rebuild it.
-struct Ends {
-    state: ForkSafe<State>,
-    writer: bool,
-    /// How to rebuild the state in a forked child whose parent held the lock at fork time:
-    /// the fd number (-1 once closed) and the settings. Only touched with the GIL held.
-    recipe: Mutex<Recipe>,
-    /// The Closable's flag, handed to the core end so a close ends its waits.
-    closing: Arc<AtomicBool>,
-}
-
-struct Recipe {
-    fd: i32,
-    options: Options,
-}
-
-/// Builds an end's state over `fd` with `options` (which were checked when parsed); its waits
-/// end once `closing` is set.
-fn build_state(
-    fd: OwnedFd,
-    writer: bool,
-    options: &Options,
-    closing: &Arc<AtomicBool>,
-) -> PyResult<State> {
-    let mode = if options.mixed {
-        Mode::Mixed
-    } else {
-        Mode::Normal
-    };
-    let end = if writer {
-        End::Writer(MessageWriter::new(fd, mode).map_err(os_error)?)
-    } else {
-        End::Reader(MessageReader::new(fd, mode).map_err(os_error)?)
-    };
-    let mut state = State {
-        end,
-        compression: false,
-    };
-    set_cancel(&mut state, Some(closing));
-    apply_compression(&mut state, options)?;
-    Ok(state)
-}
-
-fn set_cancel(state: &mut State, closing: Option<&Arc<AtomicBool>>) {
-    match &mut state.end {
-        End::Reader(r) => r.set_cancel(closing.cloned()),
-        End::Writer(w) => w.set_cancel(closing.cloned()),
-    }
-}
-
-impl Ends {
-    /// Takes the lock (see `fork_safe_lock`); in a child forked while another thread held it,
-    /// rebuilds the end from the recipe.
-    fn lock(&self, py: Python<'_>) -> PyResult<Held<State>> {
-        self.state.lock(py, || self.rebuild())
-    }
-
-    fn recipe(&self) -> std::sync::MutexGuard<'_, Recipe> {
-        self.recipe.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    fn rebuild(&self) -> State {
-        let recipe = self.recipe();
-        let closed = || State {
-            end: if self.writer {
-                End::Writer(MessageWriter::closed(Mode::Normal))
-            } else {
-                End::Reader(MessageReader::closed(Mode::Normal))
-            },
-            compression: false,
-        };
-        if recipe.fd < 0 {
-            return closed();
-        }
-        // SAFETY: the fd belonged to the state that is now set aside and leaked (never
-        // dropped), so this is again its only owner; it is open (the parent's state had it).
-        let fd = unsafe { OwnedFd::from_raw_fd(recipe.fd) };
-        build_state(fd, self.writer, &recipe.options, &self.closing).unwrap_or_else(|_| closed())
-    }
-}
-
-impl Release for Ends {
-    /// Closes the end: a writer first writes what it has queued, waiting with poll (Ctrl-C
-    /// stops that wait and leaves the pipe open). Deferred (from the last use, see
-    /// `closable`), nothing waits: the cancel flag stays set, so queued output the pipe does
-    /// not take at once is dropped.
-    fn release(&mut self, py: Python<'_>, deferred: bool) -> PyResult<()> {
-        let mut guard = self.lock(py)?;
-        let state: &mut State = &mut guard;
-        let done = if deferred {
-            let mut go_on = fdkit::fd::no_checkpoint;
-            Ok(match &mut state.end {
-                End::Writer(w) => w.close(&mut go_on),
-                End::Reader(r) => r.close(),
-            })
-        } else {
-            // The closer's own flush is not ended by the flag its close() just set.
-            set_cancel(state, None);
-            let done = retry(
-                py,
-                state,
-                |s| match &mut s.end {
-                    End::Writer(w) => w.close(&mut interrupted),
-                    End::Reader(r) => r.close(),
-                },
-                |e| *e == Errno::INTR,
-            );
-            set_cancel(state, Some(&self.closing));
-            done
-        };
-        if is_closed(state) {
-            self.recipe().fd = -1;
-        }
-        match done? {
-            Ok(()) | Err(Errno::CANCELED) => Ok(()),
-            Err(e) => Err(os_error(e)),
-        }
-    }
-
-    fn is_released(&self) -> bool {
-        self.recipe().fd < 0
-    }
 }
 
 impl AtomicPipe {
@@ -279,18 +91,13 @@ impl AtomicPipe {
 
     fn open_fifo(py: Python<'_>, path: &Bound<'_, PyAny>, flags: OFlags) -> PyResult<OwnedFd> {
         let p = PathArg::extract(path)?;
-        let cpath: &std::ffi::CStr = &p.0;
+        let cpath: &CStr = &p.0;
         // Opening a FIFO waits for the other end: a peer-waiting call, so the GIL goes.
         let flags = flags | OFlags::CLOEXEC;
-        loop {
-            match without_gil(py, || {
-                fdkit::fd::open(cpath, flags, fdkit::fd::Mode::empty())
-            }) {
-                Err(Errno::INTR) => py.check_signals()?,
-                Err(e) => return Err(os_error_with_path(e, path)),
-                Ok(fd) => return Ok(fd),
-            }
-        }
+        retry_eintr(py, || {
+            fdkit::fd::open(cpath, flags, fdkit::fd::Mode::empty())
+        })?
+        .map_err(|e| os_error_with_path(e, path))
     }
 
     fn with_writer<T: Send>(
@@ -397,121 +204,6 @@ impl AtomicPipe {
             }
         })
     }
-}
-
-/// How long a read may wait, as the caller asked.
-enum Patience {
-    /// `timeout` seconds; None: as the fd's mode says (forever when blocking, not at all when
-    /// not).
-    Timeout(Option<f64>),
-    /// As long as it takes, whatever the fd's mode (iteration).
-    Forever,
-}
-
-/// Under the reader's lock: refuses a stream in the other mode, turns `patience` into a
-/// [`Wait`], and refuses a closed pipe (in that order).
-fn read_wait(state: &State, mode: Mode, patience: Patience) -> PyResult<Wait> {
-    let End::Reader(r) = &state.end else {
-        unreachable!("need_reader checked the end");
-    };
-    if r.mode() != mode {
-        return Err(PyValueError::new_err(match mode {
-            Mode::Normal => {
-                "read_message() reads normal-mode streams; in mixed data mode use \
-                 get_line_burst_or_data()"
-            }
-            Mode::Mixed => "get_line_burst_or_data() needs mixed data mode (set_mixed_data_mode())",
-        }));
-    }
-    let wait = match patience {
-        Patience::Forever => Wait::Until(None),
-        Patience::Timeout(t) => match timeout_arg(t)? {
-            Some(t) => Wait::timeout(Some(t)),
-            None if r.is_blocking() => Wait::Until(None),
-            None => Wait::Never,
-        },
-    };
-    if r.is_closed() {
-        return Err(closed());
-    }
-    Ok(wait)
-}
-
-enum Next {
-    Event(Event),
-    Peek(Py<PyBytes>),
-    Nothing,
-}
-
-fn is_closed(state: &State) -> bool {
-    match &state.end {
-        End::Reader(r) => r.is_closed(),
-        End::Writer(w) => w.is_closed(),
-    }
-}
-
-fn mode_of(state: &State) -> Mode {
-    match &state.end {
-        End::Reader(r) => r.mode(),
-        End::Writer(w) => w.mode(),
-    }
-}
-
-fn fd_of(state: &State) -> Result<std::os::fd::BorrowedFd<'_>, Errno> {
-    match &state.end {
-        End::Reader(r) => r.fd(),
-        End::Writer(w) => w.fd(),
-    }
-}
-
-fn set_mixed(state: &mut State) {
-    match &mut state.end {
-        End::Reader(r) => r.set_mixed_mode(),
-        End::Writer(w) => w.set_mode(Mode::Mixed),
-    }
-}
-
-fn apply_compression(state: &mut State, options: &Options) -> PyResult<()> {
-    let config = options.compression.as_ref();
-    let done = match &mut state.end {
-        End::Reader(r) => r.set_compression(config, options.keep_compressed),
-        End::Writer(w) => w.set_compression(config),
-    };
-    done.map_err(|e| PyValueError::new_err(format!("zstd refused the settings: {e}")))?;
-    state.compression = config.is_some();
-    Ok(())
-}
-
-/// A message for Python: its bytes, or `(pid, tid, bytes)` when the caller asked who wrote it.
-fn message_object<'py>(
-    py: Python<'py>,
-    writer: fdkit::atomic_pipe::Writer,
-    data: &[u8],
-    with_writer: bool,
-) -> PyResult<Bound<'py, PyAny>> {
-    let bytes = PyBytes::new(py, data).into_any();
-    if !with_writer {
-        return Ok(bytes);
-    }
-    Ok((writer.pid, writer.tid, bytes)
-        .into_pyobject(py)?
-        .into_any())
-}
-
-fn event_tuple(py: Python<'_>, event: Event) -> Bound<'_, PyTuple> {
-    let (kind, data) = match event {
-        Event::Message { data, .. } => ("message", data),
-        Event::Burst(data) => ("burst", data),
-        Event::Line(data) => ("line", data),
-    };
-    PyTuple::new(
-        py,
-        [
-            kind.into_pyobject(py).unwrap().into_any(),
-            PyBytes::new(py, &data).into_any(),
-        ],
-    )
-    .expect("a 2-tuple")
 }
 
 #[pymethods]
@@ -629,11 +321,9 @@ impl AtomicPipe {
     /// A non-blocking writer queues what the pipe does not take (see `flush`).
     fn write_message(&self, py: Python<'_>, data: &Bound<'_, PyAny>) -> PyResult<()> {
         self.need_writer()?;
-        let data = Data::extract(data)?;
+        let data = ByteArg::extract(data)?;
         let bytes = data.as_slice();
-        self.queue_then_flush(py, |w| {
-            w.queue_message(fdkit::atomic_pipe::Writer::current(), bytes)
-        })
+        self.queue_then_flush(py, |w| w.queue_message(Writer::current(), bytes))
     }
 
     /// Writes many messages; chunks of consecutive messages share one write while together
@@ -641,11 +331,11 @@ impl AtomicPipe {
     fn write_messages(&self, py: Python<'_>, messages: &Bound<'_, PyAny>) -> PyResult<usize> {
         self.need_writer()?;
         let mut count = 0;
-        let mut batch: Vec<Data<'_>> = Vec::new();
+        let mut batch: Vec<ByteArg<'_>> = Vec::new();
         let mut batch_bytes = 0;
         for item in messages.try_iter()? {
             let item = item?;
-            let data = Data::extract(&item)?;
+            let data = ByteArg::extract(&item)?;
             batch_bytes += data.as_slice().len();
             batch.push(data);
             if batch_bytes >= 1 << 16 || batch.len() >= 4096 {
@@ -663,7 +353,7 @@ impl AtomicPipe {
     /// starting with 0x10 (ValueError): a reader would misframe it.
     fn write_burst(&self, py: Python<'_>, data: &Bound<'_, PyAny>) -> PyResult<Option<usize>> {
         self.need_writer()?;
-        let data = Data::extract(data)?;
+        let data = ByteArg::extract(data)?;
         let bytes = data.as_slice();
         match self.queue_then_flush(py, |w| w.queue_burst(bytes))? {
             Ok(n) => Ok(Some(n)),
@@ -676,7 +366,7 @@ impl AtomicPipe {
     /// None when it does not fit in one atomic write.
     fn fits_in_burst(&self, py: Python<'_>, data: &Bound<'_, PyAny>) -> PyResult<Option<usize>> {
         self.need_writer()?;
-        let data = Data::extract(data)?;
+        let data = ByteArg::extract(data)?;
         let bytes = data.as_slice();
         self.with_writer(py, |w| w.fits_in_burst(bytes))
     }
@@ -700,7 +390,7 @@ impl AtomicPipe {
         if !self.writer {
             return Ok(true);
         }
-        let wait = Wait::timeout(timeout_arg(timeout)?);
+        let wait = Wait::timeout(TIMEOUT.of_opt(timeout)?);
         self.with_writer(py, |w| w.flush_until(wait, &mut interrupted))
     }
 
@@ -725,13 +415,13 @@ impl AtomicPipe {
     /// Up to `max` messages: waits like `read_message` for the first, then returns what has
     /// already arrived. `[]` at end of stream, on timeout, or (non-blocking) when none is ready.
     #[pyo3(
-        signature = (max=crate::args::Count(1024), timeout=None, *, with_writer=false),
+        signature = (max=Count(1024), timeout=None, *, with_writer=false),
         text_signature = "(self, /, max=1024, timeout=None, *, with_writer=False)"
     )]
     fn read_messages<'py>(
         &self,
         py: Python<'py>,
-        max: crate::args::Count,
+        max: Count,
         timeout: Option<f64>,
         with_writer: bool,
     ) -> PyResult<Bound<'py, PyList>> {
@@ -905,28 +595,35 @@ impl AtomicPipe {
         .map_err(os_error)
     }
 
-    /// The pipe's capacity in bytes (`F_GETPIPE_SZ`). See pipe(7).
-    fn size(&self, py: Python<'_>) -> PyResult<usize> {
-        let (_ends, guard) = self.lock(py)?;
-        let fd = fd_of(&guard).map_err(|_| closed())?;
-        fdkit::fd::pipe_size(fd).map_err(os_error)
+    /// The pipe's capacity in bytes (`F_GETPIPE_SZ`), as `Pipe.size`. An int; calling it
+    /// (`size()`, the older spelling) gives the same number. See pipe(7).
+    #[getter]
+    fn size<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let n = {
+            let (_ends, guard) = self.lock(py)?;
+            let fd = fd_of(&guard).map_err(|_| closed())?;
+            fdkit::fd::pipe_size(fd).map_err(os_error)?
+        };
+        pipe_size(py, n)
     }
 
-    /// `/proc/sys/fs/pipe-max-size`: the largest size an unprivileged process may set.
-    fn max_size(&self) -> PyResult<usize> {
-        fdkit::fd::pipe_max_size().map_err(os_error)
+    /// `/proc/sys/fs/pipe-max-size`: the largest size an unprivileged process may set (an
+    /// int, callable like `size`).
+    #[getter]
+    fn max_size<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        pipe_size(py, fdkit::fd::pipe_max_size().map_err(os_error)?)
     }
 
     /// Sets the capacity (`F_SETPIPE_SZ`; rounded up to a power-of-two number of pages);
     /// returns the size set.
-    fn resize(&self, py: Python<'_>, size: crate::args::Count) -> PyResult<usize> {
+    fn resize(&self, py: Python<'_>, size: Count) -> PyResult<usize> {
         let (_ends, guard) = self.lock(py)?;
         let fd = fd_of(&guard).map_err(|_| closed())?;
         fdkit::fd::set_pipe_size(fd, size.clamped()).map_err(os_error)
     }
 
-    /// Sets the capacity to `size`, or to `max_size()` when `size` is not allowed.
-    fn resize_or_max(&self, py: Python<'_>, size: crate::args::Count) -> PyResult<usize> {
+    /// Sets the capacity to `size`, or to `max_size` when `size` is not allowed.
+    fn resize_or_max(&self, py: Python<'_>, size: Count) -> PyResult<usize> {
         let (_ends, guard) = self.lock(py)?;
         let fd = fd_of(&guard).map_err(|_| closed())?;
         fdkit::fd::set_pipe_size_or_max(fd, size.clamped()).map_err(os_error)
@@ -944,10 +641,10 @@ impl AtomicPipe {
         slf
     }
 
+    /// Closes the pipe; returns None, so an exception in the block propagates.
     #[pyo3(signature = (*_args))]
-    fn __exit__(&self, py: Python<'_>, _args: &Bound<'_, PyTuple>) -> PyResult<bool> {
-        self.close(py)?;
-        Ok(false)
+    fn __exit__(&self, py: Python<'_>, _args: &Bound<'_, PyTuple>) -> PyResult<()> {
+        self.close(py)
     }
 
     fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
@@ -971,13 +668,13 @@ impl AtomicPipe {
 }
 
 impl AtomicPipe {
-    fn write_batch(&self, py: Python<'_>, batch: &[Data<'_>]) -> PyResult<usize> {
+    fn write_batch(&self, py: Python<'_>, batch: &[ByteArg<'_>]) -> PyResult<usize> {
         if batch.is_empty() {
             return Ok(0);
         }
-        let slices: Vec<&[u8]> = batch.iter().map(Data::as_slice).collect();
+        let slices: Vec<&[u8]> = batch.iter().map(ByteArg::as_slice).collect();
         self.queue_then_flush(py, |w| {
-            let writer = fdkit::atomic_pipe::Writer::current();
+            let writer = Writer::current();
             slices.iter().try_for_each(|s| w.queue_message(writer, s))
         })?;
         Ok(batch.len())
@@ -1001,15 +698,4 @@ impl Drop for AtomicPipe {
 
 fn placeholder_reader() -> MessageReader {
     MessageReader::closed(Mode::Normal)
-}
-
-/// Adds `AtomicPipe` and `ProtocolError` to the native module.
-pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_class::<AtomicPipe>()?;
-    m.add(
-        "ProtocolError",
-        m.py()
-            .get_type::<crate::atomic_pipe_options::ProtocolError>(),
-    )?;
-    Ok(())
 }
