@@ -5,8 +5,9 @@
 //! for anything that arrives later), so no extra `recv` to see `EAGAIN`.
 
 use super::clock::Clock;
-use super::conn::{Conn, INBUF_MAX, LINGER, MAX_SEGS, RECV_ROOM};
+use super::conn::{Conn, INBUF_MAX, LINGER, RECV_ROOM};
 use super::files::FileCache;
+use super::out::MAX_SEGS;
 use super::respond::Ctx;
 use super::send::{send_out, Sent};
 use super::slab::Slab;

@@ -4,8 +4,8 @@
 //! Two engines share everything but the event loop: `uring.rs` (one io_uring per worker:
 //! multishot accept, multishot receive on a provided-buffer ring, `sendmsg` ring ops) and
 //! `epoll.rs` (edge-triggered epoll, `recv`/`sendmsg`). `conn.rs` turns buffered requests into
-//! batches of responses (pipelined requests answered in order, in one send); `respond.rs`
-//! decides each response; `files.rs` opens files beneath the root (`openat2`
+//! batches of responses (`out.rs`: pipelined requests answered in order, in one send);
+//! `respond.rs` decides each response; `files.rs` opens files beneath the root (`openat2`
 //! `RESOLVE_BENEATH`) and caches them; the HTTP syntax is `crate::http`.
 //!
 //! Bodies never pass through a userspace buffer: small files are mapped and the kernel copies
@@ -35,6 +35,7 @@ mod epoll;
 mod files;
 mod listener;
 mod lru;
+mod out;
 mod respond;
 mod send;
 mod slab;

@@ -6,8 +6,8 @@
 //! matching `If-None-Match` or an unmodified `If-Modified-Since`, and a `Range` honoured only
 //! when its `If-Range` holds. Every 200, 206 and 304 carries the file's strong `ETag`.
 
-use super::conn::Out;
 use super::files::{FileCache, FileEntry, Refusal};
+use super::out::Out;
 use crate::http::{
     evaluate, has_preconditions, parse_range, write_decimal, write_location, ByteRange, Method,
     Precondition, Request, Status, Validators, Version, HTTP_DATE_LEN,
