@@ -5,7 +5,7 @@
 
 use super::out::{Out, MAX_SEGS};
 use super::respond::{invalid, respond, Ctx};
-use crate::http::{parse_request, Parsed};
+use crate::http::{parse_request, Parsed, MAX_HEAD_BYTES};
 use std::os::fd::OwnedFd;
 use std::time::{Duration, Instant};
 
@@ -36,6 +36,8 @@ pub(super) struct Conn {
     /// (epoll) the peer shut its side (EPOLLRDHUP): a short read no longer means "drained",
     /// the end of stream is still to be read (it may have come in the same edge as the data).
     pub peer_closed: bool,
+    /// The client's address as the access log writes it (empty when the log is off).
+    pub peer: Box<[u8]>,
 }
 
 impl Conn {
@@ -49,7 +51,26 @@ impl Conn {
             lingering: false,
             readable: true,
             peer_closed: false,
+            peer: Box::default(),
         }
+    }
+
+    /// Notes the client's address for the access log. See getpeername(2).
+    pub fn log_peer(&mut self) {
+        let text = match rustix::net::getpeername(&self.fd) {
+            Ok(Some(addr)) => match std::net::SocketAddr::try_from(addr) {
+                Ok(a) => match a.ip() {
+                    std::net::IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+                        Some(v4) => v4.to_string(),
+                        None => v6.to_string(),
+                    },
+                    ip => ip.to_string(),
+                },
+                Err(_) => return,
+            },
+            _ => return,
+        };
+        self.peer = text.into_bytes().into_boxed_slice();
     }
 
     /// Call before appending received bytes: the first byte of a request starts its deadline.
@@ -76,17 +97,24 @@ impl Conn {
             match parse_request(buf) {
                 Parsed::Partial => break,
                 Parsed::Invalid(status) => {
-                    invalid(&mut self.out, ctx.date, status);
+                    let a = invalid(&mut self.out, ctx.date, status);
+                    if let Some(log) = ctx.log.as_deref_mut() {
+                        let line = &buf[..buf.len().min(MAX_HEAD_BYTES)];
+                        log.record(&self.peer, ctx.secs, line, a.status.code(), a.body);
+                    }
                     self.out.close_after = true;
                     consumed = self.inbuf.len();
                     n += 1;
                     break;
                 }
                 Parsed::Complete(req) => {
-                    let close = respond(&req, &mut self.out, ctx);
+                    let a = respond(&req, &mut self.out, ctx);
+                    if let Some(log) = ctx.log.as_deref_mut() {
+                        log.record(&self.peer, ctx.secs, req.head, a.status.code(), a.body);
+                    }
                     consumed += req.head_len;
                     n += 1;
-                    if close {
+                    if a.close {
                         self.out.close_after = true;
                         break;
                     }

@@ -25,9 +25,13 @@
 //! flight), the cache gives back idle fds and `accept` is tried again, or accepting pauses
 //! until the next tick (the clients wait in the backlog), never spinning and never for good.
 //!
+//! Optional: a directory without `index.html` answered with a listing (`files.rs`), and an
+//! access log in the common log format (`access_log.rs`), both off by default.
+//!
 //! Stopping: when the checkpoint says stop, the listener closes, idle connections close, and
 //! connections with a response in flight finish it (at most [`GRACE`]) and then close.
 
+mod access_log;
 mod clock;
 mod config;
 mod conn;
@@ -72,9 +76,18 @@ pub(crate) struct Shared<'a> {
     log: &'a mut dyn FnMut(&str),
     /// When a failing `accept` was last logged.
     accept_logged: Option<Instant>,
+    /// The access log, when it is on.
+    access: Option<access_log::AccessLog>,
 }
 
 impl Shared<'_> {
+    /// The engine's tick: writes the access log lines buffered since the last one.
+    fn tick(&mut self) {
+        if let Some(log) = &mut self.access {
+            log.flush();
+        }
+    }
+
     /// `accept(2)` failed with `e` (not `EAGAIN` nor a client's error). Out of fds
     /// (`EMFILE`, `ENFILE`): the cache closes idle files, and when that freed any, the caller
     /// accepts again at once (true). Otherwise (nothing to give back, or out of memory) the
@@ -205,8 +218,13 @@ impl StaticServer {
             },
             log: &mut log,
             accept_logged: None,
+            access: self
+                .config
+                .access_log
+                .clone()
+                .map(access_log::AccessLog::new),
         };
-        let files = files::FileCache::new(self.root, cache_budget);
+        let files = files::FileCache::new(self.root, cache_budget, self.config.listing);
         match self.engine {
             Engine::Epoll => epoll::run(self.listener, files, shared, &mut checkpoint),
             Engine::Uring => {

@@ -10,6 +10,10 @@ use std::rc::Rc;
 /// The most iovecs one batch may need (heads merge; each mapped body adds one).
 pub(super) const MAX_SEGS: usize = 64;
 
+/// The most capacity the heads buffer keeps between batches (a directory listing, whose
+/// page goes out from this buffer, may make it larger for one batch).
+const HEADS_KEEP: usize = 64 * 1024;
+
 /// One part of a batch.
 pub(super) enum Seg {
     Head { start: usize, len: usize },
@@ -127,9 +131,13 @@ impl Out {
         }
     }
 
-    /// Empties the batch (keeping the buffers' capacity).
+    /// Empties the batch (keeping the buffers' capacity, unless a directory listing made
+    /// the heads buffer large).
     pub fn clear(&mut self) {
         self.heads.clear();
+        if self.heads.capacity() > HEADS_KEEP {
+            self.heads.shrink_to(1024);
+        }
         self.segs.clear();
         self.files.clear();
         self.tail = None;

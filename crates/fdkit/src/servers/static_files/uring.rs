@@ -205,6 +205,7 @@ impl Uring<'_> {
             self.reap();
             if self.clock.now >= next_tick {
                 next_tick = self.clock.now + TICK;
+                self.shared.tick();
                 if !self.stopping && checkpoint().is_err() {
                     self.stop();
                     grace_end = Some(self.clock.now + self.shared.grace);
@@ -306,8 +307,12 @@ impl Uring<'_> {
         }
         let _ = sockopt::set_tcp_nodelay(&fd, true);
         let raw = fd.as_raw_fd();
+        let mut conn = Conn::new(fd, self.clock.now, self.shared.idle);
+        if self.shared.access.is_some() {
+            conn.log_peer();
+        }
         let conn = UConn {
-            conn: Conn::new(fd, self.clock.now, self.shared.idle),
+            conn,
             inflight: 0,
             recv_armed: false,
             sending: false,
@@ -401,6 +406,8 @@ impl Uring<'_> {
             files,
             date: &clock.date,
             now: clock.now,
+            secs: clock.secs,
+            log: shared.access.as_mut(),
         };
         let n = c.conn.fill(&mut ctx, stopping);
         shared.stats.requests += n as u64;
