@@ -33,7 +33,7 @@ START = re.compile(
 URING_OK, URING_REASON = uring.available()
 SECRET = b"SECRET-9a1f-never-listed"
 LOG_LINE = re.compile(
-    r'^(?P<host>\S+) - - \[(?P<date>\d{2}/[A-Z][a-z]{2}/\d{4}:\d{2}:\d{2}:\d{2} \+0000)\] '
+    r"^(?P<host>\S+) - - \[(?P<date>\d{2}/[A-Z][a-z]{2}/\d{4}:\d{2}:\d{2}:\d{2} \+0000)\] "
     r'"(?P<request>[^"]*)" (?P<status>\d{3}) (?P<bytes>\d+|-)$'
 )
 
@@ -145,8 +145,11 @@ def test_directory_and_bind_options(site: Path, tmp_path: Path) -> None:
     with serving(["-d", str(site), "-b", "127.0.0.1", "0"], tmp_path, tmp_path / "logs") as s:
         assert s.directory == str(site) and s.host == "127.0.0.1"
         assert s.get("/hallo.txt") == (200, b"hallo\n")
-    with serving(["--directory", str(site), "--bind", "127.0.0.1", "--port", "0"], tmp_path,
-                 tmp_path / "logs") as s:  # fmt: skip
+    with serving(
+        ["--directory", str(site), "--bind", "127.0.0.1", "--port", "0"],
+        tmp_path,
+        tmp_path / "logs",
+    ) as s:
         assert s.get("/hallo.txt") == (200, b"hallo\n")
 
 
@@ -168,8 +171,9 @@ def test_bind_ipv6_loopback(site: Path) -> None:
 
 
 def test_dir_positional_and_host_port_still_work(site: Path, tmp_path: Path) -> None:
-    with serving([str(site), "--host", "127.0.0.1", "--port", "0"], tmp_path,
-                 tmp_path / "logs") as s:  # fmt: skip
+    with serving(
+        [str(site), "--host", "127.0.0.1", "--port", "0"], tmp_path, tmp_path / "logs"
+    ) as s:
         assert s.directory == str(site)
         assert s.get("/hallo.txt") == (200, b"hallo\n")
 
@@ -195,8 +199,10 @@ def test_a_directory_named_like_a_port(tmp_path: Path) -> None:
     ("argv", "message"),
     [
         (["0", "--port", "0"], "fdkit serve: the port is given twice: 0 and --port 0\n"),
-        (["{dir}", "-d", "{dir}"], "fdkit serve: the directory is given twice: {dir} and "
-         "--directory {dir}\n"),  # fmt: skip
+        (
+            ["{dir}", "-d", "{dir}"],
+            "fdkit serve: the directory is given twice: {dir} and --directory {dir}\n",
+        ),
         (["--port", "x"], "fdkit serve: --port must be 0..65535, got 'x'\n"),
         (["99999"], "fdkit serve: port must be 0..65535, got '99999'\n"),
     ],
@@ -210,10 +216,16 @@ def test_conflicts_and_bad_ports_say_what(site: Path, argv: list[str], message: 
 def test_help_has_the_shape_of_http_server() -> None:
     """Every option ``python -m http.server --help`` names for port, bind and directory is
     in ``fdkit serve --help``, with ``--host``/``--port`` and the new ones."""
-    ours = subprocess.run([FDKIT, "serve", "--help"], capture_output=True, text=True,
-                          timeout=20, check=True).stdout  # fmt: skip
-    theirs = subprocess.run([sys.executable, "-m", "http.server", "--help"],
-                            capture_output=True, text=True, timeout=20, check=True).stdout  # fmt: skip
+    ours = subprocess.run(
+        [FDKIT, "serve", "--help"], capture_output=True, text=True, timeout=20, check=True
+    ).stdout
+    theirs = subprocess.run(
+        [sys.executable, "-m", "http.server", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=20,
+        check=True,
+    ).stdout
     for opt in ("-b", "--bind", "-d", "--directory"):
         assert re.search(rf"(^|[\s,\[]){opt}\b", theirs), f"http.server lost {opt}?"
         assert re.search(rf"(^|[\s,\[]){opt}\b", ours), opt
@@ -228,8 +240,11 @@ def test_help_has_the_shape_of_http_server() -> None:
 
 @pytest.mark.parametrize("engine", ENGINES)
 def test_listing_escapes_names_and_never_shows_the_outside(site: Path, engine: str) -> None:
-    with serving([str(site), "--port", "0", "--list", *engine_args(engine)], site.parent,
-                 site.parent / "logs") as s:  # fmt: skip
+    with serving(
+        [str(site), "--port", "0", "--list", *engine_args(engine)],
+        site.parent,
+        site.parent / "logs",
+    ) as s:
         status, body = s.get("/files/")
         page = body.decode()
         assert status == 200
@@ -254,8 +269,14 @@ def test_listing_escapes_names_and_never_shows_the_outside(site: Path, engine: s
         assert status == 200 and b'<a href="files/">files/</a>' in body
         assert b"outside-dir" not in body
         # A symlink to a directory outside is not followed; traversal never lists the outside.
-        for target in ("/outside-dir/", "/files/link-outside-dir/", "/../", "/%2e%2e/",
-                       "/files/../../", "/files/%2e%2e/%2e%2e/"):  # fmt: skip
+        for target in (
+            "/outside-dir/",
+            "/files/link-outside-dir/",
+            "/../",
+            "/%2e%2e/",
+            "/files/../../",
+            "/files/%2e%2e/%2e%2e/",
+        ):
             status, body = s.get(target)
             assert status in (400, 403, 404), (target, status)
             assert SECRET not in body and b"secret" not in body, target
@@ -263,8 +284,9 @@ def test_listing_escapes_names_and_never_shows_the_outside(site: Path, engine: s
 
 @pytest.mark.parametrize("engine", ENGINES)
 def test_no_listing_without_the_option(site: Path, engine: str) -> None:
-    with serving([str(site), "--port", "0", *engine_args(engine)], site.parent,
-                 site.parent / "logs") as s:  # fmt: skip
+    with serving(
+        [str(site), "--port", "0", *engine_args(engine)], site.parent, site.parent / "logs"
+    ) as s:
         assert s.get("/files/")[0] == 404
         assert s.get("/")[0] == 404
         assert s.get("/outside-dir/")[0] == 403
@@ -281,8 +303,11 @@ def _parse(line: str) -> dict[str, str]:
 
 @pytest.mark.parametrize("engine", ENGINES)
 def test_access_log_lines(site: Path, engine: str) -> None:
-    with serving([str(site), "--port", "0", "--access-log", *engine_args(engine)], site.parent,
-                 site.parent / "logs") as s:  # fmt: skip
+    with serving(
+        [str(site), "--port", "0", "--access-log", *engine_args(engine)],
+        site.parent,
+        site.parent / "logs",
+    ) as s:
         assert s.get("/hallo.txt") == (200, b"hallo\n")
         # Written while serving, within a tick: not only at the stop.
         deadline = time.monotonic() + 2
@@ -292,7 +317,10 @@ def test_access_log_lines(site: Path, engine: str) -> None:
         assert len(first) == 1, s.stderr()
         entry = _parse(first[0])
         assert (entry["host"], entry["request"], entry["status"], entry["bytes"]) == (
-            "127.0.0.1", "GET /hallo.txt HTTP/1.1", "200", "6"
+            "127.0.0.1",
+            "GET /hallo.txt HTTP/1.1",
+            "200",
+            "6",
         )
         stamp = calendar.timegm(time.strptime(entry["date"], "%d/%b/%Y:%H:%M:%S +0000"))
         assert abs(stamp - time.time()) < 120
@@ -310,8 +338,9 @@ def test_access_log_lines(site: Path, engine: str) -> None:
 
 @pytest.mark.parametrize("engine", ENGINES)
 def test_no_access_log_by_default(site: Path, engine: str) -> None:
-    with serving([str(site), "--port", "0", *engine_args(engine)], site.parent,
-                 site.parent / "logs") as s:  # fmt: skip
+    with serving(
+        [str(site), "--port", "0", *engine_args(engine)], site.parent, site.parent / "logs"
+    ) as s:
         for _ in range(5):
             s.get("/hallo.txt")
         time.sleep(0.3)
@@ -321,8 +350,11 @@ def test_no_access_log_by_default(site: Path, engine: str) -> None:
 def test_access_log_of_several_workers_keeps_lines_whole(site: Path) -> None:
     """Two workers write to the same stderr: every line arrives whole, none is lost."""
     n = 200
-    with serving([str(site), "--port", "0", "--access-log", "--workers", "2"], site.parent,
-                 site.parent / "logs") as s:  # fmt: skip
+    with serving(
+        [str(site), "--port", "0", "--access-log", "--workers", "2"],
+        site.parent,
+        site.parent / "logs",
+    ) as s:
         for i in range(n):
             assert s.get(f"/hallo.txt?{i}")[0] == 200
     lines = [_parse(line) for line in s.log_lines()]
