@@ -127,6 +127,14 @@ pub(crate) fn enter_timeout(ring: &IoUring, want: usize, timeout: Duration) -> R
 
 /// The running kernel's version, from uname(2): what decides features the probe cannot see
 /// (multishot receive and provided-buffer rings need Linux 6.0).
+///
+/// ```
+/// use fdkit::uring::KernelVersion;
+///
+/// let v = KernelVersion::parse("6.8.0-45-generic");
+/// assert!(v.at_least(6, 0) && !v.at_least(6, 9));
+/// println!("running Linux {}.{}", KernelVersion::running().major, KernelVersion::running().minor);
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct KernelVersion {

@@ -18,7 +18,7 @@
 //!
 //! Fds: `RLIMIT_NOFILE` (per process: each `SO_REUSEPORT` worker fits its own) is shared out
 //! at the start of [`StaticServer::run`]: first the connections (the cap is lowered until
-//! [`SPARE_FDS`] are left), then the open-file cache gets what is left but [`RESERVE_FDS`]
+//! `SPARE_FDS` are left), then the open-file cache gets what is left but `RESERVE_FDS`
 //! (at most `files::CACHE_MAX`). The soft limit is raised toward all of that when the hard
 //! limit allows. So a full cache and a full connection table never push `accept` into
 //! `EMFILE`; when something else does (the host program's own fds, files held by responses in
