@@ -23,7 +23,7 @@ $(STAMP_DEPS): requirements-dev.txt
 	touch $@
 
 $(STAMP_BUILD): $(STAMP_DEPS) $(RUST_SOURCES) pyproject.toml
-	$(VENV)/bin/maturin develop --release --quiet
+	$(VENV)/bin/maturin develop --release --quiet $(if $(JSON),>&2)
 	touch $@
 
 .PHONY: setup
@@ -31,7 +31,7 @@ setup: $(STAMP_BUILD) ## create .venv, install tools, build the extension (relea
 
 .PHONY: demo
 demo: setup bench-tools ## set up, then a short tour of every capability against its stdlib baseline
-	$(VENV)/bin/fdkit bench --quick
+	@$(PY) -m bench --quick
 
 # The serve bench's peers: wrk (the load) and nginx (the baseline), Debian packages. Installed
 # here, by the project's own setup, never by `fdkit bench`. Only what is missing, with apt-get
@@ -40,7 +40,7 @@ demo: setup bench-tools ## set up, then a short tour of every capability against
 BENCH_TOOLS := wrk:wrk nginx:nginx
 .PHONY: bench-tools
 bench-tools: ## install wrk and nginx for `fdkit bench serve` when missing (apt-get)
-	@missing=""; \
+	@$(if $(JSON),exec 1>&2;) missing=""; \
 	for pair in $(BENCH_TOOLS); do \
 	  tool=$${pair%%:*}; pkg=$${pair#*:}; \
 	  PATH="$$PATH:/usr/sbin:/sbin" command -v $$tool >/dev/null 2>&1 || missing="$$missing $$pkg"; \
@@ -70,16 +70,23 @@ lint: setup ## cargo fmt --check, clippy -D warnings, ruff, mypy stubtest
 	$(VENV)/bin/ruff check python tests bench
 	$(VENV)/bin/ruff format --check python tests bench
 	$(PY) -m mypy.stubtest fdkit._fdkit --allowlist stubtest-allowlist.txt
-	$(PY) -m mypy python/fdkit
+	$(PY) -m mypy python/fdkit bench
 
 .PHONY: test
 test: lint ## set up, lint, then cargo test (core) and pytest (Python API and CLI)
 	cargo test --workspace --release
 	$(PY) -m pytest
 
+# The harness is bench/ of this source tree (`python -m bench` from here; it is not in the
+# wheel). `make bench JSON=1` prints the JSON document alone on stdout: make echoes no command
+# then, and what the steps before it say (bench-tools, a rebuild by maturin) goes to stderr.
 .PHONY: bench
 bench: setup bench-tools ## the full benchmarks (minutes); BENCH="accept" to pick, JSON=1 for JSON
-	$(VENV)/bin/fdkit bench $(BENCH) $(if $(JSON),--json)
+	@$(PY) -m bench $(BENCH) $(if $(JSON),--json)
+
+ifneq ($(JSON),)
+.SILENT:
+endif
 
 .PHONY: fmt
 fmt: ## format Rust and Python sources in place

@@ -1,5 +1,8 @@
 """The benchmarks' contract, at smoke-test size: result schema, headline ids, ratios, JSON.
 
+The harness is ``bench/`` of the source tree, imported from there (and run as ``python -m
+bench`` from the repository root, as ``make bench`` does); the installed package has none.
+
 Speed is never asserted here (the figures at this size mean nothing); what is checked is that
 every bench runs, cleans up after itself, and reports rows ``fdkit bench`` can print.
 """
@@ -24,11 +27,19 @@ from pathlib import Path
 
 import pytest
 
-from fdkit import benchmarks, uring
-from fdkit.benchmarks import _common, _endpoints, atomic_pipe, report, serve, zerocopy
-from fdkit.benchmarks._common import TINY_ENV, Result, is_rate
+from fdkit import uring
 
 REPO = Path(__file__).resolve().parent.parent
+# The harness is the source tree's bench/ (the wheel does not carry it): import it from there.
+if not (REPO / "bench" / "__init__.py").is_file():
+    pytest.skip(f"no bench/ harness beside {REPO / 'tests'}", allow_module_level=True)
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+import bench as benchmarks  # noqa: E402
+from bench import _common, _endpoints, atomic_pipe, report, serve, zerocopy  # noqa: E402
+from bench._common import TINY_ENV, Result, is_rate  # noqa: E402
+
 FIELDS = [
     "id",
     "bench",
@@ -310,7 +321,8 @@ def test_compile_c_caches(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> No
 def test_bench_script_prints_json() -> None:
     env = dict(os.environ, **{TINY_ENV: "1"})
     proc = subprocess.run(
-        [sys.executable, str(REPO / "bench" / "memory.py"), "--json"],
+        [sys.executable, "-m", "bench", "memory", "--json"],
+        cwd=REPO,
         capture_output=True,
         text=True,
         timeout=60,
@@ -333,7 +345,8 @@ def test_bench_script_prints_json() -> None:
 def test_zero_copy_scripts_print_json(script: str, ids: list[str]) -> None:
     env = dict(os.environ, **{TINY_ENV: "1"})
     proc = subprocess.run(
-        [sys.executable, str(REPO / "bench" / f"{script}.py"), "--json"],
+        [sys.executable, "-m", "bench", script, "--json"],
+        cwd=REPO,
         capture_output=True,
         text=True,
         timeout=60,
@@ -531,7 +544,8 @@ def test_serve_rows(results: dict[str, list[Result]]) -> None:
 def test_serve_script_prints_json() -> None:
     env = dict(os.environ, **{TINY_ENV: "1"})
     proc = subprocess.run(
-        [sys.executable, str(REPO / "bench" / "serve.py"), "--json"],
+        [sys.executable, "-m", "bench", "serve", "--json"],
+        cwd=REPO,
         capture_output=True,
         text=True,
         timeout=60,
@@ -692,6 +706,7 @@ def test_fdkit_bench_never_runs_apt_get(tmp_path: Path) -> None:
     env["PATH"] = str(bin_)  # no wrk here (nginx may still be found in /usr/sbin)
     proc = subprocess.run(
         [sys.executable, "-m", "fdkit", "bench", "serve", "--quick"],
+        cwd=REPO,
         capture_output=True,
         text=True,
         timeout=120,
@@ -706,6 +721,7 @@ def test_fdkit_bench_never_runs_apt_get(tmp_path: Path) -> None:
     assert "rows skipped" in proc.stdout.splitlines()[-1]
     js = subprocess.run(
         [sys.executable, "-m", "fdkit", "bench", "serve", "--quick", "--json"],
+        cwd=REPO,
         capture_output=True,
         text=True,
         timeout=120,
@@ -825,3 +841,132 @@ def test_serve_process_tree_sums_children() -> None:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
         child.wait(10)
+
+
+# ------------------------------------------------------------------ where the harness lives
+
+
+def _as_installed(tmp_path: Path) -> dict[str, str]:
+    """An environment importing fdkit from a copy of ``python/fdkit`` alone (what the wheel
+    carries: the library and the CLI) under ``tmp_path/site``."""
+    site = tmp_path / "site"
+    shutil.copytree(
+        REPO / "python" / "fdkit", site / "fdkit", ignore=shutil.ignore_patterns("__pycache__")
+    )
+    return dict(os.environ, PYTHONPATH=str(site))
+
+
+def _fdkit(
+    env: dict[str, str], cwd: Path, *args: str, timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "fdkit", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def test_the_package_alone_carries_no_harness_and_says_where_it_is(tmp_path: Path) -> None:
+    """Installed without a source tree, `fdkit bench` prints one line naming `make bench` in a
+    checkout and fails; its --help still works. (It ran the packaged harness before.)"""
+    env = _as_installed(tmp_path)
+    probe = subprocess.run(
+        [sys.executable, "-c", "import fdkit; print(fdkit.__file__)"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert probe.stdout.strip() == str(tmp_path / "site" / "fdkit" / "__init__.py")
+    for args in (["bench", "--list"], ["bench"], ["bench", "accept", "--json"]):
+        r = _fdkit(env, tmp_path, *args)
+        assert r.returncode == 1, (args, r.stdout, r.stderr)
+        assert r.stdout == ""
+        (line,) = r.stderr.splitlines()
+        assert "source checkout" in line and "`make bench`" in line
+    helped = _fdkit(env, tmp_path, "bench", "--help")
+    assert helped.returncode == 0 and "usage: fdkit bench" in helped.stdout
+
+
+def test_installed_fdkit_bench_runs_the_harness_of_the_checkout_it_is_in(tmp_path: Path) -> None:
+    """The same installed package, run inside a clone (here its tests/ directory), finds the
+    clone's bench/ and runs it against the fdkit it imports."""
+    env = _as_installed(tmp_path)
+    listed = _fdkit(env, REPO / "tests", "bench", "--list")
+    assert listed.returncode == 0, listed.stderr
+    assert [ln.split()[0] for ln in listed.stdout.splitlines()] == list(benchmarks.BENCHES)
+    env[TINY_ENV] = "1"
+    r = _fdkit(env, REPO / "tests", "bench", "memory", "--json")
+    assert r.returncode == 0, r.stderr
+    assert [d["id"] for d in json.loads(r.stdout)["results"]] == ["fd_memory"]
+
+
+def test_python_dash_m_bench_is_the_same_front_end() -> None:
+    """`python -m bench` from the repository root: --list, and one line for an unknown name."""
+    listed = subprocess.run(
+        [sys.executable, "-m", "bench", "--list"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert listed.returncode == 0, listed.stderr
+    assert [ln.split()[0] for ln in listed.stdout.splitlines()] == list(benchmarks.BENCHES)
+    bad = subprocess.run(
+        [sys.executable, "-m", "bench", "no-such-bench"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert bad.returncode == 2 and bad.stdout == ""
+    (line,) = bad.stderr.splitlines()
+    assert line.startswith("python -m bench: unknown benchmark no-such-bench (known: accept,")
+
+
+def test_child_programs_are_files_of_the_harness() -> None:
+    """The asyncio servers, the asyncio proxy, the endpoint and the memory holder are modules
+    in bench/child/ (linted and type-checked), run by path; none is kept in a string."""
+    from bench import child
+
+    for name in ("asyncio_servers", "asyncio_proxy", "endpoint", "memory_holder"):
+        assert Path(child.script(name)) == REPO / "bench" / "child" / f"{name}.py"
+    with pytest.raises(FileNotFoundError, match="no child program"):
+        child.script("no_such_child")
+
+
+VENV_PY = REPO / ".venv" / "bin" / "python"
+
+
+@pytest.mark.skipif(MAKE is None or not VENV_PY.exists(), reason="no make, or no .venv here")
+def test_make_bench_json_prints_the_document_alone(tmp_path: Path) -> None:
+    """`make bench JSON=1` prints the JSON document alone on stdout: no command echoed by make,
+    and bench-tools' words (here: installing the missing tools with a fake apt-get) on
+    stderr. The set-up stamps are taken as done (-o) so that nothing is rebuilt here."""
+    assert MAKE is not None
+    bin_ = _fake_bin(tmp_path, uid=0)
+    stamps = ["-o", ".venv/.fdkit-built", "-o", ".venv/.deps-installed"]
+    proc = subprocess.run(
+        [MAKE, *stamps, "bench", "BENCH=memory", "JSON=1"],
+        cwd=REPO,  # as a user types it there (`make -C DIR` makes make print its directory)
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"PATH": str(bin_), "HOME": os.environ.get("HOME", "/"), TINY_ENV: "1"},
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)  # the whole of stdout, nothing before or after
+    assert [r["id"] for r in doc["results"]] == ["fd_memory"]
+    assert set(doc) == {"machine", "results"}
+    if _missing_packages():
+        assert "bench-tools: installing" in proc.stderr
+        assert (tmp_path / "calls").exists()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -236,3 +237,107 @@ def test_cli_duration_too_large_names_the_limit(
         f"fdkit {argv[0]}: {option} is too large: '{t}' seconds "
         "(the limit is 9223372036 seconds, about 292 years)"
     ]
+
+
+# ---------------------------------------------------------------------------------------------
+# Issue 10, item 10: every subcommand by the habits of the tools it replaces
+
+# The time at the head of a log line (fdkit.cli._log.DATEFMT), then the command.
+STAMP = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d"
+
+# A valid command line for each subcommand, so that only the flag added after it is wrong.
+VALID = {
+    "bench": ["bench"],
+    "copy": ["copy", "a", "b"],
+    "doctor": ["doctor"],
+    "pipe-cat": ["pipe-cat", "-"],
+    "proxy": ["proxy", "127.0.0.1:0", "127.0.0.1:9"],
+    "serve": ["serve", "."],
+}
+
+
+@pytest.mark.parametrize("sub", sorted(VALID))
+def test_a_bad_flag_prints_the_subcommands_own_usage(sub: str) -> None:
+    """Not the top-level `usage: fdkit [-h] [--version] COMMAND ...`, which names none of the
+    subcommand's options: `usage: fdkit copy [-h] [-q | -v] SRC DST`, as git or pip do."""
+    r = run(*VALID[sub], "--bogus", timeout=30)
+    assert r.returncode == 2
+    assert r.stdout == ""
+    assert r.stderr.startswith(f"usage: fdkit {sub} "), r.stderr
+    assert r.stderr.splitlines()[-1] == f"fdkit {sub}: error: unrecognized arguments: --bogus"
+
+
+def test_a_surplus_argument_names_the_subcommand_too() -> None:
+    r = run("copy", "a", "b", "c")
+    assert r.returncode == 2
+    assert r.stderr.startswith("usage: fdkit copy ")
+    assert r.stderr.splitlines()[-1] == "fdkit copy: error: unrecognized arguments: c"
+
+
+def test_a_bad_flag_before_the_subcommand_is_the_top_levels() -> None:
+    r = run("--bogus", "doctor")
+    assert r.returncode == 2
+    assert r.stderr.startswith("usage: fdkit [-h]")
+    assert r.stderr.splitlines()[-1] == "fdkit: error: unrecognized arguments: --bogus"
+
+
+@pytest.mark.parametrize("sub", ["bench", "copy", "doctor", "pipe-cat", "proxy"])
+def test_every_subcommand_takes_quiet_and_verbose(sub: str) -> None:
+    r = run(sub, "--help")
+    assert r.returncode == 0
+    assert "-q, --quiet" in r.stdout and "-v, --verbose" in r.stdout
+    both = run(*VALID[sub], "-q", "-v", timeout=30)
+    assert both.returncode == 2
+    assert both.stderr.splitlines()[-1] == (
+        f"fdkit {sub}: error: argument -v/--verbose: not allowed with argument -q/--quiet"
+    )
+
+
+def test_doctor_verbose_logs_each_check_on_stderr_with_a_timestamp() -> None:
+    plain = run("doctor")
+    assert plain.returncode == 0 and plain.stderr == ""
+    r = run("doctor", "-v")
+    assert r.returncode == 0
+    assert "io_uring" in r.stdout and "RLIMIT_NOFILE" in r.stdout  # the report is still there
+    lines = r.stderr.splitlines()
+    assert lines, "no log lines"
+    for line in lines:
+        assert re.fullmatch(STAMP + r" fdkit doctor: .+ \(\d+\.\d ms\)", line), line
+    for check in ("io_uring probe", "splice", "copy_file_range", "sendfile"):
+        assert any(f" fdkit doctor: {check}: " in line for line in lines), (check, lines)
+
+
+def test_doctor_quiet_prints_only_what_does_not_work() -> None:
+    full = run("doctor", "--json")
+    info = json.loads(full.stdout)
+    r = run("doctor", "-q")
+    assert r.returncode == 0 and r.stderr == ""
+    broken = [name for name, c in info["checks"].items() if not c["ok"]]
+    u = info["io_uring"]
+    missing = [op for op, ok in u["ops"].items() if not ok] if u["available"] else []
+    expected = len(broken) + (not u["available"]) + bool(missing)
+    assert len(r.stdout.splitlines()) == expected, r.stdout
+    assert "RLIMIT_NOFILE" not in r.stdout and "somaxconn" not in r.stdout
+    for name in broken:
+        assert name in r.stdout
+
+
+def test_bench_verbose_logs_with_a_timestamp_and_quiet_drops_the_remarks() -> None:
+    env = {**os.environ, "FDKIT_BENCH_TINY": "1"}
+    cmd = [FDKIT, "bench", "--json", "socket_create"]
+    loud = subprocess.run(
+        [*cmd, "-v"], capture_output=True, text=True, timeout=120, env=env, check=False
+    )
+    assert loud.returncode == 0, loud.stderr
+    stamped = [
+        line for line in loud.stderr.splitlines() if re.match(STAMP + " fdkit bench: ", line)
+    ]
+    assert any("running socket_create" in line for line in stamped), loud.stderr
+    assert any(re.search(r"finished in \d+\.\d s$", line) for line in stamped), loud.stderr
+    assert "smoke-test sizes" in loud.stderr  # a remark of the harness, which -q drops
+    quiet = subprocess.run(
+        [*cmd, "-q"], capture_output=True, text=True, timeout=120, env=env, check=False
+    )
+    assert quiet.returncode == 0
+    assert quiet.stderr == ""
+    assert json.loads(quiet.stdout)  # the output itself is all there

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import selectors
 import shutil
 import signal
@@ -21,6 +22,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from test_copy_cli import final_line, run_on_terminal
 
 FDKIT = shutil.which("fdkit", path=os.path.dirname(sys.executable)) or "fdkit"
 
@@ -151,7 +154,8 @@ def test_fifo_without_reader_says_it_waits_then_delivers(tmp_path: Path, small: 
         assert sel.select(timeout=20), "no 'waiting for a reader' line"
         first = proc.stderr.readline()
         want = f"fdkit copy: waiting for a reader on FIFO {str(fifo)!r} (Ctrl-C to stop)"
-        assert first.strip() == want
+        # A log line: time-stamped since issue 10 (item 10), the words unchanged.
+        assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d " + re.escape(want), first.strip())
         cat = reader(fifo, tmp_path / "got")
         cat.wait(timeout=30)
         assert proc.wait(timeout=30) == 0
@@ -284,13 +288,13 @@ def test_sparse_2g_file_copies_to_no_blocks(tmp_path: Path) -> None:
     size = 2 << 30
     src_st = sparse_source(src, size, [])
     dst = tmp_path / "copy"
-    r = run(str(src), str(dst))
-    assert r.returncode == 0, r.stderr
+    code, terminal, err = run_on_terminal(str(src), str(dst))
+    assert code == 0, err
     st = dst.stat()
     assert st.st_size == size
     # cp gives 0 blocks; allow a few for filesystems that allocate a block at EOF.
     assert st.st_blocks <= src_st.st_blocks + 16, st.st_blocks
-    assert "holes kept" in r.stderr.strip().splitlines()[-1]
+    assert "holes kept" in final_line(terminal)
 
 
 @pytest.mark.parametrize(
@@ -348,12 +352,12 @@ def test_procfs_source_copies_its_real_content(tmp_path: Path) -> None:
     if not src.exists():
         pytest.skip("no /proc/version")
     dst = tmp_path / "version"
-    r = run(str(src), str(dst))
-    assert r.returncode == 0, r.stderr
+    code, terminal, err = run_on_terminal(str(src), str(dst))
+    assert code == 0, err
     want = src.read_bytes()
     assert dst.read_bytes() == want and want
     # The size the kernel reported (0) is not the size shown as the total.
-    line = r.stderr.strip().splitlines()[-1]
+    line = final_line(terminal)
     assert line.startswith("100.0%") and "/ 0 B" not in line, line
 
 

@@ -11,6 +11,7 @@ import base64
 import contextlib
 import json
 import os
+import re
 import select
 import shutil
 import signal
@@ -458,3 +459,34 @@ def test_closed_stdout_exits_quietly(tmp_path: Path) -> None:
         proc.stdout.close()  # like `| head -1`
         assert proc.wait(timeout=10) == 141  # 128 + SIGPIPE, as for cat (fdkit.cli.EXIT_EPIPE)
         assert proc.stderr.read() == b""
+
+
+# --- issue 10: -q and -v -------------------------------------------------------------------------
+
+
+def test_quiet_prints_no_events_and_the_exit_code_says_whether_the_stream_is_whole() -> None:
+    hello, big = vector("V01_msg_hello.bin"), vector("V05_msg_10000_a.bin")
+    whole = cat("-q", "-", input=hello + big)
+    assert (whole.returncode, whole.stdout, whole.stderr) == (0, b"", b"")
+    cut = cat("-q", "-", input=hello + big[:5000])
+    assert (cut.returncode, cut.stdout) == (1, b"")
+    # Errors still go to stderr, as they were.
+    assert cut.stderr.decode().startswith("fdkit pipe-cat: stream ended inside the chunk")
+    counted = cat("-q", "--count", "-", input=hello + big)
+    assert counted.stdout == b"2 messages, 0 bursts, 0 lines, 10005 bytes\n"
+
+
+def test_verbose_logs_what_it_reads_with_a_timestamp(tmp_path: Path) -> None:
+    stream = tmp_path / "stream"
+    stream.write_bytes(vector("V01_msg_hello.bin"))
+    r = cat("-v", str(stream))
+    assert r.returncode == 0
+    assert r.stdout == b"message pid=12345 tid=0 len=5: Hello\n"
+    stamp = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d fdkit pipe-cat: "
+    lines = r.stderr.decode().splitlines()
+    assert len(lines) == 3, lines
+    assert re.fullmatch(stamp + rf"reading '{re.escape(str(stream))}' \(\d+ bytes\)", lines[0])
+    assert re.fullmatch(stamp + "normal mode", lines[1]), lines[1]
+    assert re.fullmatch(stamp + "end of stream: 1 message, 0 bursts, 0 lines, 5 bytes", lines[2]), (
+        lines[2]
+    )

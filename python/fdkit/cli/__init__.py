@@ -10,9 +10,26 @@ import contextlib
 import os
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from fdkit import __version__
 from fdkit.cli import bench, copy, doctor, pipe_cat, proxy, serve
+
+
+class _Subcommand(argparse.ArgumentParser):
+    """A subcommand's parser: an unknown option or a surplus argument is its own error, so
+    ``fdkit copy a b --bogus`` prints ``usage: fdkit copy [-h] [-q | -v] SRC DST`` and
+    ``fdkit copy: error: unrecognized arguments: --bogus``, as git, cargo or pip do. (A plain
+    subparser hands what it does not know back to the top-level parser, whose usage line names
+    none of the subcommand's options.)"""
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: Any = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        parsed, extra = super().parse_known_args(args, namespace)
+        if extra:
+            self.error(f"unrecognized arguments: {' '.join(extra)}")
+        return parsed, extra
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -21,7 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Linux I/O at kernel speed: fd-native syscalls, zero-copy, io_uring.",
     )
     parser.add_argument("--version", action="version", version=f"fdkit {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Subcommand)
     bench.add_parser(sub)
     copy.add_parser(sub)
     doctor.add_parser(sub)

@@ -20,14 +20,18 @@ A sparse SRC (fewer blocks allocated than its size) keeps its holes in a regular
 the data extents found with ``lseek(SEEK_DATA/SEEK_HOLE)`` are copied, and ``ftruncate``
 sets the size (measured: ``copy_file_range`` on ext4 fills the holes). See lseek(2).
 
-A progress line on a terminal shows bytes, throughput and the path the kernel took
-(copy_file_range, sendfile, splice, read/write). Every error names the paths as typed.
+When stdout is a terminal, a progress line shows bytes, throughput, elapsed time, the ETA and
+the path the kernel took (copy_file_range, sendfile, splice, read/write), and a final line
+stays; otherwise (a pipe, a file, a script's capture) nothing is printed but errors, as ``cp``
+does. ``-q`` silences the terminal too; ``-v`` logs the details and the summary on stderr.
+Every error names the paths as typed, on stderr.
 """
 
 from __future__ import annotations
 
 import argparse
 import errno
+import logging
 import os
 import stat
 import sys
@@ -35,6 +39,10 @@ import time
 from typing import Any, TextIO
 
 from fdkit import fd, zerocopy
+from fdkit.cli import _log
+
+#: Notices (a FIFO waiting for its reader) and, with ``-v``, the details and the summary.
+log = logging.getLogger("fdkit.cli.copy")
 
 # Bytes per transfer call: large enough that the call overhead vanishes, small enough that the
 # progress line moves several times a second on a slow disk.
@@ -87,54 +95,85 @@ def _human(n: float) -> str:
     raise AssertionError("unreachable")
 
 
+def _clock(seconds: float) -> str:
+    """``H:MM:SS``, as rsync and pv show elapsed time and ETA."""
+    s = max(0, int(seconds + 0.5))
+    return f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}"
+
+
 class Progress:
-    """A one-line progress display, redrawn in place on a terminal, silent otherwise."""
+    """A one-line progress display on stdout, redrawn in place, and a final line: only when
+    stdout is a terminal and not ``quiet``. Otherwise silent, as ``cp`` and ``rsync`` are:
+    ``fdkit copy a b > log`` or a script's capture gets nothing (``-v`` logs the summary on
+    stderr instead). Errors never come through here."""
 
-    def __init__(self, total: int, out: TextIO, quiet: bool = False) -> None:
+    def __init__(
+        self, total: int, out: TextIO | None = None, quiet: bool = False, now: float | None = None
+    ) -> None:
         self.total = total
-        self.out = out
+        self.out = sys.stdout if out is None else out
         self.quiet = quiet
-        self.live = out.isatty() and not quiet
-        self.start = time.monotonic()
+        self.live = not quiet and _isatty(self.out)
+        self.start = time.monotonic() if now is None else now
         self.last_draw = 0.0
+        self.showing = False  # a live line is on the terminal, not yet ended by a newline
 
-    def line(self, done: int, path: str) -> str:
-        elapsed = max(time.monotonic() - self.start, 1e-9)
+    def line(self, done: int, path: str, now: float | None = None) -> str:
+        """``42.0%  1.3 GiB / 3.0 GiB  812.5 MiB/s  elapsed 0:00:01  ETA 0:00:02  via PATH``;
+        the ETA is left out once complete (or when the size is unknown)."""
+        elapsed = max((time.monotonic() if now is None else now) - self.start, 1e-9)
+        rate = done / elapsed
+        eta = ""
         if done > self.total:
             # procfs and sysfs files report a size (0, 4096) that is not their length.
             head = f"     ?  {_human(done)}"
         else:
             pct = f"{100 * done / self.total:5.1f}%" if self.total else "100.0%"
             head = f"{pct}  {_human(done)} / {_human(self.total)}"
-        return f"{head}  {_human(done / elapsed)}/s  via {path}"
+            if done < self.total:
+                eta = "  ETA " + (_clock((self.total - done) / rate) if done else "?")
+        return f"{head}  {_human(rate)}/s  elapsed {_clock(elapsed)}{eta}  via {path}"
 
     def update(self, done: int, path: str) -> None:
         now = time.monotonic()
         if self.live and now - self.last_draw >= 0.1:
             self.last_draw = now
-            self.out.write("\r" + self.line(done, path) + "\x1b[K")
+            self.out.write("\r" + self.line(done, path, now) + "\x1b[K")
             self.out.flush()
+            self.showing = True
 
     def finish(self, done: int, path: str) -> None:
-        if self.quiet:
-            return
         # Complete: what was copied is the whole file, whatever its stat size said.
         self.total = done
+        elapsed = max(time.monotonic() - self.start, 1e-9)
+        log.debug(
+            "copied %s in %.3f s (%s/s) via %s", _human(done), elapsed, _human(done / elapsed), path
+        )
         if self.live:
-            self.out.write("\r\x1b[K")
-        self.out.write(self.line(done, path) + "\n")
-        self.out.flush()
+            self.out.write("\r\x1b[K" + self.line(done, path) + "\n")
+            self.out.flush()
+            self.showing = False
 
-    def say(self, message: str) -> None:
-        """A line of its own (not redrawn), unless quiet."""
-        if not self.quiet:
-            self.out.write(message + "\n")
+    def end(self) -> None:
+        """After a failure: the live line stays as it was, and the error goes below it."""
+        if self.showing:
+            self.showing = False
+            self.out.write("\n")
             self.out.flush()
 
 
-def copy_file(src: str, dst: str, *, quiet: bool = False, out: TextIO = sys.stderr) -> int:
+def _isatty(out: TextIO) -> bool:
+    try:
+        return out.isatty()
+    except (ValueError, OSError):  # closed, or no fd behind it
+        return False
+
+
+def copy_file(src: str, dst: str, *, quiet: bool = False, out: TextIO | None = None) -> int:
     """Copy ``src`` to ``dst`` (see the module doc for each kind of DST); return the bytes
-    copied (holes included). Raises :class:`CopyError` naming ``src``/``dst`` as given."""
+    copied (holes included). Raises :class:`CopyError` naming ``src``/``dst`` as given.
+    Progress goes to ``out`` (default: stdout) when it is a terminal and not ``quiet``;
+    notices to the ``fdkit.cli.copy`` logger."""
     if not dst:
         raise CopyError(errno.ENOENT, "DST is an empty path: give a file or directory")
     if not src:
@@ -143,6 +182,7 @@ def copy_file(src: str, dst: str, *, quiet: bool = False, out: TextIO = sys.stde
         src_fd = fd.open(src, fd.O_RDONLY)
     except OSError as e:
         raise _failed(e, f"cannot open {src!r}") from None
+    progress: Progress | None = None
     try:
         st = fd.fstat(src_fd)
         if not stat.S_ISREG(st.st_mode):
@@ -150,6 +190,14 @@ def copy_file(src: str, dst: str, *, quiet: bool = False, out: TextIO = sys.stde
         if os.path.isdir(dst):
             dst = os.path.join(dst, os.path.basename(src.rstrip("/")))
         target, dst_st = _resolve(dst)
+        log.debug(
+            "copying %r (%s%s) to %r (%s)",
+            src,
+            _human(st.st_size),
+            ", sparse" if st.st_blocks * 512 < st.st_size else "",
+            dst,
+            _kind(dst, target, dst_st),
+        )
         progress = Progress(st.st_size, out, quiet)
         if dst_st is None or stat.S_ISREG(dst_st.st_mode):
             if dst_st is not None and (dst_st.st_dev, dst_st.st_ino) == (st.st_dev, st.st_ino):
@@ -162,6 +210,23 @@ def copy_file(src: str, dst: str, *, quiet: bool = False, out: TextIO = sys.stde
         return _write_into(src, src_fd, st, dst, target, dst_st, progress)
     finally:
         fd.close(src_fd)
+        if progress is not None:
+            progress.end()
+
+
+def _kind(dst: str, target: str, st: os.stat_result | None) -> str:
+    """What DST is, for the ``-v`` log."""
+    if st is None:
+        what = "new file"
+    elif stat.S_ISREG(st.st_mode):
+        what = "regular file, replaced"
+    elif stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode):
+        what = "device, written into"
+    elif stat.S_ISFIFO(st.st_mode):
+        what = "FIFO, written into"
+    else:
+        what = "not writable"
+    return what if target == dst else f"{what}, through symlink to {target!r}"
 
 
 def _resolve(dst: str) -> tuple[str, os.stat_result | None]:
@@ -239,7 +304,7 @@ def _write_into(
             except OSError as e:
                 if e.errno != errno.ENXIO:
                     raise
-                p.say(f"fdkit copy: waiting for a reader on FIFO {dst!r} (Ctrl-C to stop)")
+                log.info("waiting for a reader on FIFO %r (Ctrl-C to stop)", dst)
                 out_fd = fd.open(target, flags)
             else:
                 try:
@@ -351,6 +416,7 @@ def _copy_sparse(src_fd: int, dst_fd: int, size: int, p: Progress) -> int | None
 
 
 def run(args: argparse.Namespace) -> int:
+    _log.setup("copy", args)
     try:
         copy_file(args.src, args.dst, quiet=args.quiet)
     except CopyError as e:
@@ -367,8 +433,10 @@ def add_parser(sub: Any) -> None:
     p = sub.add_parser(
         "copy",
         help="copy a file by the best kernel path (copy_file_range, sendfile, splice)",
-        description="Copy SRC to DST through the kernel, with a progress line naming the "
-        "path taken (copy_file_range, sendfile, splice, read_write).",
+        description="Copy SRC to DST through the kernel. On a terminal, a progress line shows "
+        "bytes, throughput, elapsed time, the ETA and the path taken (copy_file_range, "
+        "sendfile, splice, read_write); when stdout is not a terminal only errors are printed "
+        "(on stderr).",
         epilog=DST_KINDS,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -376,5 +444,5 @@ def add_parser(sub: Any) -> None:
     p.add_argument(
         "dst", metavar="DST", help="the destination: a file, device, FIFO, symlink or directory"
     )
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress line")
+    _log.add_verbosity(p, quiet="no progress line and no notices")
     p.set_defaults(run=run)

@@ -9,15 +9,21 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import platform
 import resource
 import sys
 import tempfile
+import time
 from collections.abc import Callable
 from typing import Any
 
 from fdkit import __version__, fd, uring
+from fdkit.cli import _log
+
+#: With ``-v``: each check, its result and how long it took.
+log = logging.getLogger("fdkit.cli.doctor")
 
 
 def _read_sysctl(path: str) -> str | None:
@@ -30,11 +36,20 @@ def _read_sysctl(path: str) -> str | None:
 
 def _try(check: Callable[[], object]) -> tuple[bool, str]:
     """Run a check; (True, detail) when it works, (False, the error) when it does not."""
+    t0 = time.monotonic()
     try:
         detail = check()
     except OSError as e:
-        return False, f"{type(e).__name__}: {e}"
-    return True, str(detail) if detail is not None else "works"
+        result = False, f"{type(e).__name__}: {e}"
+    else:
+        result = True, str(detail) if detail is not None else "works"
+    log.debug(
+        "%s: %s (%.1f ms)",
+        check.__name__.removeprefix("_check_"),
+        result[1],
+        (time.monotonic() - t0) * 1e3,
+    )
+    return result
 
 
 def _check_splice() -> str:
@@ -89,7 +104,13 @@ def _pipe_default_size() -> int:
 def collect() -> dict[str, Any]:
     """Everything doctor reports, as a dict (``--json`` prints it as is)."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    t0 = time.monotonic()
     probe = uring.probe()
+    log.debug(
+        "io_uring probe: %s (%.1f ms)",
+        "available" if probe["available"] else probe["reason"],
+        (time.monotonic() - t0) * 1e3,
+    )
     checks = {
         "splice": _try(_check_splice),
         "copy_file_range": _try(_check_copy_file_range),
@@ -145,10 +166,30 @@ def render(info: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def problems(info: dict[str, Any]) -> list[str]:
+    """What does not work here, one line each, as :func:`render` words it (``-q``)."""
+    lines = []
+    u = info["io_uring"]
+    if not u["available"]:
+        lines.append(f"io_uring          NO   {u['reason']} (fdkit falls back to epoll)")
+    else:
+        missing = [name for name, ok in u["ops"].items() if not ok]
+        if missing:
+            lines.append(f"io_uring          ops missing: {' '.join(missing)}")
+    for name, c in info["checks"].items():
+        if not c["ok"]:
+            lines.append(f"{name:<17} {_mark(c['ok'])}  {c['detail']}")
+    return lines
+
+
 def run(args: argparse.Namespace) -> int:
+    _log.setup("doctor", args)
     info = collect()
     if args.json:
         print(json.dumps(info, indent=2))
+    elif args.quiet:
+        for line in problems(info):
+            print(line)
     else:
         print(render(info))
     return 0
@@ -162,4 +203,7 @@ def add_parser(sub: Any) -> None:
         "sizes, RLIMIT_NOFILE, and whether splice, copy_file_range and sendfile work here.",
     )
     p.add_argument("--json", action="store_true", help="print machine-readable JSON")
+    _log.add_verbosity(
+        p, quiet="print only what does not work here (nothing when all works; not with --json)"
+    )
     p.set_defaults(run=run)

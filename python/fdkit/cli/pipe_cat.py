@@ -3,7 +3,8 @@
 For debugging any writer, Perl or Python: point it at the FIFO the writers use (it waits for a
 writer, like any FIFO reader), at a file holding a captured stream, at a pipe path such as
 ``/dev/fd/N``, or at stdin (``-``). One line per event by default, ``--json`` for tools,
-``--raw`` for the payloads themselves, ``--count`` for totals.
+``--raw`` for the payloads themselves, ``--count`` for totals, ``-q`` for none (the exit code
+says whether the stream was whole), ``-v`` to log what is read on stderr.
 
 A broken stream is reported on stderr (the ProtocolError's own message, which names the byte
 offset and the writer) only after every complete event before it was printed; decoding goes
@@ -17,12 +18,15 @@ import argparse
 import base64
 import errno
 import json
+import logging
 import os
 import stat
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
+
+from fdkit.cli import _log
 
 if TYPE_CHECKING:
     from fdkit.atomic_pipe import AtomicPipe, ProtocolError
@@ -37,6 +41,9 @@ BATCH = 1024
 OUT_BUFFER = 64 << 10
 # How long one read waits: Ctrl-C is handled between waits even if a read ignored it.
 WAIT = 0.5
+
+#: With ``-v``: what is read, how, and the totals at the end.
+log = logging.getLogger("fdkit.cli.pipe-cat")
 
 # (kind, payload); kind is "message", "burst" or "line".
 Writer = tuple[int, int] | None
@@ -124,10 +131,10 @@ Emit = Callable[[str, bytes, Writer], object]
 
 def _printer(args: argparse.Namespace, out: IO[bytes]) -> Emit:
     """The function that writes one event in the chosen output format."""
+    if args.count or args.quiet:
+        return lambda kind, data, writer: None
     if args.raw:
         return lambda kind, data, writer: out.write(data)
-    if args.count:
-        return lambda kind, data, writer: None
     if args.json:
         return lambda kind, data, writer: out.write(as_json(kind, data, writer).encode() + b"\n")
     full = args.full
@@ -177,6 +184,7 @@ def _open(path: str, options: dict[str, Any]) -> AtomicPipe:
     from fdkit.atomic_pipe import AtomicPipe
 
     if path == "-":
+        log.debug("reading stdin")
         stdin = os.dup(0)
         try:
             return AtomicPipe.from_fd("r", stdin, **options)
@@ -185,9 +193,11 @@ def _open(path: str, options: dict[str, Any]) -> AtomicPipe:
             raise
     st = os.stat(path)
     if stat.S_ISFIFO(st.st_mode):
+        log.debug("opening FIFO %r (waits for a writer)", path)
         return AtomicPipe.read_fifo(path, **options)
     if stat.S_ISDIR(st.st_mode):
         raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), path)
+    log.debug("reading %r (%s bytes)", path, st.st_size)
     fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     try:
         return AtomicPipe.from_fd("r", fd, **options)
@@ -238,6 +248,7 @@ def _decode(
 
 
 def run(args: argparse.Namespace) -> int:
+    _log.setup("pipe-cat", args)
     if args.dictionary is not None and not args.zstd:
         _error("--dictionary needs --zstd")
         return 2
@@ -260,8 +271,14 @@ def run(args: argparse.Namespace) -> int:
     try:
         with out, _open(args.path, options) as pipe:
             counts = Counts()
+            log.debug(
+                "%s mode%s",
+                "mixed data" if args.mixed else "normal",
+                ", zstd" + (" with a dictionary" if args.dictionary else "") if args.zstd else "",
+            )
             try:
                 ok = _decode(pipe, Reader(pipe, args.mixed), _printer(args, out), counts, out)
+                log.debug("end of stream: %s", counts.summary(False))
             finally:
                 # Also after Ctrl-C: the counts so far are what an interrupted watch wants.
                 if args.count:
@@ -307,6 +324,11 @@ def add_parser(sub: Any) -> None:
         help="write the payloads to stdout as they are, nothing added (for piping)",
     )
     p.add_argument("--count", action="store_true", help="print only the counts, at the end")
+    _log.add_verbosity(
+        p,
+        quiet="print no events: the exit code alone says whether the stream is whole "
+        "(errors still go to stderr; --count still prints the counts)",
+    )
     p.add_argument("--full", action="store_true", help="print long payloads whole")
     p.add_argument(
         "--mixed",

@@ -1,10 +1,11 @@
 """``fdkit proxy``: a TCP and unix-socket forwarding proxy whose connection loop runs in Rust.
 
 One thread and one epoll set serve every connection; bytes move socket → pipe → socket with
-splice(2) and never enter Python. The start line names the real listening address (so
+splice(2) and never enter Python. The start line (stdout) names the real listening address (so
 ``127.0.0.1:0`` tells you the port it got); one line per connection goes to stderr as it closes
-(``--quiet`` drops them). SIGINT and SIGTERM both stop it cleanly: the listener and every
-connection are closed, a summary line is printed, and the exit code is 0.
+(``-q`` drops them; ``-v`` adds the settings, time-stamped). SIGINT and SIGTERM both stop it
+cleanly, SIGINT even when the proxy was started with it ignored: the listener and every
+connection are closed, a summary line is printed on stdout, and the exit code is 0.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import sys
 from types import FrameType
 from typing import Any
 
+from fdkit.cli import _log
 from fdkit.cli._args import positive
 
 ADDRESS_HELP = "HOST:PORT, [V6]:PORT, unix:/PATH or unix:@NAME (abstract)"
@@ -53,6 +55,7 @@ def _summary(how: str, stats: dict[str, int] | None) -> str:
 def run(args: argparse.Namespace) -> int:
     from fdkit._fdkit import serve_proxy
 
+    log = _log.setup("proxy", args)
     try:
         max_connections = int(positive(args.max_connections, "--max-connections", int))
         idle = (
@@ -71,6 +74,15 @@ def run(args: argparse.Namespace) -> int:
             print(f"fdkit proxy: --record: no directory {directory!r}", file=sys.stderr)
             return 2
 
+    log.debug(
+        "at most %d connections, idle timeout %s, connect timeout %s s, relay pipes %s%s",
+        max_connections,
+        "none" if idle is None else f"{idle:g} s",
+        f"{connect:g}",
+        "64K grown to 1M" if pipe_size is None else f"of {pipe_size} bytes",
+        "" if args.record is None else f", recording to {args.record}.<n>",
+    )
+
     def on_listen(listen: str, upstream: str) -> None:
         print(
             f"fdkit proxy: listening on {listen}, forwarding to {upstream} (pid {os.getpid()})",
@@ -80,6 +92,10 @@ def run(args: argparse.Namespace) -> int:
     # Log lines are written by Rust straight to fd 2: nothing of Python's may be left behind.
     sys.stderr.flush()
     previous = signal.signal(signal.SIGTERM, _on_sigterm)
+    # SIGINT stops the proxy even when it was started with SIGINT ignored (a background job
+    # of a non-interactive shell, `nohup`): Python then leaves SIG_IGN in place, and Ctrl-C
+    # or `kill -INT` would do nothing. SIGINT and SIGTERM both stop it cleanly, as serve does.
+    previous_int = signal.signal(signal.SIGINT, signal.default_int_handler)
     stats: dict[str, int] | None
     try:
         stats = serve_proxy(
@@ -100,6 +116,7 @@ def run(args: argparse.Namespace) -> int:
         stats, how = getattr(e, "proxy_stats", None), "SIGINT"
     finally:
         signal.signal(signal.SIGTERM, previous)
+        signal.signal(signal.SIGINT, previous_int)
     print(_summary(how, stats), flush=True)
     return 0
 
@@ -150,5 +167,5 @@ def add_parser(sub: Any) -> None:
         help="fixed relay pipe size, e.g. 1M (default: 64K, grown to 1M once a direction "
         "has moved 1 MiB)",
     )
-    p.add_argument("--quiet", action="store_true", help="no per-connection log lines")
+    _log.add_verbosity(p, quiet="no per-connection log lines")
     p.set_defaults(run=run)

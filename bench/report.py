@@ -7,7 +7,7 @@ import json
 import math
 from collections.abc import Mapping, Sequence
 
-from fdkit.benchmarks._common import Result, Skipped, headline_ids
+from bench._common import Result, Skipped, headline_ids
 
 COLUMNS = ("id", "case", "fdkit", "baseline", "baseline is", "ratio", "goal", "")
 

@@ -1,8 +1,12 @@
 """fdkit's benchmarks: every capability against its standard-library baseline (and C).
 
-``BENCHES`` is the registry ``fdkit bench`` runs. A bench is a module with a function
-``run(quick: bool) -> list[Result]``; adding one is one line in ``BENCHES`` below. Modules are
-imported only when their bench runs, so ``fdkit bench --list`` stays instant.
+This harness lives in the source tree only (``bench/``), never in the wheel: run it from a
+checkout with ``make bench`` (or ``python -m bench`` from the repository root); ``fdkit bench``
+finds it there too (see :mod:`fdkit.cli.bench`).
+
+``BENCHES`` is the registry ``python -m bench`` and ``fdkit bench`` run. A bench is a module
+with a function ``run(quick: bool) -> list[Result]``; adding one is one line in ``BENCHES``
+below. Modules are imported only when their bench runs, so ``--list`` stays instant.
 
 Every result row follows one contract (see :class:`Result`): ``ratio`` is "times better than
 the baseline", above 1 means fdkit wins, and ``goal`` is the ratio the issue asks for.
@@ -19,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import cast
 
-from fdkit.benchmarks._common import TINY_ENV, Result, note, tiny
+from bench._common import TINY_ENV, Result, note, tiny
 
 __all__ = ["BENCHES", "Bench", "Result", "machine_info", "run_benches"]
 
@@ -40,7 +44,7 @@ class Bench:
 
 
 def _bench(name: str, description: str) -> tuple[str, Bench]:
-    return name, Bench(name, description, f"fdkit.benchmarks.{name}")
+    return name, Bench(name, description, f"bench.{name}")
 
 
 BENCHES: dict[str, Bench] = dict(

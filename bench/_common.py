@@ -27,11 +27,13 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 from typing import TypeVar
 
 T = TypeVar("T")
+
+C_DIR = Path(__file__).resolve().parent / "c"
+"""The C contenders' sources (``bench/c/<name>.c``)."""
 
 TINY_ENV = "FDKIT_BENCH_TINY"
 """Set to 1 to shrink every bench to a smoke test (for the test suite; figures meaningless)."""
@@ -336,8 +338,8 @@ def compile_c(name: str, source: str) -> ctypes.CDLL | None:
 
 
 def load_c(name: str) -> ctypes.CDLL | None:
-    """Compile and load the package's ``c/<name>.c`` (see :func:`compile_c`)."""
-    source = resources.files("fdkit.benchmarks").joinpath("c", f"{name}.c").read_text()
+    """Compile and load ``bench/c/<name>.c`` (see :func:`compile_c`)."""
+    source = (C_DIR / f"{name}.c").read_text()
     return compile_c(name, source)
 
 

@@ -6,9 +6,9 @@ processes (their CPU is not counted) and are cheap: a source sends from a page-c
 with ``os.sendfile``; a sink splices what it receives into ``/dev/null`` through a 1 MiB pipe,
 or, when asked to check the bytes, reads them into one reused buffer and hashes them.
 
-An endpoint process is plain Python (no fdkit import) started once per case with
-``python -c ENDPOINT_SCRIPT ROLE ...``; it takes one command per line on stdin and answers one
-line on stdout, and exits when its stdin closes. Roles:
+An endpoint process is plain Python (no fdkit import; :mod:`bench.child.endpoint`) started
+once per case with ``python bench/child/endpoint.py ROLE ...``; it takes one command per line
+on stdin and answers one line on stdout, and exits when its stdin closes. Roles:
 
 ``source FD DATA``
     command ``N``: send N bytes on the connected socket FD (the DATA file over and over);
@@ -40,100 +40,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import IO
 
+from bench.child import script
+
 KiB = 1 << 10
 MiB = 1 << 20
 GiB = 1 << 30
-
-ENDPOINT_SCRIPT = r"""
-import fcntl, hashlib, os, socket, sys
-
-def reply(text):
-    sys.stdout.write(text + "\n")
-    sys.stdout.flush()
-
-def pipe_pair():
-    r, w = os.pipe()
-    try:
-        fcntl.fcntl(w, fcntl.F_SETPIPE_SZ, 1 << 20)
-    except OSError:
-        pass
-    return r, w
-
-BUF = memoryview(bytearray(1 << 20))
-
-def drain(fd, n, mode, r, w, null):
-    # Receive n bytes (n < 0: until EOF); returns (count, hexdigest or "-").
-    got = 0
-    if mode == "sha":
-        h = hashlib.sha256()
-        while n < 0 or got < n:
-            want = len(BUF) if n < 0 else min(len(BUF), n - got)
-            k = os.readv(fd, [BUF[:want]])
-            if k == 0:
-                break
-            h.update(BUF[:k])
-            got += k
-        return got, h.hexdigest()
-    while n < 0 or got < n:
-        want = (1 << 20) if n < 0 else min(1 << 20, n - got)
-        k = os.splice(fd, w, want)
-        if k == 0:
-            break
-        got += k
-        while k:
-            k -= os.splice(r, null, k)
-    return got, "-"
-
-def send(fd, dfd, dsize, n):
-    left = n
-    while left:
-        chunk = min(left, dsize)
-        off = 0
-        while off < chunk:
-            off += os.sendfile(fd, dfd, off, chunk - off)
-        left -= chunk
-
-def main():
-    role = sys.argv[1]
-    lines = iter(sys.stdin.readline, "")
-    r, w = pipe_pair()
-    null = os.open("/dev/null", os.O_WRONLY)
-    if role == "source":
-        fd = int(sys.argv[2])
-        dfd = os.open(sys.argv[3], os.O_RDONLY)
-        dsize = os.fstat(dfd).st_size
-        for line in lines:
-            n = int(line)
-            send(fd, dfd, dsize, n)
-            reply(f"sent {n}")
-    elif role == "sink":
-        fd = int(sys.argv[2])
-        for line in lines:
-            n, mode = line.split()
-            got, digest = drain(fd, int(n), mode, r, w, null)
-            reply(f"{got} {digest}")
-    elif role == "accept-sink":
-        listener = socket.socket(fileno=int(sys.argv[2]))
-        for line in lines:
-            conn, _ = listener.accept()
-            with conn:
-                got, digest = drain(conn.fileno(), -1, line.strip(), r, w, null)
-            reply(f"{got} {digest}")
-    elif role == "client":
-        dfd = os.open(sys.argv[2], os.O_RDONLY)
-        dsize = os.fstat(dfd).st_size
-        for line in lines:
-            host, port, n = line.split()
-            with socket.create_connection((host, int(port))) as s:
-                send(s.fileno(), dfd, dsize, int(n))
-                s.shutdown(socket.SHUT_WR)
-                back, _ = drain(s.fileno(), -1, "count", r, w, null)
-            reply(f"sent {n} {back}")
-    else:
-        raise SystemExit(f"unknown role {role}")
-
-main()
-"""
 
 
 def _tail(f: IO[bytes], limit: int = 2000) -> str:
@@ -192,7 +103,7 @@ class Child:
     @classmethod
     def endpoint(cls, role: str, *args: str, pass_fds: Sequence[int] = ()) -> Child:
         """An endpoint process (see the module docstring) in role ``role``."""
-        argv = [sys.executable, "-c", ENDPOINT_SCRIPT, role, *args]
+        argv = [sys.executable, script("endpoint"), role, *args]
         return cls(role, argv, pass_fds)
 
     @property
