@@ -231,8 +231,26 @@ def test_help_has_the_shape_of_http_server() -> None:
         assert re.search(rf"(^|[\s,\[]){opt}\b", ours), opt
     assert "[port]" in theirs
     assert "[PORT|DIR]" in ours
-    for opt in ("--host", "--port", "--list", "--access-log", "-q, --quiet"):
+    for opt in ("--host", "--port", "--list", "--access-log", "-q, --quiet", "-v, --verbose"):
         assert opt in ours, opt
+
+
+def test_quiet_and_verbose(site: Path) -> None:
+    """``-q``/``-v`` as every fdkit subcommand takes them: one or the other; ``-v`` logs the
+    settings on stderr with a timestamp."""
+    both = run(["0", "-q", "-v"], site)
+    assert both.returncode == 2
+    assert both.stderr.splitlines()[-1] == (
+        "fdkit serve: error: argument -v/--verbose: not allowed with argument -q/--quiet"
+    )
+    with serving(["0", "-v", "--list"], site, site.parent / "logs") as s:
+        assert s.get("/hallo.txt")[0] == 200
+    assert re.search(
+        r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d fdkit serve: engine auto, 1 worker, idle timeout 30 s, "
+        r"at most 10000 connections, listings on, access log off$",
+        s.stderr(),
+        re.MULTILINE,
+    ), s.stderr()
 
 
 # --------------------------------------------------------------------------------- listings

@@ -22,6 +22,7 @@ import signal
 import sys
 from typing import Any
 
+from fdkit.cli import _log
 from fdkit.cli._args import positive
 
 ENGINES = ("auto", "uring", "epoll")
@@ -75,6 +76,18 @@ def run(args: argparse.Namespace) -> int:
     max_connections = int(positive(args.max_connections, "--max-connections", int))
     if not os.path.isdir(directory):
         raise ValueError(f"not a directory: {directory}")
+    log = _log.setup("serve", args)
+    log.debug(
+        "engine %s, %d worker%s, idle timeout %g s, at most %d connections, listings %s, "
+        "access log %s",
+        args.engine,
+        workers,
+        "s" if workers != 1 else "",
+        idle,
+        max_connections,
+        "on" if args.list else "off",
+        "on (stderr)" if args.access_log else "off",
+    )
 
     def on_ready(info: dict[str, Any]) -> None:
         if info.get("fallback"):
@@ -204,5 +217,5 @@ def add_parser(sub: Any) -> None:
         metavar="N",
         help="the most connections at once; more are accepted and closed (default 10000)",
     )
-    p.add_argument("-q", "--quiet", action="store_true", help="no notices while serving")
+    _log.add_verbosity(p, quiet="no notices while serving")
     p.set_defaults(run=run)
