@@ -221,6 +221,8 @@ def serve_static(
     reuse_port: bool = False,
     quiet: bool = False,
     on_listen: Callable[[dict[str, Any]], object] | None = None,
+    listing: bool = False,
+    access_log: bool = False,
 ) -> dict[str, int]: ...
 
 # Atomic pipe messages (fdkit.atomic_pipe)

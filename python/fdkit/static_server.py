@@ -47,11 +47,16 @@ def serve(
     max_connections: int = 10000,
     quiet: bool = False,
     on_listen: Callable[[str, int], object] | None = None,
+    listing: bool = False,
+    access_log: bool = False,
 ) -> dict[str, Any]:
     """Serve the files under ``directory`` over HTTP/1.1 until SIGINT or SIGTERM.
 
     GET and HEAD, keep-alive and pipelining, ``Range`` (one range), ``If-Modified-Since``,
-    ``index.html`` for directories; nothing outside ``directory`` is ever opened. ``port=0``
+    ``index.html`` for directories; nothing outside ``directory`` is ever opened.
+    ``listing=True``: a directory without ``index.html`` is answered with an HTML listing
+    (names escaped, symlinks that lead outside ``directory`` left out). ``access_log=True``:
+    one common log format line per response on stderr, written in batches. ``port=0``
     picks a free port; ``on_listen(host, port)`` is called once it listens (with every worker
     listening). ``engine`` is ``"auto"`` (io_uring where the kernel allows it, else epoll),
     ``"uring"`` or ``"epoll"``.
@@ -78,6 +83,8 @@ def serve(
         max_connections=max_connections,
         quiet=quiet,
         on_ready=ready,
+        listing=listing,
+        access_log=access_log,
     )
 
 
@@ -92,6 +99,8 @@ def _serve(
     max_connections: int,
     quiet: bool,
     on_ready: Callable[[dict[str, Any]], None],
+    listing: bool = False,
+    access_log: bool = False,
 ) -> dict[str, Any]:
     """``serve`` with ``on_ready(info)``: ``host``, ``port``, ``engine``, ``fallback``,
     ``workers``."""
@@ -104,6 +113,8 @@ def _serve(
         "idle_timeout": idle_timeout,
         "max_connections": max_connections,
         "quiet": quiet,
+        "listing": listing,
+        "access_log": access_log,
     }
     if workers == 1:
         return _serve_here(directory, host, port, kwargs, on_ready)

@@ -54,10 +54,21 @@ fn tree(name: &str) -> PathBuf {
 
 /// Starts a server, or `None` (printed) when the engine cannot run here.
 fn start(engine: EngineChoice, name: &str, idle: Duration) -> Option<Server> {
+    start_with(engine, name, idle, |_, _| {})
+}
+
+/// [`start`], with `configure(config, dir)` run on the configuration before the bind.
+fn start_with(
+    engine: EngineChoice,
+    name: &str,
+    idle: Duration,
+    configure: impl FnOnce(&mut ServeConfig, &std::path::Path),
+) -> Option<Server> {
     let dir = tree(name);
     let mut config = ServeConfig::new(dir.join("root"), "127.0.0.1:0".parse().unwrap());
     config.engine = engine;
     config.idle_timeout = idle;
+    configure(&mut config, &dir);
     let server = match StaticServer::bind(config) {
         Ok(s) => s,
         Err(e) if engine == EngineChoice::Uring => {
@@ -415,4 +426,229 @@ fn many_connections() {
             assert_eq!(response(c, false).2, b"hallo\n");
         }
     });
+}
+
+/// A directory to list: names that must be escaped, a subdirectory, symlinks inside and
+/// outside the root. Returns the names a listing of `root/list/` must show, in order.
+fn listing_tree(dir: &std::path::Path) -> Vec<&'static str> {
+    let list = dir.join("root/list");
+    std::fs::create_dir_all(list.join("Zdir")).unwrap();
+    std::fs::create_dir_all(dir.join("outside")).unwrap();
+    std::fs::write(dir.join("outside/secret-in-dir.txt"), b"SECRET\n").unwrap();
+    for name in ["<script>alert(1).txt", "a&b", "with space", "100%", "b\"q'"] {
+        std::fs::write(list.join(name), b"x").unwrap();
+    }
+    let link = |target: &std::path::Path, name: &str| {
+        std::os::unix::fs::symlink(target, list.join(name)).unwrap();
+    };
+    link(&dir.join("outside"), "out-dir");
+    link(&dir.join("secret.txt"), "out-file");
+    link(std::path::Path::new("../../secret.txt"), "out-rel");
+    link(std::path::Path::new("../sub"), "in-dir");
+    link(std::path::Path::new("../hallo.txt"), "in-file");
+    link(std::path::Path::new("nowhere"), "dangling");
+    std::os::unix::fs::symlink(dir.join("outside"), dir.join("root/out-dir")).unwrap();
+    vec![
+        "<li><a href=\"100%25\">100%</a></li>",
+        "<li><a href=\"%3Cscript%3Ealert%281%29.txt\">&lt;script&gt;alert(1).txt</a></li>",
+        "<li><a href=\"a%26b\">a&amp;b</a></li>",
+        "<li><a href=\"b%22q%27\">b&quot;q&#39;</a></li>",
+        "<li><a href=\"in-dir/\">in-dir/</a></li>",
+        "<li><a href=\"in-file\">in-file</a></li>",
+        "<li><a href=\"with%20space\">with space</a></li>",
+        "<li><a href=\"Zdir/\">Zdir/</a></li>",
+    ]
+}
+
+#[test]
+fn listings_escape_names_and_never_leave_the_root() {
+    for engine in engines() {
+        let mut expected = Vec::new();
+        let Some(s) = start_with(
+            engine,
+            &format!("listing-{engine:?}"),
+            Duration::from_secs(30),
+            |c, dir| {
+                expected = listing_tree(dir);
+                c.listing = true;
+            },
+        ) else {
+            continue;
+        };
+        let (st, h, body) = get(&s, b"/list/", "");
+        assert_eq!(st, 200, "{engine:?}");
+        assert_eq!(header(&h, "content-type"), Some("text/html; charset=utf-8"));
+        let page = String::from_utf8(body).unwrap();
+        assert!(
+            page.contains("<title>Directory listing for /list/</title>"),
+            "{page}"
+        );
+        let items: Vec<&str> = page.lines().filter(|l| l.starts_with("<li>")).collect();
+        assert_eq!(
+            items, expected,
+            "{engine:?}: sorted, escaped, symlinks out of the root left out"
+        );
+        for hidden in ["out-dir", "out-file", "out-rel", "dangling", "secret"] {
+            assert!(
+                !page.contains(hidden),
+                "{engine:?}: {hidden} listed:\n{page}"
+            );
+        }
+        // The root has no index.html: it is listed, without what lies outside it.
+        let (st, _, body) = get(&s, b"/", "");
+        let page = String::from_utf8(body).unwrap();
+        assert_eq!(st, 200);
+        assert!(page.contains("<title>Directory listing for /</title>"));
+        assert!(
+            page.contains("<a href=\"list/\">list/</a>") && page.contains("<a href=\"hallo.txt\">")
+        );
+        assert!(page.contains("<a href=\"in-link\">in-link</a>"));
+        for hidden in ["out-link", "rel-link", "out-dir", "secret"] {
+            assert!(
+                !page.contains(hidden),
+                "{engine:?}: {hidden} listed:\n{page}"
+            );
+        }
+        // A directory with index.html is served its index, never listed.
+        let (st, _, body) = get(&s, b"/sub/", "");
+        assert_eq!((st, body), (200, b"<p>sub</p>\n".to_vec()));
+        // A symlink to a directory outside, and traversal attempts: refused, never listed.
+        for t in [
+            &b"/out-dir/"[..],
+            b"/list/out-dir/",
+            b"/../",
+            b"/%2e%2e/",
+            b"/list/../../",
+            b"/list/%2e%2e/%2e%2e/",
+            b"http://evil/../",
+        ] {
+            let (st, _, body) = get(&s, t, "Connection: close\r\n");
+            assert!(
+                matches!(st, 400 | 403 | 404),
+                "{engine:?} {}: {st}",
+                String::from_utf8_lossy(t)
+            );
+            assert!(!String::from_utf8_lossy(&body).contains("secret"));
+        }
+        // HEAD: the head alone; the Content-Length is the page's.
+        let mut c = connect(&s);
+        c.write_all(
+            b"HEAD /list/ HTTP/1.1\r\nHost: x\r\n\r\nGET /list/ HTTP/1.1\r\nHost: x\r\n\r\n",
+        )
+        .unwrap();
+        let (st, h, _) = response(&mut c, true);
+        let (st2, _, body) = response(&mut c, false);
+        assert_eq!((st, st2), (200, 200));
+        assert_eq!(
+            header(&h, "content-length"),
+            Some(body.len().to_string().as_str())
+        );
+        s.stop();
+    }
+}
+
+#[test]
+fn no_listing_unless_asked() {
+    each_engine("nolisting", Duration::from_secs(30), |s| {
+        assert_eq!(get(s, b"/noindex/", "").0, 404);
+        assert_eq!(get(s, b"/", "").0, 404);
+    });
+}
+
+/// Reads what arrives on `fd` until `lines` lines came or `limit` passed.
+fn read_lines(fd: &std::os::fd::OwnedFd, lines: usize, limit: Duration) -> String {
+    use rustix::event::{poll, PollFd, PollFlags, Timespec};
+    let end = Instant::now() + limit;
+    let mut got = Vec::new();
+    while got.iter().filter(|&&b| b == b'\n').count() < lines {
+        let left = end.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            break;
+        }
+        let ts = Timespec {
+            tv_sec: left.as_secs() as _,
+            tv_nsec: left.subsec_nanos() as _,
+        };
+        let mut fds = [PollFd::new(fd, PollFlags::IN)];
+        match poll(&mut fds, Some(&ts)) {
+            Ok(0) | Err(rustix::io::Errno::INTR) => continue,
+            Ok(_) => {}
+            Err(e) => panic!("poll: {e}"),
+        }
+        let mut buf = [0u8; 4096];
+        match rustix::io::read(fd, &mut buf) {
+            Ok(0) => break,
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+            Err(rustix::io::Errno::INTR | rustix::io::Errno::AGAIN) => {}
+            Err(e) => panic!("read: {e}"),
+        }
+    }
+    String::from_utf8(got).unwrap()
+}
+
+/// `"127.0.0.1 - - [23/Nov/2026:17:00:00 +0000] "` and the rest, or a panic naming the line.
+fn log_rest(line: &str) -> &str {
+    let rest = line
+        .strip_prefix("127.0.0.1 - - [")
+        .unwrap_or_else(|| panic!("{line:?}"));
+    let (date, rest) = rest.split_at(26);
+    let b = date.as_bytes();
+    assert!(
+        b[2] == b'/' && b[6] == b'/' && b[11] == b':' && date.ends_with(" +0000"),
+        "{line:?}"
+    );
+    rest.strip_prefix("] ")
+        .unwrap_or_else(|| panic!("{line:?}"))
+}
+
+#[test]
+fn access_log_lines_in_common_log_format() {
+    for engine in engines() {
+        let (r, w) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).unwrap();
+        let Some(s) = start_with(
+            engine,
+            &format!("log-{engine:?}"),
+            Duration::from_secs(30),
+            |c, _| {
+                c.access_log = Some(Arc::new(w));
+            },
+        ) else {
+            continue;
+        };
+        // Written within the tick, while serving (not only at the stop).
+        assert_eq!(get(&s, b"/hallo.txt", "").0, 200);
+        let first = read_lines(&r, 1, Duration::from_secs(2));
+        assert_eq!(
+            log_rest(first.trim_end()),
+            "\"GET /hallo.txt HTTP/1.1\" 200 6",
+            "{engine:?}"
+        );
+        let mut c = connect(&s);
+        c.write_all(
+            b"HEAD /hallo.txt HTTP/1.1\r\nHost: x\r\n\r\n\
+              GET /missing%20file HTTP/1.0\r\nConnection: keep-alive\r\n\r\n\
+              GET /big.bin HTTP/1.1\r\nHost: x\r\nRange: bytes=0-9\r\n\r\n",
+        )
+        .unwrap();
+        response(&mut c, true);
+        let (_, _, not_found) = response(&mut c, false);
+        response(&mut c, false);
+        c.write_all(b"GET /\"x\" HTTP/1.1\r\nHost: x\r\n\r\n")
+            .unwrap();
+        let (bad, _, bad_body) = response(&mut c, false);
+        drop(c);
+        s.stop();
+        let rest = read_lines(&r, 5, Duration::from_secs(5));
+        let lines: Vec<&str> = rest.lines().map(log_rest).collect();
+        assert_eq!(
+            lines,
+            vec![
+                "\"HEAD /hallo.txt HTTP/1.1\" 200 -".to_owned(),
+                format!("\"GET /missing%20file HTTP/1.0\" 404 {}", not_found.len()),
+                "\"GET /big.bin HTTP/1.1\" 206 10".to_owned(),
+                format!("\"GET /\\x22x\\x22 HTTP/1.1\" {bad} {}", bad_body.len()),
+            ],
+            "{engine:?}"
+        );
+    }
 }

@@ -6,7 +6,7 @@
 //! Each test skips (printing why) when io_uring or the op it needs is missing here.
 
 use fdkit::fd::{self, AddressFamily, Errno, OFlags, SocketFlags, SocketType};
-use fdkit::uring::{probe, Completion, OpKind, Ring, RingOptions};
+use fdkit::uring::{probe, Completion, KernelVersion, OpKind, Ring, RingOptions};
 use rustix::event::PollFlags;
 use rustix::net::{RecvFlags, SendFlags, Shutdown, SocketAddrAny};
 use rustix::pipe::{PipeFlags, SpliceFlags};
@@ -39,16 +39,12 @@ fn ring_with(ops: &[&str], options: RingOptions) -> Option<Ring> {
 /// Whether the kernel is at least `major.minor` (multishot ops and buffer rings need 5.19 or
 /// 6.0); prints the skip reason when not.
 fn kernel_at_least(major: u32, minor: u32, what: &str) -> bool {
-    let release = rustix::system::uname()
-        .release()
-        .to_string_lossy()
-        .into_owned();
-    let mut parts = release
-        .split(|c: char| !c.is_ascii_digit())
-        .filter_map(|p| p.parse::<u32>().ok());
-    let have = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
-    if have < (major, minor) {
-        eprintln!("skipped: {what} needs Linux {major}.{minor}+, this is {release}");
+    let kernel = KernelVersion::running();
+    if !kernel.at_least(major, minor) {
+        eprintln!(
+            "skipped: {what} needs Linux {major}.{minor}+, this is {}",
+            kernel.release
+        );
         return false;
     }
     true

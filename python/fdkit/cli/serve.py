@@ -3,6 +3,14 @@
 HTTP/1.1 GET and HEAD with keep-alive and pipelining, Range, If-Modified-Since, index.html;
 nothing outside DIR is ever opened. The start line (stderr) names the address, the engine and
 the workers; SIGINT and SIGTERM stop it gracefully with a one-line summary and exit code 0.
+
+The command line takes the shape of ``python -m http.server``'s: an optional positional port,
+``-b/--bind ADDRESS``, ``-d/--directory DIR`` (default: the current directory), plus
+``--list`` (a directory listing where there is no ``index.html``, off by default) and
+``--access-log`` (common log format on stderr, off by default). ``fdkit serve DIR`` and
+``--host``/``--port`` keep working: the one positional argument is a port when it is all
+digits, and the directory otherwise (``-d 8000`` or ``./8000`` serves a directory named so).
+Unlike http.server, the default address is 127.0.0.1, not every interface.
 """
 
 from __future__ import annotations
@@ -14,6 +22,7 @@ import signal
 import sys
 from typing import Any
 
+from fdkit.cli import _log
 from fdkit.cli._args import positive
 
 ENGINES = ("auto", "uring", "epoll")
@@ -26,22 +35,59 @@ def _listen_text(host: str, port: int) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
+def _port_and_dir(args: argparse.Namespace) -> tuple[int, str]:
+    """The port and the directory, from the positional argument (a port when all digits, as
+    http.server's ``[port]``; else the directory, as ``fdkit serve DIR`` always took it),
+    ``--port`` and ``-d``. Each may be given once."""
+    port_text: str | None = args.port
+    port_name = "--port"
+    directory: str | None = args.directory
+    target: str | None = args.target
+    if target is not None and target.isascii() and target.isdigit():
+        if port_text is not None:
+            raise ValueError(f"the port is given twice: {target} and --port {port_text}")
+        port_text, port_name = target, "port"
+    elif target is not None:
+        if directory is not None:
+            raise ValueError(f"the directory is given twice: {target} and --directory {directory}")
+        directory = target
+    if port_text is None:
+        port_text = "8000"
+    try:
+        port = int(port_text)
+    except ValueError:
+        raise ValueError(f"{port_name} must be 0..65535, got {port_text!r}") from None
+    if not 0 <= port <= 65535:
+        hint = ""
+        if port_name == "port" and os.path.isdir(port_text):
+            hint = f" (to serve the directory {port_text!r}: -d {port_text} or ./{port_text})"
+        raise ValueError(f"{port_name} must be 0..65535, got {port_text!r}{hint}")
+    return port, os.getcwd() if directory is None else directory
+
+
 def run(args: argparse.Namespace) -> int:
     from fdkit.static_server import _serve
 
     if args.engine not in ENGINES:
         raise ValueError(f"--engine must be one of {', '.join(ENGINES)}, got {args.engine!r}")
-    try:
-        port = int(args.port)
-    except ValueError:
-        raise ValueError(f"--port must be 0..65535, got {args.port!r}") from None
-    if not 0 <= port <= 65535:
-        raise ValueError(f"--port must be 0..65535, got {args.port!r}")
+    port, directory = _port_and_dir(args)
     workers = int(positive(args.workers, "--workers", int))
     idle = float(positive(args.idle_timeout, "--idle-timeout", float))
     max_connections = int(positive(args.max_connections, "--max-connections", int))
-    if not os.path.isdir(args.dir):
-        raise ValueError(f"not a directory: {args.dir}")
+    if not os.path.isdir(directory):
+        raise ValueError(f"not a directory: {directory}")
+    log = _log.setup("serve", args)
+    log.debug(
+        "engine %s, %d worker%s, idle timeout %g s, at most %d connections, listings %s, "
+        "access log %s",
+        args.engine,
+        workers,
+        "s" if workers != 1 else "",
+        idle,
+        max_connections,
+        "on" if args.list else "off",
+        "on (stderr)" if args.access_log else "off",
+    )
 
     def on_ready(info: dict[str, Any]) -> None:
         if info.get("fallback"):
@@ -51,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
         shown = f"[{host}]" if ":" in host else host
         n = info["workers"]
         print(
-            f"fdkit serve: serving {args.dir} on http://{shown}:{info['port']}/ "
+            f"fdkit serve: serving {directory} on http://{shown}:{info['port']}/ "
             f"(engine: {info['engine']}, {n} worker{'s' if n != 1 else ''})",
             file=sys.stderr,
             flush=True,
@@ -63,7 +109,7 @@ def run(args: argparse.Namespace) -> int:
     sys.stderr.flush()
     try:
         stats = _serve(
-            args.dir,
+            directory,
             host=args.host,
             port=port,
             workers=workers,
@@ -72,6 +118,8 @@ def run(args: argparse.Namespace) -> int:
             max_connections=max_connections,
             quiet=args.quiet,
             on_ready=on_ready,
+            listing=args.list,
+            access_log=args.access_log,
         )
     except OSError as e:
         # The server names the listen address (as typed) in a failed socket/bind/listen,
@@ -98,14 +146,52 @@ def add_parser(sub: Any) -> None:
     p = sub.add_parser(
         "serve",
         help="serve a directory over HTTP/1.1 (io_uring or epoll, hot loop in Rust)",
-        description="Serve the files under DIR over HTTP/1.1 (GET and HEAD, keep-alive, "
+        description="Serve the files under a directory over HTTP/1.1 (GET and HEAD, keep-alive, "
         "pipelining, Range, If-Modified-Since, index.html) from a Rust event loop: io_uring "
-        "where the kernel allows it, else epoll. Nothing outside DIR is ever opened. SIGINT or "
-        "SIGTERM stops it gracefully with a summary and exit code 0.",
+        "where the kernel allows it, else epoll. Nothing outside the directory is ever opened. "
+        "SIGINT or SIGTERM stops it gracefully with a summary and exit code 0. Takes the "
+        "arguments of `python -m http.server` (PORT, -b, -d), but listens on 127.0.0.1 unless "
+        "told otherwise.",
+        epilog="The positional argument is the port when it is all digits (as in "
+        "`python -m http.server 8080`), else the directory (`fdkit serve DIR`); "
+        "serve a directory named like a number with -d 8080 or ./8080.",
     )
-    p.add_argument("dir", metavar="DIR", help="the directory to serve")
-    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
-    p.add_argument("--port", default="8000", help="port (default 8000; 0 picks a free port)")
+    p.add_argument(
+        "target",
+        nargs="?",
+        metavar="PORT|DIR",
+        help="the port (all digits; default 8000) or the directory to serve "
+        "(default: the current directory)",
+    )
+    p.add_argument(
+        "-b",
+        "--bind",
+        "--host",
+        dest="host",
+        default="127.0.0.1",
+        metavar="ADDRESS",
+        help="address to listen on (default 127.0.0.1; 0.0.0.0 or :: for every interface)",
+    )
+    p.add_argument(
+        "-d",
+        "--directory",
+        default=None,
+        metavar="DIR",
+        help="the directory to serve (default: the current directory)",
+    )
+    p.add_argument("--port", default=None, help="port (default 8000; 0 picks a free port)")
+    p.add_argument(
+        "--list",
+        action="store_true",
+        help="answer a directory without index.html with a listing of its entries "
+        "(default: 404); symlinks that lead outside the directory are left out",
+    )
+    p.add_argument(
+        "--access-log",
+        action="store_true",
+        help="one line per request on stderr, in the common log format "
+        "(written in batches; off by default, for speed)",
+    )
     p.add_argument(
         "--workers",
         default="1",
@@ -131,5 +217,5 @@ def add_parser(sub: Any) -> None:
         metavar="N",
         help="the most connections at once; more are accepted and closed (default 10000)",
     )
-    p.add_argument("--quiet", action="store_true", help="no notices while serving")
+    _log.add_verbosity(p, quiet="no notices while serving")
     p.set_defaults(run=run)

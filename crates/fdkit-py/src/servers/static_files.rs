@@ -20,8 +20,11 @@ use std::time::Duration;
 const MAX_CONNECTIONS: i64 = 1 << 24;
 
 /// `serve_static(directory, *, host="127.0.0.1", port=8000, engine="auto", idle_timeout=30.0,
-/// max_connections=10000, reuse_port=False, quiet=False, on_listen=None)`: serves the files
-/// under `directory` over HTTP/1.1 until a signal handler raises.
+/// max_connections=10000, reuse_port=False, quiet=False, on_listen=None, listing=False,
+/// access_log=False)`: serves the files under `directory` over HTTP/1.1 until a signal
+/// handler raises. `listing`: a directory without `index.html` gets an HTML listing.
+/// `access_log`: one common log format line per response on stderr (fd 2), written in
+/// batches.
 ///
 /// `on_listen(info)` is called once the socket listens, with a dict: `host`, `port` (the real
 /// one), `engine` (`"io_uring"` or `"epoll"`), `fallback` (why `auto` chose epoll, or None).
@@ -44,10 +47,12 @@ const MAX_CONNECTIONS: i64 = 1 << 24;
         reuse_port=false,
         quiet=false,
         on_listen=None,
+        listing=false,
+        access_log=false,
     ),
     text_signature = "(directory, *, host='127.0.0.1', port=8000, engine='auto', \
                       idle_timeout=30.0, max_connections=10000, reuse_port=False, quiet=False, \
-                      on_listen=None)"
+                      on_listen=None, listing=False, access_log=False)"
 )]
 #[allow(clippy::too_many_arguments)]
 pub fn serve_static<'py>(
@@ -61,6 +66,8 @@ pub fn serve_static<'py>(
     reuse_port: bool,
     quiet: bool,
     on_listen: Option<&Bound<'py, PyAny>>,
+    listing: bool,
+    access_log: bool,
 ) -> PyResult<Bound<'py, PyDict>> {
     let root = PathBuf::from(OsStr::from_bytes(PathArg::extract(directory)?.as_bytes()));
     if !(0..=65535).contains(&port) {
@@ -116,6 +123,14 @@ pub fn serve_static<'py>(
             config.idle_timeout = idle;
             config.max_connections = max_connections as usize;
             config.reuse_port = reuse_port;
+            config.listing = listing;
+            if access_log {
+                // A duplicate of fd 2 (close-on-exec): the log keeps going where stderr went
+                // at the start, whatever Python does with fd 2 meanwhile. See dup(2).
+                let fd = rustix::io::fcntl_dupfd_cloexec(rustix::stdio::stderr(), 0)
+                    .map_err(|e| PyErrLater::Io(e.into(), None))?;
+                config.access_log = Some(std::sync::Arc::new(fd));
+            }
             StaticServer::bind(config).map_err(|e| match e.raw_os_error() {
                 // Only the directory can be missing (it vanished since the check).
                 Some(libc::ENOENT | libc::ENOTDIR) => PyErrLater::Io(e, Some(root.clone())),

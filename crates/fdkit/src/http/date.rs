@@ -55,6 +55,22 @@ pub fn format_http_date(secs: u64) -> [u8; HTTP_DATE_LEN] {
     out
 }
 
+/// The length of a common log format timestamp (`23/Nov/2026:17:00:00 +0000`).
+pub const CLF_DATE_LEN: usize = 26;
+
+/// Seconds since the epoch as the timestamp of a common log format line, in UTC
+/// (`23/Nov/2026:17:00:00 +0000`, what Apache's `%t` and nginx's `$time_local` write, without
+/// the brackets). Years past 9999 are written as 9999-12-31 23:59:59.
+pub fn format_clf_date(secs: u64) -> [u8; CLF_DATE_LEN] {
+    let http = format_http_date(secs); // Thu, 01 Jan 1970 00:00:00 GMT
+    let mut out = *b"01/Jan/1970:00:00:00 +0000";
+    out[0..2].copy_from_slice(&http[5..7]);
+    out[3..6].copy_from_slice(&http[8..11]);
+    out[7..11].copy_from_slice(&http[12..16]);
+    out[12..20].copy_from_slice(&http[17..25]);
+    out
+}
+
 fn two(out: &mut [u8], n: u32) {
     out[0] = b'0' + (n / 10 % 10) as u8;
     out[1] = b'0' + (n % 10) as u8;
@@ -128,6 +144,16 @@ fn month(s: &[u8]) -> Option<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn log_timestamps() {
+        assert_eq!(&format_clf_date(0), b"01/Jan/1970:00:00:00 +0000");
+        assert_eq!(&format_clf_date(784_111_777), b"06/Nov/1994:08:49:37 +0000");
+        assert_eq!(
+            &format_clf_date(1_795_453_200),
+            b"23/Nov/2026:17:00:00 +0000"
+        );
+    }
 
     #[test]
     fn known_dates() {

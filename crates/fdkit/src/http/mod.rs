@@ -4,7 +4,9 @@
 //! - `path.rs`: [`resolve_target`] (absolute-form, percent-decoding, the traversal rules).
 //! - `range.rs`: [`parse_range`] (one `bytes=` range; several ranges are served whole).
 //! - `conditional.rs`: [`ETag`] and [`evaluate`] (RFC 9110 §13 preconditions, in order).
-//! - `date.rs`: [`format_http_date`] and [`parse_http_date`] (RFC 7231 IMF-fixdate).
+//! - `date.rs`: [`format_http_date`] and [`parse_http_date`] (RFC 7231 IMF-fixdate), and
+//!   [`format_clf_date`] (the access log's timestamp).
+//! - `html.rs`: [`escape_html`] and [`percent_encode`] (the directory listing).
 //! - `mime.rs`: [`content_type`] by file extension.
 //! - `response.rs`: [`Status`] and response heads written into a reused buffer.
 //! - `fuzz.rs`: [`fuzz_one`], the function the cargo-fuzz target and the stable test drive.
@@ -14,6 +16,7 @@
 mod conditional;
 mod date;
 mod fuzz;
+mod html;
 mod mime;
 mod path;
 mod range;
@@ -24,8 +27,9 @@ pub use conditional::{
     evaluate, has_preconditions, if_range_holds, tag_list_matches, Comparison, ETag, Precondition,
     Validators, ETAG_MAX,
 };
-pub use date::{format_http_date, parse_http_date, HTTP_DATE_LEN};
+pub use date::{format_clf_date, format_http_date, parse_http_date, CLF_DATE_LEN, HTTP_DATE_LEN};
 pub use fuzz::fuzz_one;
+pub use html::{escape_html, percent_encode};
 pub use mime::content_type;
 pub use path::{resolve_target, write_location, Target};
 pub use range::{parse_range, ByteRange};

@@ -10,6 +10,7 @@
 
 use crate::error::{Error, Result};
 use io_uring::types::BufRingEntry;
+use io_uring::IoUring;
 use rustix::io::Errno;
 use std::alloc::Layout;
 use std::sync::atomic::{AtomicU16, Ordering};
@@ -83,18 +84,31 @@ impl BufRing {
         })
     }
 
-    /// The ring's address, for `IORING_REGISTER_PBUF_RING`.
-    pub fn ring_addr(&self) -> u64 {
-        self.entries.ptr as u64
-    }
-
-    /// The number of entries.
-    pub fn count(&self) -> u16 {
-        self.count
+    /// Registers this ring as buffer group `group` of `ring` (`IORING_REGISTER_PBUF_RING`)
+    /// and hands every buffer to the kernel. See io_uring_register_buf_ring(3).
+    ///
+    /// # Safety
+    ///
+    /// `self` must not be freed (nor moved out of its allocations, which it never is: they
+    /// are heap pointers) while the kernel may use it: not before the group is unregistered
+    /// or `ring` is closed and its requests are done; when that cannot be known, leak it.
+    pub unsafe fn register(&mut self, ring: &IoUring, group: u16) -> std::io::Result<()> {
+        // SAFETY: the entries are a live, page-aligned, zeroed allocation of `count` entries
+        // owned by `self`, which the caller keeps alive for as long as the kernel may use it.
+        unsafe {
+            ring.submitter().register_buf_ring_with_flags(
+                self.entries.ptr as u64,
+                self.count,
+                group,
+                0,
+            )
+        }?;
+        self.fill();
+        Ok(())
     }
 
     /// Hands every buffer to the kernel (after registration).
-    pub fn fill(&mut self) {
+    fn fill(&mut self) {
         for bid in 0..self.count {
             self.write_entry(bid);
         }

@@ -4,7 +4,9 @@
 //! a container, or `kernel.io_uring_disabled`: `EPERM`), or present with only some opcodes. A
 //! caller picks its engine from this answer instead of failing mid-flight.
 
+use super::setup::Setup;
 use io_uring::{opcode, IoUring, Probe};
+use rustix::io::Errno;
 
 /// One opcode and whether this kernel supports it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -53,12 +55,13 @@ const OPS: &[(&str, u8)] = &[
 /// Sets up a small ring, asks the kernel which opcodes it supports (`IORING_REGISTER_PROBE`),
 /// and tries the `DEFER_TASKRUN` setup. See io_uring_setup(2), io_uring_register(2).
 pub fn probe() -> Availability {
-    let ring = match IoUring::new(2) {
-        Ok(ring) => ring,
+    let plain = Setup::new(2).defer_taskrun(Some(false)).submit_all(false);
+    let ring = match plain.build() {
+        Ok(built) => built.ring,
         Err(e) => {
             return Availability {
                 available: false,
-                reason: Some(explain(&e)),
+                reason: Some(explain(e)),
                 ops: OPS
                     .iter()
                     .map(|&(name, _)| OpSupport {
@@ -70,19 +73,18 @@ pub fn probe() -> Availability {
             }
         }
     };
-    let mut probe = Probe::new();
-    let registered = ring.submitter().register_probe(&mut probe).is_ok();
+    let probe = register_probe(&ring).ok();
     let ops = OPS
         .iter()
         .map(|&(name, code)| OpSupport {
             name,
-            supported: registered && probe.is_supported(code),
+            supported: probe.as_ref().is_some_and(|p| p.is_supported(code)),
         })
         .collect();
-    let defer_taskrun = IoUring::<io_uring::squeue::Entry>::builder()
-        .setup_single_issuer()
-        .setup_defer_taskrun()
-        .build(2)
+    let defer_taskrun = Setup::new(2)
+        .defer_taskrun(Some(true))
+        .submit_all(false)
+        .build()
         .is_ok();
     Availability {
         available: true,
@@ -92,21 +94,41 @@ pub fn probe() -> Availability {
     }
 }
 
-fn explain(e: &std::io::Error) -> String {
+/// `IORING_REGISTER_PROBE`: the opcodes `ring`'s kernel supports. See io_uring_register(2).
+pub(crate) fn register_probe(ring: &IoUring) -> std::io::Result<Probe> {
+    let mut probe = Probe::new();
+    ring.submitter().register_probe(&mut probe)?;
+    Ok(probe)
+}
+
+/// The first of `ops` (name, opcode) that `ring`'s kernel lacks, if any; the error of
+/// `IORING_REGISTER_PROBE` itself when it fails.
+pub(crate) fn missing_op(
+    ring: &IoUring,
+    ops: &[(&'static str, u8)],
+) -> std::io::Result<Option<&'static str>> {
+    let probe = register_probe(ring)?;
+    Ok(ops
+        .iter()
+        .find(|&&(_, code)| !probe.is_supported(code))
+        .map(|&(name, _)| name))
+}
+
+/// Why io_uring cannot be set up here, for a setup that failed with `e`: names the errno
+/// and its likely cause (the sysctl, a seccomp filter, an old kernel).
+pub(crate) fn explain(e: Errno) -> String {
     let disabled = std::fs::read_to_string("/proc/sys/kernel/io_uring_disabled")
         .ok()
         .map(|s| s.trim().to_owned());
-    match e.raw_os_error() {
-        Some(libc::ENOSYS) => {
-            "io_uring_setup: ENOSYS (kernel too old or built without io_uring)".into()
-        }
-        Some(libc::EPERM) => match disabled.as_deref() {
+    match e {
+        Errno::NOSYS => "io_uring_setup: ENOSYS (kernel too old or built without io_uring)".into(),
+        Errno::PERM => match disabled.as_deref() {
             Some("2") => "io_uring_setup: EPERM (sysctl kernel.io_uring_disabled=2)".into(),
             Some("1") => "io_uring_setup: EPERM (sysctl kernel.io_uring_disabled=1 and this \
                           process is not in kernel.io_uring_group)"
                 .into(),
             _ => "io_uring_setup: EPERM (blocked by a seccomp filter or a security module)".into(),
         },
-        _ => format!("io_uring_setup: {e}"),
+        _ => format!("io_uring_setup: {}", std::io::Error::from(e)),
     }
 }

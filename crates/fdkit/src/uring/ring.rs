@@ -9,9 +9,11 @@
 
 use super::buf_ring::BufRing;
 use super::completion::Completion;
+use super::setup::{enter_timeout, Setup};
 use super::slots::{Slot, Slots};
+use super::teardown::{drain, leak, InFlight};
 use crate::error::{Error, Result};
-use io_uring::{cqueue, opcode, squeue, types, IoUring};
+use io_uring::{cqueue, opcode, squeue, IoUring};
 use rustix::io::Errno;
 use std::collections::{HashMap, VecDeque};
 use std::os::fd::{AsRawFd, RawFd};
@@ -95,47 +97,21 @@ impl Ring {
                 ));
             }
         }
-        // (defer_taskrun, submit_all), best first; EINVAL means "not this kernel": try the next.
-        let attempts: &[(bool, bool)] = match options.defer_taskrun {
-            Some(true) => &[(true, true), (true, false)],
-            None => &[(true, true), (true, false), (false, true), (false, false)],
-            Some(false) => &[(false, true), (false, false)],
-        };
-        let mut last = Errno::INVAL;
-        for &(defer, submit_all) in attempts {
-            let mut b = IoUring::builder();
-            if defer {
-                b.setup_single_issuer().setup_defer_taskrun();
-            }
-            if submit_all {
-                b.setup_submit_all();
-            }
-            if let Some(cq) = options.cq_entries {
-                b.setup_cqsize(cq);
-            }
-            match b.build(options.entries) {
-                Ok(ring) => {
-                    let ext_arg = ring.params().is_feature_ext_arg();
-                    return Ok(Ring {
-                        ring,
-                        slots: Slots::default(),
-                        ready: VecDeque::new(),
-                        groups: HashMap::new(),
-                        scratch: Vec::new(),
-                        defer_taskrun: defer,
-                        ext_arg,
-                        closed: false,
-                    });
-                }
-                Err(e) => {
-                    last = errno(&e);
-                    if last != Errno::INVAL {
-                        break;
-                    }
-                }
-            }
-        }
-        Err(Error::Os(last))
+        let built = Setup::new(options.entries)
+            .cq_entries(options.cq_entries)
+            .defer_taskrun(options.defer_taskrun)
+            .build()?;
+        let ext_arg = built.ring.params().is_feature_ext_arg();
+        Ok(Ring {
+            ring: built.ring,
+            slots: Slots::default(),
+            ready: VecDeque::new(),
+            groups: HashMap::new(),
+            scratch: Vec::new(),
+            defer_taskrun: built.defer_taskrun,
+            ext_arg,
+            closed: false,
+        })
     }
 
     /// Whether the ring runs with `SINGLE_ISSUER | DEFER_TASKRUN`.
@@ -252,19 +228,10 @@ impl Ring {
             ));
         }
         let mut ring = BufRing::new(count, size)?;
-        // SAFETY: `ring_addr` is a live, page-aligned, zeroed allocation of `count` entries
-        // owned by `ring`, which goes into `self.groups` and is freed only after the group is
-        // unregistered (or leaked when that fails), so the kernel never sees freed memory.
-        unsafe {
-            self.ring.submitter().register_buf_ring_with_flags(
-                ring.ring_addr(),
-                ring.count(),
-                group,
-                0,
-            )
-        }
-        .map_err(|e| Error::Os(errno(&e)))?;
-        ring.fill();
+        // SAFETY: `ring` goes into `self.groups` and is freed only after the group is
+        // unregistered, or leaked when that fails or the ring's ops never completed
+        // (`teardown`), so the kernel never sees freed memory.
+        unsafe { ring.register(&self.ring, group) }.map_err(|e| Error::Os(errno(&e)))?;
         self.groups.insert(group, ring);
         Ok(())
     }
@@ -336,9 +303,7 @@ impl Ring {
         let r = match timeout {
             None => self.ring.submitter().submit_and_wait(want),
             Some(t) if self.ext_arg => {
-                let ts = types::Timespec::from(t);
-                let args = types::SubmitArgs::new().timespec(&ts);
-                self.ring.submitter().submit_with_args(want, &args)
+                return enter_timeout(&self.ring, want, t).map_err(Error::Os)
             }
             Some(t) => return self.poll_wait(t),
         };
@@ -393,40 +358,41 @@ impl Ring {
                 break;
             }
         }
-        let deadline = Instant::now() + timeout;
-        while !self.slots.is_empty() {
-            let Some(left) = deadline.checked_duration_since(Instant::now()) else {
-                break;
-            };
-            let step = left.min(Duration::from_millis(50));
-            if step.is_zero() {
-                break;
-            }
-            match self.enter_wait(1, Some(step)) {
-                Ok(()) | Err(Error::Os(Errno::INTR)) => {}
-                Err(_) => break,
-            }
-            let reaped = self.reap();
-            // Completions nobody will read: dropping them closes fds that accepts created.
-            self.ready.clear();
-            if reaped.is_err() {
-                break;
-            }
-        }
+        let complete = drain(self, timeout);
+        // Completions nobody will read: dropping them closes fds that accepts created.
         self.ready.clear();
-        let complete = self.slots.is_empty();
         if !complete {
-            // The kernel may still write into these: never free them.
-            std::mem::forget(std::mem::take(&mut self.slots));
-            std::mem::forget(std::mem::take(&mut self.groups));
             return false;
         }
         for (group, ring) in std::mem::take(&mut self.groups) {
             if self.ring.submitter().unregister_buf_ring(group).is_err() {
-                std::mem::forget(ring);
+                leak(ring);
             }
         }
         true
+    }
+}
+
+impl InFlight for Ring {
+    fn in_flight(&self) -> bool {
+        !self.slots.is_empty()
+    }
+
+    fn complete_some(&mut self, max: Duration) -> bool {
+        match self.enter_wait(1, Some(max)) {
+            Ok(()) | Err(Error::Os(Errno::INTR)) => {}
+            Err(_) => return false,
+        }
+        let reaped = self.reap();
+        // Completions nobody will read: dropping them closes fds that accepts created.
+        self.ready.clear();
+        reaped.is_ok()
+    }
+
+    fn leak_in_flight(&mut self) {
+        // The kernel may still write into these: never free them.
+        leak(std::mem::take(&mut self.slots));
+        leak(std::mem::take(&mut self.groups));
     }
 }
 

@@ -6,7 +6,8 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 /// Monotonic now for deadlines, wall-clock seconds for `Date`.
 pub(super) struct Clock {
     pub now: Instant,
-    secs: u64,
+    /// Wall-clock seconds since the epoch.
+    pub secs: u64,
     pub date: [u8; HTTP_DATE_LEN],
 }
 

@@ -1,7 +1,9 @@
 //! What `fdkit serve` is asked to do: [`ServeConfig`], [`EngineChoice`], [`Engine`].
 
 use std::net::SocketAddr;
+use std::os::fd::OwnedFd;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Which event engine to run.
@@ -54,10 +56,19 @@ pub struct ServeConfig {
     pub reuse_port: bool,
     /// The `listen(2)` backlog (the kernel caps it at `net.core.somaxconn`).
     pub backlog: i32,
+    /// A directory without `index.html` is answered with an HTML listing of its entries
+    /// (off: 404). Entries that are symlinks leading outside the root are left out.
+    pub listing: bool,
+    /// Where the access log goes: one common log format line per response
+    /// (`127.0.0.1 - - [23/Nov/2026:17:00:00 +0000] "GET /x HTTP/1.1" 200 1234`), written in
+    /// batches of whole lines at least every 100 ms and when the server stops. `None`: no
+    /// log (the fastest).
+    pub access_log: Option<Arc<OwnedFd>>,
 }
 
 impl ServeConfig {
-    /// The defaults: auto engine, 30 s idle timeout, 10,000 connections, no `SO_REUSEPORT`.
+    /// The defaults: auto engine, 30 s idle timeout, 10,000 connections, no `SO_REUSEPORT`,
+    /// no directory listings, no access log.
     pub fn new(root: impl Into<PathBuf>, addr: SocketAddr) -> Self {
         ServeConfig {
             root: root.into(),
@@ -67,6 +78,8 @@ impl ServeConfig {
             max_connections: 10_000,
             reuse_port: false,
             backlog: 4096,
+            listing: false,
+            access_log: None,
         }
     }
 }

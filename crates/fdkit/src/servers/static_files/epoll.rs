@@ -5,8 +5,9 @@
 //! for anything that arrives later), so no extra `recv` to see `EAGAIN`.
 
 use super::clock::Clock;
-use super::conn::{Conn, INBUF_MAX, LINGER, MAX_SEGS, RECV_ROOM};
+use super::conn::{Conn, INBUF_MAX, LINGER, RECV_ROOM};
 use super::files::FileCache;
+use super::out::MAX_SEGS;
 use super::respond::Ctx;
 use super::send::{send_out, Sent};
 use super::slab::Slab;
@@ -110,6 +111,7 @@ impl Epoll<'_> {
             self.accept();
             if self.clock.now >= next_tick {
                 next_tick = self.clock.now + TICK;
+                self.shared.tick();
                 // Accept once per tick even without an edge: after a failed accept (out of
                 // fds), the clients already in the backlog announce themselves no more.
                 self.listener_ready = true;
@@ -139,7 +141,10 @@ impl Epoll<'_> {
                         continue; // dropped: closed at once
                     }
                     let _ = sockopt::set_tcp_nodelay(&fd, true);
-                    let conn = Conn::new(fd, self.clock.now, self.shared.idle);
+                    let mut conn = Conn::new(fd, self.clock.now, self.shared.idle);
+                    if self.shared.access.is_some() {
+                        conn.log_peer();
+                    }
                     let (idx, gen) = self.conns.insert(conn);
                     let c = self.conns.get_mut(idx, gen).expect("just inserted");
                     let flags =
@@ -184,6 +189,8 @@ impl Epoll<'_> {
             files: &mut self.files,
             date: &self.clock.date,
             now: self.clock.now,
+            secs: self.clock.secs,
+            log: self.shared.access.as_mut(),
         };
         let close = loop {
             if !c.out.is_empty() {

@@ -25,7 +25,9 @@
 //! files go out with `sendfile(2)`.
 
 use super::lru::Lru;
-use crate::http::{content_type, format_http_date, resolve_target, ETag, Status};
+use crate::http::{
+    content_type, escape_html, format_http_date, percent_encode, resolve_target, ETag, Status,
+};
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, ResolveFlags};
 use rustix::io::Errno;
 use std::ffi::OsStr;
@@ -71,9 +73,23 @@ impl Root {
     /// Opens `rel` (no leading slash; empty for the root itself) beneath the root.
     /// See openat2(2).
     fn open_beneath(&self, rel: &[u8]) -> Result<OwnedFd, Errno> {
+        self.open_beneath_with(
+            rel,
+            OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NOCTTY | OFlags::NONBLOCK,
+        )
+    }
+
+    /// `fstat` of what `rel` names beneath the root, symlinks followed only while they stay
+    /// beneath it (the rule files are opened by). `O_PATH`: nothing is opened for reading,
+    /// no device or FIFO is touched. See openat2(2), fstat(2).
+    fn stat_beneath(&self, rel: &[u8]) -> Result<rustix::fs::Stat, Errno> {
+        let fd = self.open_beneath_with(rel, OFlags::PATH | OFlags::CLOEXEC)?;
+        rustix::fs::fstat(&fd)
+    }
+
+    fn open_beneath_with(&self, rel: &[u8], flags: OFlags) -> Result<OwnedFd, Errno> {
         let path = if rel.is_empty() { &b"."[..] } else { rel };
         let path = OsStr::from_bytes(path);
-        let flags = OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NOCTTY | OFlags::NONBLOCK;
         if !NO_OPENAT2.load(Ordering::Relaxed) {
             match rustix::fs::openat2(
                 &self.fd,
@@ -143,6 +159,8 @@ pub(super) enum Refusal {
     Redirect,
     /// Answer with this status.
     Status(Status),
+    /// A directory without `index.html`, with listings on: this HTML page lists it.
+    Listing(Vec<u8>),
 }
 
 /// A refusal, with the target's raw path and query (for a redirect's `Location`).
@@ -212,6 +230,8 @@ impl Entries {
 /// The open-file cache of one engine (single-threaded).
 pub(super) struct FileCache {
     root: Root,
+    /// A directory without `index.html` gets a listing (else 404).
+    listing: bool,
     entries: Entries,
     key: Vec<u8>,
     scratch: Vec<u8>,
@@ -220,9 +240,11 @@ pub(super) struct FileCache {
 impl FileCache {
     /// A cache that keeps at most `budget` fds open (capped at [`CACHE_MAX`]; 0 caches
     /// nothing: each file is opened per request and closed when its response ends).
-    pub fn new(root: Root, budget: usize) -> FileCache {
+    /// `listing`: a directory without `index.html` is answered with a listing.
+    pub fn new(root: Root, budget: usize, listing: bool) -> FileCache {
         FileCache {
             root,
+            listing,
             entries: Entries {
                 map: Lru::new(),
                 held: Vec::new(),
@@ -328,8 +350,14 @@ impl FileCache {
                 self.scratch.push(b'/');
             }
             self.scratch.extend_from_slice(b"index.html");
-            let index =
-                open_or_shed(&self.root, &mut self.entries, &self.scratch).map_err(refusal)?;
+            let index = match open_or_shed(&self.root, &mut self.entries, &self.scratch) {
+                Ok(index) => index,
+                Err(Errno::NOENT) if self.listing => {
+                    let page = listing(&self.root, fd, &self.key).map_err(refusal)?;
+                    return Err(Refusal::Listing(page));
+                }
+                Err(e) => return Err(refusal(e)),
+            };
             st = rustix::fs::fstat(&index).map_err(refusal)?;
             index
         } else if trailing_slash {
@@ -381,6 +409,77 @@ fn open_or_shed(root: &Root, entries: &mut Entries, rel: &[u8]) -> Result<OwnedF
         }
         other => other,
     }
+}
+
+/// The HTML page that lists directory `dir` (`rel` beneath the root, decoded, no slashes
+/// around it), as `python -m http.server` lists one: names sorted without regard to case,
+/// directories with a trailing `/`, each name HTML-escaped and its link percent-encoded (one
+/// relative path segment: no name can turn into markup, a scheme or another path).
+///
+/// The directory was opened beneath the root (openat2 `RESOLVE_BENEATH`), so it is the root
+/// or below it. An entry that is a symlink is resolved by the same rule: one that leads out
+/// of the root (or nowhere) is left out, never followed. See getdents64(2), openat2(2).
+fn listing(root: &Root, dir: OwnedFd, rel: &[u8]) -> Result<Vec<u8>, Errno> {
+    let mut names: Vec<(Vec<u8>, bool)> = Vec::new();
+    let mut path = Vec::with_capacity(rel.len() + 64);
+    for entry in rustix::fs::Dir::new(dir)? {
+        let entry = entry?;
+        let name = entry.file_name().to_bytes();
+        if name == b"." || name == b".." {
+            continue;
+        }
+        let is_dir = match entry.file_type() {
+            FileType::Directory => true,
+            FileType::Symlink | FileType::Unknown => {
+                path.clear();
+                path.extend_from_slice(rel);
+                if !rel.is_empty() {
+                    path.push(b'/');
+                }
+                path.extend_from_slice(name);
+                match root.stat_beneath(&path) {
+                    Ok(st) => FileType::from_raw_mode(st.st_mode) == FileType::Directory,
+                    Err(_) => continue,
+                }
+            }
+            _ => false,
+        };
+        names.push((name.to_vec(), is_dir));
+    }
+    names.sort_by(|(a, _), (b, _)| {
+        a.to_ascii_lowercase()
+            .cmp(&b.to_ascii_lowercase())
+            .then_with(|| a.cmp(b))
+    });
+    let mut title = Vec::with_capacity(rel.len() + 2);
+    title.push(b'/');
+    title.extend_from_slice(rel);
+    if !rel.is_empty() {
+        title.push(b'/');
+    }
+    let mut page = Vec::with_capacity(256 + names.len() * 64);
+    page.extend_from_slice(
+        b"<!DOCTYPE HTML>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>Directory listing for ",
+    );
+    escape_html(&title, &mut page);
+    page.extend_from_slice(b"</title>\n</head>\n<body>\n<h1>Directory listing for ");
+    escape_html(&title, &mut page);
+    page.extend_from_slice(b"</h1>\n<hr>\n<ul>\n");
+    for (name, is_dir) in &names {
+        page.extend_from_slice(b"<li><a href=\"");
+        percent_encode(name, &mut page);
+        if *is_dir {
+            page.push(b'/');
+        }
+        page.extend_from_slice(b"\">");
+        escape_html(name, &mut page);
+        if *is_dir {
+            page.push(b'/');
+        }
+        page.extend_from_slice(b"</a></li>\n");
+    }
+    page.extend_from_slice(b"</ul>\n<hr>\n</body>\n</html>\n");
+    Ok(page)
 }
 
 fn ident(st: &rustix::fs::Stat) -> (u64, u64, i64, i64, i64) {
@@ -440,7 +539,7 @@ mod tests {
     }
 
     fn cache(dir: &Path, budget: usize) -> FileCache {
-        FileCache::new(Root::open(dir).unwrap(), budget)
+        FileCache::new(Root::open(dir).unwrap(), budget, false)
     }
 
     fn get(c: &mut FileCache, name: &str) -> Rc<FileEntry> {

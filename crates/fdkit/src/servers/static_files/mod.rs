@@ -4,8 +4,8 @@
 //! Two engines share everything but the event loop: `uring.rs` (one io_uring per worker:
 //! multishot accept, multishot receive on a provided-buffer ring, `sendmsg` ring ops) and
 //! `epoll.rs` (edge-triggered epoll, `recv`/`sendmsg`). `conn.rs` turns buffered requests into
-//! batches of responses (pipelined requests answered in order, in one send); `respond.rs`
-//! decides each response; `files.rs` opens files beneath the root (`openat2`
+//! batches of responses (`out.rs`: pipelined requests answered in order, in one send);
+//! `respond.rs` decides each response; `files.rs` opens files beneath the root (`openat2`
 //! `RESOLVE_BENEATH`) and caches them; the HTTP syntax is `crate::http`.
 //!
 //! Bodies never pass through a userspace buffer: small files are mapped and the kernel copies
@@ -18,16 +18,20 @@
 //!
 //! Fds: `RLIMIT_NOFILE` (per process: each `SO_REUSEPORT` worker fits its own) is shared out
 //! at the start of [`StaticServer::run`]: first the connections (the cap is lowered until
-//! [`SPARE_FDS`] are left), then the open-file cache gets what is left but [`RESERVE_FDS`]
+//! `SPARE_FDS` are left), then the open-file cache gets what is left but `RESERVE_FDS`
 //! (at most `files::CACHE_MAX`). The soft limit is raised toward all of that when the hard
 //! limit allows. So a full cache and a full connection table never push `accept` into
 //! `EMFILE`; when something else does (the host program's own fds, files held by responses in
 //! flight), the cache gives back idle fds and `accept` is tried again, or accepting pauses
 //! until the next tick (the clients wait in the backlog), never spinning and never for good.
 //!
+//! Optional: a directory without `index.html` answered with a listing (`files.rs`), and an
+//! access log in the common log format (`access_log.rs`), both off by default.
+//!
 //! Stopping: when the checkpoint says stop, the listener closes, idle connections close, and
 //! connections with a response in flight finish it (at most [`GRACE`]) and then close.
 
+mod access_log;
 mod clock;
 mod config;
 mod conn;
@@ -35,6 +39,7 @@ mod epoll;
 mod files;
 mod listener;
 mod lru;
+mod out;
 mod respond;
 mod send;
 mod slab;
@@ -71,9 +76,18 @@ pub(crate) struct Shared<'a> {
     log: &'a mut dyn FnMut(&str),
     /// When a failing `accept` was last logged.
     accept_logged: Option<Instant>,
+    /// The access log, when it is on.
+    access: Option<access_log::AccessLog>,
 }
 
 impl Shared<'_> {
+    /// The engine's tick: writes the access log lines buffered since the last one.
+    fn tick(&mut self) {
+        if let Some(log) = &mut self.access {
+            log.flush();
+        }
+    }
+
     /// `accept(2)` failed with `e` (not `EAGAIN` nor a client's error). Out of fds
     /// (`EMFILE`, `ENFILE`): the cache closes idle files, and when that freed any, the caller
     /// accepts again at once (true). Otherwise (nothing to give back, or out of memory) the
@@ -204,8 +218,13 @@ impl StaticServer {
             },
             log: &mut log,
             accept_logged: None,
+            access: self
+                .config
+                .access_log
+                .clone()
+                .map(access_log::AccessLog::new),
         };
-        let files = files::FileCache::new(self.root, cache_budget);
+        let files = files::FileCache::new(self.root, cache_budget, self.config.listing);
         match self.engine {
             Engine::Epoll => epoll::run(self.listener, files, shared, &mut checkpoint),
             Engine::Uring => {

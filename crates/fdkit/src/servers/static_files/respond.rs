@@ -6,8 +6,9 @@
 //! matching `If-None-Match` or an unmodified `If-Modified-Since`, and a `Range` honoured only
 //! when its `If-Range` holds. Every 200, 206 and 304 carries the file's strong `ETag`.
 
-use super::conn::Out;
+use super::access_log::AccessLog;
 use super::files::{FileCache, FileEntry, Refusal};
+use super::out::Out;
 use crate::http::{
     evaluate, has_preconditions, parse_range, write_decimal, write_location, ByteRange, Method,
     Precondition, Request, Status, Validators, Version, HTTP_DATE_LEN,
@@ -20,19 +21,43 @@ pub(super) struct Ctx<'a> {
     pub files: &'a mut FileCache,
     pub date: &'a [u8; HTTP_DATE_LEN],
     pub now: Instant,
+    /// Wall-clock seconds (the access log's time).
+    pub secs: u64,
+    /// Where each response gets its line, when the access log is on.
+    pub log: Option<&'a mut AccessLog>,
 }
 
-/// Appends the response to `req` to `out`. Returns whether the connection closes after it.
-pub(super) fn respond(req: &Request<'_>, out: &mut Out, ctx: &mut Ctx<'_>) -> bool {
+/// What a response was, for the caller (and its access log line).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Answer {
+    /// The connection closes after it.
+    pub close: bool,
+    pub status: Status,
+    /// Body bytes it carries (0 for `HEAD`, 304, or an empty file).
+    pub body: u64,
+}
+
+impl Answer {
+    fn new(status: Status, keep_alive: bool, body: u64) -> Answer {
+        Answer {
+            close: !keep_alive,
+            status,
+            body,
+        }
+    }
+}
+
+/// Appends the response to `req` to `out`.
+pub(super) fn respond(req: &Request<'_>, out: &mut Out, ctx: &mut Ctx<'_>) -> Answer {
     let head = req.method == Method::Head;
     let keep_alive = req.keep_alive;
     if req.has_body {
         // We never read request bodies: refuse, and close (the body is still unread).
-        error(out, ctx, Status::ContentTooLarge, head, false, &[]);
-        return true;
+        let body = error(out, ctx, Status::ContentTooLarge, head, false, &[]);
+        return Answer::new(Status::ContentTooLarge, false, body);
     }
     if req.method == Method::Other {
-        error(
+        let body = error(
             out,
             ctx,
             Status::MethodNotAllowed,
@@ -40,7 +65,7 @@ pub(super) fn respond(req: &Request<'_>, out: &mut Out, ctx: &mut Ctx<'_>) -> bo
             keep_alive,
             &[b"Allow: GET, HEAD\r\n"],
         );
-        return !keep_alive;
+        return Answer::new(Status::MethodNotAllowed, keep_alive, body);
     }
     let entry = match ctx.files.lookup(req.target, ctx.now) {
         Ok(entry) => entry,
@@ -50,7 +75,7 @@ pub(super) fn respond(req: &Request<'_>, out: &mut Out, ctx: &mut Ctx<'_>) -> bo
             out.heads.extend_from_slice(b"Location: ");
             write_location(raw_path, query, &mut out.heads);
             out.heads.extend_from_slice(b"\r\n");
-            error_rest(
+            let body = error_rest(
                 out,
                 Status::MovedPermanently,
                 head,
@@ -58,12 +83,29 @@ pub(super) fn respond(req: &Request<'_>, out: &mut Out, ctx: &mut Ctx<'_>) -> bo
                 req.version,
                 start,
             );
-            return !keep_alive;
+            return Answer::new(Status::MovedPermanently, keep_alive, body);
         }
         Err((Refusal::Status(status), _, _)) => {
             let keep = keep_alive && !status.closes();
-            error(out, ctx, status, head, keep, &[]);
-            return !keep;
+            let body = error(out, ctx, status, head, keep, &[]);
+            return Answer::new(status, keep, body);
+        }
+        Err((Refusal::Listing(page), _, _)) => {
+            let start = out.heads.len();
+            head_start(out, Status::Ok, ctx.date);
+            out.heads.extend_from_slice(
+                b"Content-Type: text/html; charset=utf-8\r\nCache-Control: no-cache\r\n\
+                  Content-Length: ",
+            );
+            write_decimal(&mut out.heads, page.len() as u64);
+            out.heads.extend_from_slice(b"\r\n");
+            head_end(out, keep_alive, req.version);
+            let body = if head { 0 } else { page.len() as u64 };
+            if !head {
+                out.heads.extend_from_slice(&page);
+            }
+            out.push_head(start);
+            return Answer::new(Status::Ok, keep_alive, body);
         }
     };
     let mut range = req.range;
@@ -83,11 +125,11 @@ pub(super) fn respond(req: &Request<'_>, out: &mut Out, ctx: &mut Ctx<'_>) -> bo
                     .extend_from_slice(without_content_type(&entry.fixed_head));
                 head_end(out, keep_alive, req.version);
                 out.push_head(start);
-                return !keep_alive;
+                return Answer::new(Status::NotModified, keep_alive, 0);
             }
             Precondition::Failed => {
-                error(out, ctx, Status::PreconditionFailed, head, keep_alive, &[]);
-                return !keep_alive;
+                let body = error(out, ctx, Status::PreconditionFailed, head, keep_alive, &[]);
+                return Answer::new(Status::PreconditionFailed, keep_alive, body);
             }
         }
     }
@@ -100,7 +142,7 @@ pub(super) fn respond(req: &Request<'_>, out: &mut Out, ctx: &mut Ctx<'_>) -> bo
             out.heads.extend_from_slice(b"Content-Range: bytes */");
             write_decimal(&mut out.heads, entry.size);
             out.heads.extend_from_slice(b"\r\n");
-            error_rest(
+            let body = error_rest(
                 out,
                 Status::RangeNotSatisfiable,
                 head,
@@ -108,7 +150,7 @@ pub(super) fn respond(req: &Request<'_>, out: &mut Out, ctx: &mut Ctx<'_>) -> bo
                 req.version,
                 start,
             );
-            return !keep_alive;
+            return Answer::new(Status::RangeNotSatisfiable, keep_alive, body);
         }
     };
     let start = out.heads.len();
@@ -129,10 +171,11 @@ pub(super) fn respond(req: &Request<'_>, out: &mut Out, ctx: &mut Ctx<'_>) -> bo
     out.heads.extend_from_slice(b"\r\n");
     head_end(out, keep_alive, req.version);
     out.push_head(start);
-    if !head && len > 0 {
-        body(out, &entry, off, len);
+    if head || len == 0 {
+        return Answer::new(status, keep_alive, 0);
     }
-    !keep_alive
+    body(out, &entry, off, len);
+    Answer::new(status, keep_alive, len)
 }
 
 fn etag_header(out: &mut Out, entry: &FileEntry) {
@@ -174,12 +217,14 @@ fn body(out: &mut Out, entry: &Rc<FileEntry>, off: u64, len: u64) {
 }
 
 /// An error response for a request that could not be parsed (always closes).
-pub(super) fn invalid(out: &mut Out, date: &[u8; HTTP_DATE_LEN], status: Status) {
+pub(super) fn invalid(out: &mut Out, date: &[u8; HTTP_DATE_LEN], status: Status) -> Answer {
     let start = out.heads.len();
     head_start(out, status, date);
-    error_rest(out, status, false, false, Version::Http11, start);
+    let body = error_rest(out, status, false, false, Version::Http11, start);
+    Answer::new(status, false, body)
 }
 
+/// An error response; returns its body's length.
 fn error(
     out: &mut Out,
     ctx: &Ctx<'_>,
@@ -187,16 +232,17 @@ fn error(
     head: bool,
     keep_alive: bool,
     extra: &[&[u8]],
-) {
+) -> u64 {
     let start = out.heads.len();
     head_start(out, status, ctx.date);
     for e in extra {
         out.heads.extend_from_slice(e);
     }
-    error_rest(out, status, head, keep_alive, Version::Http11, start);
+    error_rest(out, status, head, keep_alive, Version::Http11, start)
 }
 
 /// Content type and length of the small plain-text body, the end of the head, the body.
+/// Returns the body bytes sent (none for `HEAD`).
 fn error_rest(
     out: &mut Out,
     status: Status,
@@ -204,7 +250,7 @@ fn error_rest(
     keep_alive: bool,
     version: Version,
     start: usize,
-) {
+) -> u64 {
     let body = status.body();
     out.heads
         .extend_from_slice(b"Content-Type: text/plain; charset=utf-8\r\nContent-Length: ");
@@ -215,6 +261,11 @@ fn error_rest(
         out.heads.extend_from_slice(body);
     }
     out.push_head(start);
+    if head {
+        0
+    } else {
+        body.len() as u64
+    }
 }
 
 fn head_start(out: &mut Out, status: Status, date: &[u8; HTTP_DATE_LEN]) {

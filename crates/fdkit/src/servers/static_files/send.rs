@@ -1,7 +1,7 @@
 //! The two sending syscalls both engines use: `sendmsg` of a batch's segments and `sendfile`
 //! of its tail, on a non-blocking socket.
 
-use super::conn::Out;
+use super::out::Out;
 use rustix::io::Errno;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 

@@ -13,13 +13,16 @@
 //! memory. At the end, whatever is still in flight after [`DRAIN`] is leaked, not freed.
 
 use super::clock::Clock;
-use super::conn::{Conn, INBUF_MAX, LINGER, MAX_SEGS};
+use super::conn::{Conn, INBUF_MAX, LINGER};
 use super::files::FileCache;
+use super::out::MAX_SEGS;
 use super::respond::Ctx;
 use super::send::{msghdr, send_out, Sent};
 use super::slab::Slab;
 use super::{ServeStats, Shared};
-use crate::uring::BufRing;
+use crate::uring::{
+    drain, enter_timeout, explain, leak, missing_op, BufRing, Built, InFlight, KernelVersion, Setup,
+};
 use io_uring::{cqueue, opcode, squeue, types, IoUring};
 use rustix::io::Errno;
 use rustix::net::{sockopt, Shutdown};
@@ -80,79 +83,44 @@ pub(super) fn setup() -> Result<UringSetup, String> {
     setup_with(true)
 }
 
+/// The ops the engine uses, each by its name in a refusal.
+const OPS: &[(&str, u8)] = &[
+    ("accept", opcode::AcceptMulti::CODE),
+    ("recv", opcode::RecvMulti::CODE),
+    ("sendmsg", opcode::SendMsg::CODE),
+    ("poll_add", opcode::PollAdd::CODE),
+    ("async_cancel", opcode::AsyncCancel::CODE),
+];
+
 fn setup_with(defer_taskrun: bool) -> Result<UringSetup, String> {
-    let release = rustix::system::uname();
-    let release = release.release().to_string_lossy().into_owned();
-    let mut parts = release.split(|c: char| !c.is_ascii_digit());
-    let major: u32 = parts.next().and_then(|p| p.parse().ok()).unwrap_or(0);
-    let minor: u32 = parts.next().and_then(|p| p.parse().ok()).unwrap_or(0);
-    if (major, minor) < (6, 0) {
+    let kernel = KernelVersion::running();
+    if !kernel.at_least(6, 0) {
         return Err(format!(
-            "multishot receive needs Linux 6.0 (this is {release})"
+            "multishot receive needs Linux 6.0 (this is {})",
+            kernel.release
         ));
     }
-    let mut last = String::new();
-    let choices: &[bool] = if defer_taskrun {
-        &[true, false]
-    } else {
-        &[false]
-    };
-    for &defer in choices {
-        let mut b = IoUring::builder();
-        if defer {
-            b.setup_single_issuer().setup_defer_taskrun();
-        }
-        b.setup_submit_all().setup_cqsize(ENTRIES * 8);
-        match b.build(ENTRIES) {
-            Ok(ring) => {
-                let mut probe = io_uring::Probe::new();
-                ring.submitter()
-                    .register_probe(&mut probe)
-                    .map_err(|e| format!("IORING_REGISTER_PROBE: {e}"))?;
-                for (name, code) in [
-                    ("accept", opcode::AcceptMulti::CODE),
-                    ("recv", opcode::RecvMulti::CODE),
-                    ("sendmsg", opcode::SendMsg::CODE),
-                    ("poll_add", opcode::PollAdd::CODE),
-                    ("async_cancel", opcode::AsyncCancel::CODE),
-                ] {
-                    if !probe.is_supported(code) {
-                        return Err(format!("the kernel lacks the io_uring {name} op"));
-                    }
-                }
-                if !ring.params().is_feature_ext_arg() || !ring.params().is_feature_nodrop() {
-                    return Err("the kernel lacks IORING_FEAT_EXT_ARG or NODROP".into());
-                }
-                let mut bufs = BufRing::new(BUFFERS, BUFFER_SIZE).map_err(|e| e.to_string())?;
-                // SAFETY: the buffer ring's entries are a live page-aligned allocation owned
-                // by `bufs`, which `UringSetup` drops only after the ring (field order).
-                unsafe {
-                    ring.submitter().register_buf_ring_with_flags(
-                        bufs.ring_addr(),
-                        bufs.count(),
-                        BGID,
-                        0,
-                    )
-                }
-                .map_err(|e| format!("io_uring_register_buf_ring: {e}"))?;
-                bufs.fill();
-                return Ok(UringSetup { ring, bufs });
-            }
-            Err(e) => {
-                last = format!("io_uring_setup: {e}");
-                if !defer {
-                    // Why not (seccomp, the sysctl, ENOSYS), in the probe's words. The probe is
-                    // asked only now: it also tries a DEFER_TASKRUN ring, which ties itself to
-                    // the calling thread (and its teardown can interrupt that thread's
-                    // blocking calls with EINTR), so it is not run on every bind.
-                    if let Some(reason) = crate::uring::probe().reason {
-                        last = reason;
-                    }
-                }
-            }
-        }
+    // A failed setup says why in the probe's words (seccomp, the sysctl, ENOSYS).
+    let Built { ring, .. } = Setup::new(ENTRIES)
+        .cq_entries(Some(ENTRIES * 8))
+        .defer_taskrun(if defer_taskrun { None } else { Some(false) })
+        .build()
+        .map_err(explain)?;
+    match missing_op(&ring, OPS) {
+        Err(e) => return Err(format!("IORING_REGISTER_PROBE: {e}")),
+        Ok(Some(name)) => return Err(format!("the kernel lacks the io_uring {name} op")),
+        Ok(None) => {}
     }
-    Err(last)
+    if !ring.params().is_feature_ext_arg() || !ring.params().is_feature_nodrop() {
+        return Err("the kernel lacks IORING_FEAT_EXT_ARG or NODROP".into());
+    }
+    let mut bufs = BufRing::new(BUFFERS, BUFFER_SIZE).map_err(|e| e.to_string())?;
+    // SAFETY: `bufs` goes into `UringSetup` beside the ring, and from there into the engine,
+    // which drops it only after the ring (field order) once nothing is in flight, or leaks it
+    // (`drain`).
+    unsafe { bufs.register(&ring, BGID) }
+        .map_err(|e| format!("io_uring_register_buf_ring: {e}"))?;
+    Ok(UringSetup { ring, bufs })
 }
 
 struct Uring<'a> {
@@ -195,7 +163,7 @@ pub(super) fn run(
         scratch: Vec::with_capacity(BUFFER_SIZE as usize),
     };
     let result = u.run(checkpoint);
-    u.drain();
+    u.finish();
     result
 }
 
@@ -237,6 +205,7 @@ impl Uring<'_> {
             self.reap();
             if self.clock.now >= next_tick {
                 next_tick = self.clock.now + TICK;
+                self.shared.tick();
                 if !self.stopping && checkpoint().is_err() {
                     self.stop();
                     grace_end = Some(self.clock.now + self.shared.grace);
@@ -255,14 +224,9 @@ impl Uring<'_> {
 
     /// Submits everything queued and waits (at most `timeout`) for one completion.
     fn enter(&mut self, timeout: Duration) -> io::Result<()> {
-        let ts = types::Timespec::from(timeout.max(Duration::from_micros(1)));
-        let args = types::SubmitArgs::new().timespec(&ts);
-        match self.ring.submitter().submit_with_args(1, &args) {
-            Ok(_) => Ok(()),
-            Err(e) => match e.raw_os_error() {
-                Some(libc::ETIME | libc::EINTR | libc::EBUSY | libc::EAGAIN) => Ok(()),
-                _ => Err(e),
-            },
+        match enter_timeout(&self.ring, 1, timeout.max(Duration::from_micros(1))) {
+            Ok(()) | Err(Errno::INTR) => Ok(()),
+            Err(e) => Err(e.into()),
         }
     }
 
@@ -343,8 +307,12 @@ impl Uring<'_> {
         }
         let _ = sockopt::set_tcp_nodelay(&fd, true);
         let raw = fd.as_raw_fd();
+        let mut conn = Conn::new(fd, self.clock.now, self.shared.idle);
+        if self.shared.access.is_some() {
+            conn.log_peer();
+        }
         let conn = UConn {
-            conn: Conn::new(fd, self.clock.now, self.shared.idle),
+            conn,
             inflight: 0,
             recv_armed: false,
             sending: false,
@@ -438,6 +406,8 @@ impl Uring<'_> {
             files,
             date: &clock.date,
             now: clock.now,
+            secs: clock.secs,
+            log: shared.access.as_mut(),
         };
         let n = c.conn.fill(&mut ctx, stopping);
         shared.stats.requests += n as u64;
@@ -605,7 +575,7 @@ impl Uring<'_> {
 
     /// Closes every connection and waits (at most [`DRAIN`]) for their ops; leaks what is
     /// still in flight after that.
-    fn drain(&mut self) {
+    fn finish(&mut self) {
         for idx in 0..self.conns.slots.len() {
             if self.conns.slots[idx]
                 .val
@@ -615,22 +585,29 @@ impl Uring<'_> {
                 self.close(idx);
             }
         }
-        let end = Instant::now() + DRAIN;
-        while self.conns.slots.iter().any(|s| s.val.is_some()) {
-            let left = end.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                (self.shared.log)(
-                    "io_uring: ops still in flight at the end; their memory is leaked",
-                );
-                std::mem::forget(std::mem::replace(&mut self.conns, Slab::new()));
-                let leaked = std::mem::replace(&mut self.bufs, BufRing::new(1, 1).expect("tiny"));
-                std::mem::forget(leaked);
-                return;
-            }
-            if self.enter(left.min(TICK)).is_err() {
-                break;
-            }
-            self.reap();
+        drain(self, DRAIN);
+    }
+}
+
+impl InFlight for Uring<'_> {
+    fn in_flight(&self) -> bool {
+        self.conns.slots.iter().any(|s| s.val.is_some())
+    }
+
+    fn complete_some(&mut self, max: Duration) -> bool {
+        if self.enter(max).is_err() {
+            return false;
         }
+        self.reap();
+        true
+    }
+
+    fn leak_in_flight(&mut self) {
+        (self.shared.log)("io_uring: ops still in flight at the end; their memory is leaked");
+        leak(std::mem::replace(&mut self.conns, Slab::new()));
+        leak(std::mem::replace(
+            &mut self.bufs,
+            BufRing::new(1, 1).expect("tiny"),
+        ));
     }
 }

@@ -1,0 +1,147 @@
+//! [`Out`]: the batch of responses being sent on a connection.
+//!
+//! A batch is a list of segments (response heads in one buffer, file bodies from their
+//! mappings) sent with one `sendmsg`, optionally followed by one `sendfile` [`Tail`] (a large
+//! body). `respond.rs` fills it, `send.rs` sends it, `conn.rs` owns one per connection.
+
+use super::files::FileEntry;
+use std::rc::Rc;
+
+/// The most iovecs one batch may need (heads merge; each mapped body adds one).
+pub(super) const MAX_SEGS: usize = 64;
+
+/// The most capacity the heads buffer keeps between batches (a directory listing, whose
+/// page goes out from this buffer, may make it larger for one batch).
+const HEADS_KEEP: usize = 64 * 1024;
+
+/// One part of a batch.
+pub(super) enum Seg {
+    Head { start: usize, len: usize },
+    Body { file: usize, off: u64, len: u64 },
+}
+
+/// A large body sent with `sendfile` after the segments.
+pub(super) struct Tail {
+    pub file: Rc<FileEntry>,
+    pub off: u64,
+    pub left: u64,
+}
+
+/// The batch being sent.
+pub(super) struct Out {
+    pub heads: Vec<u8>,
+    pub segs: Vec<Seg>,
+    pub files: Vec<Rc<FileEntry>>,
+    pub tail: Option<Tail>,
+    /// Bytes of all segments, and how many of them are sent.
+    pub seg_bytes: u64,
+    pub sent: u64,
+    /// Close (lingering) once the batch is sent.
+    pub close_after: bool,
+}
+
+impl Out {
+    pub fn new() -> Out {
+        Out {
+            heads: Vec::with_capacity(1024),
+            segs: Vec::with_capacity(8),
+            files: Vec::with_capacity(4),
+            tail: None,
+            seg_bytes: 0,
+            sent: 0,
+            close_after: false,
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.segs.is_empty() && self.tail.is_none()
+    }
+
+    /// Whether a `sendfile` tail with bytes left ends the batch.
+    pub fn has_tail(&self) -> bool {
+        self.tail.as_ref().is_some_and(|t| t.left > 0)
+    }
+
+    /// Whether segments remain to be sent.
+    pub fn segs_pending(&self) -> bool {
+        self.sent < self.seg_bytes
+    }
+
+    /// Records `heads[start..]` as a segment (merged with a head segment just before it).
+    pub fn push_head(&mut self, start: usize) {
+        let len = self.heads.len() - start;
+        self.seg_bytes += len as u64;
+        if let Some(Seg::Head { start: s, len: l }) = self.segs.last_mut() {
+            if *s + *l == start {
+                *l += len;
+                return;
+            }
+        }
+        self.segs.push(Seg::Head { start, len });
+    }
+
+    /// Records `len` bytes of a mapped file from `off`.
+    pub fn push_body(&mut self, entry: &Rc<FileEntry>, off: u64, len: u64) {
+        let file = match self.files.last() {
+            Some(last) if Rc::ptr_eq(last, entry) => self.files.len() - 1,
+            _ => {
+                self.files.push(entry.clone());
+                self.files.len() - 1
+            }
+        };
+        self.segs.push(Seg::Body { file, off, len });
+        self.seg_bytes += len;
+    }
+
+    pub fn set_tail(&mut self, file: Rc<FileEntry>, off: u64, len: u64) {
+        self.tail = Some(Tail {
+            file,
+            off,
+            left: len,
+        });
+    }
+
+    /// The unsent part of the segments as iovecs (into `iovs`, cleared first; never more
+    /// than [`MAX_SEGS`], which `iovs` has room for, so it never reallocates).
+    pub fn iovecs(&self, iovs: &mut Vec<libc::iovec>) {
+        iovs.clear();
+        let mut skip = self.sent;
+        for seg in &self.segs {
+            let (ptr, len) = match *seg {
+                // Addresses only (never dereferenced here): start + len <= heads.len(), and
+                // off + len <= the mapping's length.
+                Seg::Head { start, len } => (self.heads.as_ptr().wrapping_add(start), len as u64),
+                Seg::Body { file, off, len } => match self.files[file].map_ptr() {
+                    Some(p) => (p.wrapping_add(off as usize), len),
+                    None => continue,
+                },
+            };
+            if skip >= len {
+                skip -= len;
+                continue;
+            }
+            iovs.push(libc::iovec {
+                iov_base: ptr.wrapping_add(skip as usize) as *mut libc::c_void,
+                iov_len: (len - skip) as usize,
+            });
+            skip = 0;
+            if iovs.len() == MAX_SEGS {
+                break;
+            }
+        }
+    }
+
+    /// Empties the batch (keeping the buffers' capacity, unless a directory listing made
+    /// the heads buffer large).
+    pub fn clear(&mut self) {
+        self.heads.clear();
+        if self.heads.capacity() > HEADS_KEEP {
+            self.heads.shrink_to(1024);
+        }
+        self.segs.clear();
+        self.files.clear();
+        self.tail = None;
+        self.seg_bytes = 0;
+        self.sent = 0;
+    }
+}
