@@ -7,7 +7,8 @@
 //! - `date.rs`: [`format_http_date`] and [`parse_http_date`] (RFC 7231 IMF-fixdate).
 //! - `mime.rs`: [`content_type`] by file extension.
 //! - `response.rs`: [`Status`] and response heads written into a reused buffer.
-//! - `fuzz.rs`: [`fuzz_one`], the function the cargo-fuzz target and the stable test drive.
+//! - `fuzz.rs`: `fuzz_one`, the function the cargo-fuzz target and the stable test drive. It is
+//!   public only so that they can reach it: hidden from the docs, not part of the API.
 //!
 //! See RFC 9110 (semantics), RFC 9112 (HTTP/1.1 message syntax), RFC 3986 (URIs).
 
@@ -25,6 +26,8 @@ pub use conditional::{
     Validators, ETAG_MAX,
 };
 pub use date::{format_http_date, parse_http_date, HTTP_DATE_LEN};
+// Not API: public for `fuzz/` and `tests/http_fuzz.rs` only, and may change in any release.
+#[doc(hidden)]
 pub use fuzz::fuzz_one;
 pub use mime::content_type;
 pub use path::{resolve_target, write_location, Target};
