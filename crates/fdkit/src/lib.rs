@@ -22,4 +22,5 @@ pub mod servers;
 pub mod uring;
 pub mod zerocopy;
 
-pub use error::Error;
+pub use error::{Error, Result};
+pub use rustix::io::Errno;
