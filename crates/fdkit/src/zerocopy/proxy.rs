@@ -325,7 +325,7 @@ fn abort(
 ///
 /// `idle_timeout` ends the proxy with `ETIMEDOUT` after that long without a byte moving. Both
 /// fds are switched to non-blocking for the duration and restored after. `checkpoint` runs
-/// after `EINTR` and every few megabytes; its `Err` stops the proxy with that error. Returns
+/// after `EINTR` and every 64 MiB moved; its `Err` stops the proxy with that error. Returns
 /// the bytes moved `(a → b, b → a)`.
 ///
 /// # References
