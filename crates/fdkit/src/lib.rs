@@ -102,3 +102,8 @@ pub mod zerocopy;
 
 pub use error::{Error, Result};
 pub use rustix::io::Errno;
+
+/// The crate README's example, run as a doctest so it cannot rot.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
