@@ -115,9 +115,10 @@ pub fn no_checkpoint() -> Result<(), Errno> {
 
 /// `stop_when(&flag)`: a checkpoint that stops the loop with `EINTR` once `flag` is set.
 ///
-/// How a Rust program stops a long call from another thread: the servers' `run` (which call
-/// their checkpoint at least every 100 ms and then return their stats), or a transfer or
-/// proxy that is waiting (checked after each wait and short transfer).
+/// How a Rust program stops a long call from another thread. The servers' `run` calls its
+/// checkpoint at least every 100 ms, so setting the flag stops a server within that and it
+/// returns its stats. The transfer, proxy and atomic pipe loops call theirs only after `EINTR`
+/// and between chunks: the flag stops them at the next of those, but does not wake a wait.
 ///
 /// # Example
 ///
