@@ -50,9 +50,9 @@
 //! assert_eq!(inner, Some(&fdkit::Error::NeedsNonBlocking("accept_many")));
 //! //! ```
 
-use crate::atomic_pipe::{BurstError, DecompressError, ReadError};
 #[cfg(doc)]
 use crate::atomic_pipe::ProtocolError;
+use crate::atomic_pipe::{BurstError, DecompressError, ReadError};
 pub use rustix::io::Errno;
 use std::fmt;
 use std::io;

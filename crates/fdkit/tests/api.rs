@@ -76,7 +76,10 @@ fn codec_errors_convert_with_their_kind() {
     assert!(matches!(burst, BurstError::TooLarge { len: 5000, .. }));
     let e = lift::<(), _>(Err(burst.clone())).unwrap_err();
     assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
-    assert_eq!(e.get_ref().and_then(|i| i.downcast_ref::<BurstError>()), Some(&burst));
+    assert_eq!(
+        e.get_ref().and_then(|i| i.downcast_ref::<BurstError>()),
+        Some(&burst)
+    );
 
     let mut d = Decompressor::new(&Compression::default()).unwrap();
     let bad = d.decompress(b"not a zstd frame").unwrap_err();
@@ -146,7 +149,11 @@ fn transfer_all_reads_a_socket_until_its_peer_shuts_down() {
 fn transfer_all_reports_the_kernels_errno() {
     let (r, w) = fd::pipe2(PipeFlags::CLOEXEC).unwrap();
     fd::write(&w, b"x").unwrap(); // something to move: an empty pipe would wait for a writer
-    let read_only = fd::open("/dev/null", OFlags::RDONLY | OFlags::CLOEXEC, fd::Mode::empty());
+    let read_only = fd::open(
+        "/dev/null",
+        OFlags::RDONLY | OFlags::CLOEXEC,
+        fd::Mode::empty(),
+    );
     let e = transfer_all(&r, read_only.unwrap()).unwrap_err();
     assert_eq!(e, Errno::BADF); // not open for writing
 }
@@ -210,7 +217,11 @@ fn stop_when_stops_a_running_server_from_another_thread() {
         let asked = Instant::now();
         stop.store(true, Ordering::Relaxed);
         let stats = run.join().unwrap().unwrap();
-        assert!(asked.elapsed() < Duration::from_secs(5), "{:?}", asked.elapsed());
+        assert!(
+            asked.elapsed() < Duration::from_secs(5),
+            "{:?}",
+            asked.elapsed()
+        );
         stats
     });
     assert_eq!(stats.connections, 0);

@@ -61,12 +61,7 @@ pub fn getsockopt_raw(
 }
 
 /// `setsockopt(fd, level, name, &int, sizeof int)`: an integer option. See setsockopt(2).
-pub fn setsockopt_int(
-    fd: BorrowedFd<'_>,
-    level: i32,
-    name: i32,
-    value: i32,
-) -> Result<(), Errno> {
+pub fn setsockopt_int(fd: BorrowedFd<'_>, level: i32, name: i32, value: i32) -> Result<(), Errno> {
     let value: libc::c_int = value;
     // SAFETY: the kernel reads `sizeof(int)` bytes from a live local of that size.
     check(unsafe {
