@@ -74,7 +74,7 @@ fn codec_errors_convert_with_their_kind() {
     let mut out = Vec::new();
     let burst = encode_burst(Mode::Normal, &[0u8; 5000], &mut out).unwrap_err();
     assert!(matches!(burst, BurstError::TooLarge { len: 5000, .. }));
-    let e = lift::<(), _>(Err(burst.clone())).unwrap_err();
+    let e = lift::<(), _>(Err(burst)).unwrap_err();
     assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
     assert_eq!(
         e.get_ref().and_then(|i| i.downcast_ref::<BurstError>()),
