@@ -1,6 +1,6 @@
 //! The atomic pipe wire codec against bytes written by Perl's Atomic::Pipe 0.028
-//! (`tests/vectors/atomic_pipe_vectors/`, copied from `../shared/atomic_pipe_vectors/`), plus boundaries, interleaved writers, truncation and
-//! garbage. Pure logic: no kernel involved.
+//! (`tests/vectors/atomic_pipe_vectors/` at the repository root), plus boundaries, interleaved
+//! writers, truncation and garbage. Pure logic: no kernel involved.
 
 use fdkit::atomic_pipe::{
     chunk_count, encode_burst, encode_burst_unchecked, encode_message, encoded_len, fits_in_burst,
@@ -179,8 +179,8 @@ impl Parser<'_> {
 
 fn vectors_dir() -> PathBuf {
     let manifest_dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    // A copy of `../shared/atomic_pipe_vectors/` lives in the repository so a clean clone
-    // tests against the same bytes: crates/fdkit → the repo root → tests/vectors.
+    // The vectors live in the repository, so a clean clone tests against the same bytes:
+    // crates/fdkit → the repo root → tests/vectors.
     manifest_dir.join("../../tests/vectors/atomic_pipe_vectors")
 }
 

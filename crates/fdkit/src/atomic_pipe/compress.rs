@@ -76,6 +76,14 @@ impl std::fmt::Debug for Decompressor {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DecompressError(pub String);
 
+impl std::fmt::Display for DecompressError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for DecompressError {}
+
 impl Decompressor {
     /// A context for `config` (only its dictionary matters here).
     pub fn new(config: &Compression) -> std::io::Result<Self> {

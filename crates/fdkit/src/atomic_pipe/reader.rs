@@ -63,7 +63,7 @@ enum Fill {
     NotReady,
 }
 
-/// The reading end of an atomic pipe. See the [module docs](self).
+/// The reading end of an atomic pipe. See the [module docs](crate::atomic_pipe).
 #[derive(Debug)]
 pub struct MessageReader {
     end: PipeEnd,

@@ -1,6 +1,7 @@
 //! The Atomic::Pipe wire format: sizes, control bytes, the 16-byte chunk header.
 //!
-//! As written by Perl's Atomic::Pipe 0.028 (`../shared/atomic_pipe_vectors/README.md`):
+//! As written by Perl's Atomic::Pipe 0.028 (the vectors and their notes are in the repository's
+//! `tests/vectors/atomic_pipe_vectors/`):
 //!
 //! - **Message chunk (normal mode)**: a 16-byte header then the payload, in one `write(2)` of at
 //!   most `PIPE_BUF` bytes, so the kernel never interleaves it with another writer's chunk

@@ -30,7 +30,7 @@ const BATCH_FLUSH: usize = 1 << 16;
 /// progress, and gives up after this long without any.
 pub const DROP_STALL_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// The writing end of an atomic pipe. See the [module docs](self).
+/// The writing end of an atomic pipe. See the [module docs](crate::atomic_pipe).
 #[derive(Debug)]
 pub struct MessageWriter {
     end: PipeEnd,

@@ -1,6 +1,6 @@
 //! `accept4` and the batch form `accept_many`.
 
-use crate::error::{Error, Result};
+use crate::error::Error;
 use rustix::io::Errno;
 use rustix::net::{acceptfrom_with, SocketAddrAny, SocketFlags};
 use std::os::fd::{BorrowedFd, OwnedFd};
@@ -13,7 +13,7 @@ pub type Accepted = (OwnedFd, Option<SocketAddrAny>);
 /// One syscall: unlike Python's `socket.accept`, no socket object and no extra call follow.
 /// Pass `SocketFlags::CLOEXEC` so the new fd is close-on-exec from birth. `EINTR` is returned
 /// as is; the caller decides whether to retry. See accept4(2).
-pub fn accept4(listener: BorrowedFd<'_>, flags: SocketFlags) -> rustix::io::Result<Accepted> {
+pub fn accept4(listener: BorrowedFd<'_>, flags: SocketFlags) -> Result<Accepted, Errno> {
     acceptfrom_with(listener, flags)
 }
 
@@ -32,7 +32,7 @@ pub fn accept_many(
     listener: BorrowedFd<'_>,
     max: usize,
     flags: SocketFlags,
-) -> Result<Vec<Accepted>> {
+) -> crate::Result<Vec<Accepted>> {
     if max == 0 {
         return Err(Error::InvalidArgument("max must be at least 1"));
     }

@@ -107,7 +107,7 @@ impl FcntlCmd {
 ///
 /// The escape hatch for commands rustix types one by one; the result is the kernel's return
 /// value (a new fd for the dup commands: the caller owns it). See fcntl(2).
-pub fn fcntl_int(fd: BorrowedFd<'_>, cmd: FcntlCmd, arg: i32) -> rustix::io::Result<i32> {
+pub fn fcntl_int(fd: BorrowedFd<'_>, cmd: FcntlCmd, arg: i32) -> Result<i32, Errno> {
     // SAFETY: every command in `FcntlCmd` takes an `int` argument (or none) and never
     // dereferences it, so no argument value can make the kernel touch our memory.
     let r = unsafe { libc::fcntl(fd.as_raw_fd(), cmd.raw(), arg) };
@@ -126,13 +126,13 @@ pub(crate) fn last_errno() -> i32 {
 }
 
 /// `fcntl(F_GETFL) & O_NONBLOCK == 0`: whether calls on `fd` block. See fcntl(2).
-pub fn get_blocking(fd: BorrowedFd<'_>) -> rustix::io::Result<bool> {
+pub fn get_blocking(fd: BorrowedFd<'_>) -> Result<bool, Errno> {
     Ok(!fcntl_getfl(fd)?.contains(OFlags::NONBLOCK))
 }
 
 /// Sets or clears `O_NONBLOCK` with `F_GETFL`/`F_SETFL`, skipping the write when already so.
 /// See fcntl(2).
-pub fn set_blocking(fd: BorrowedFd<'_>, blocking: bool) -> rustix::io::Result<()> {
+pub fn set_blocking(fd: BorrowedFd<'_>, blocking: bool) -> Result<(), Errno> {
     let flags = fcntl_getfl(fd)?;
     let wanted = if blocking {
         flags - OFlags::NONBLOCK
@@ -146,13 +146,13 @@ pub fn set_blocking(fd: BorrowedFd<'_>, blocking: bool) -> rustix::io::Result<()
 }
 
 /// `fcntl(F_GETFD) & FD_CLOEXEC`. See fcntl(2).
-pub fn get_cloexec(fd: BorrowedFd<'_>) -> rustix::io::Result<bool> {
+pub fn get_cloexec(fd: BorrowedFd<'_>) -> Result<bool, Errno> {
     Ok(fcntl_getfd(fd)?.contains(FdFlags::CLOEXEC))
 }
 
 /// Sets or clears `FD_CLOEXEC`. For fds fdkit did not create; fdkit's own are born with it.
 /// See fcntl(2).
-pub fn set_cloexec(fd: BorrowedFd<'_>, cloexec: bool) -> rustix::io::Result<()> {
+pub fn set_cloexec(fd: BorrowedFd<'_>, cloexec: bool) -> Result<(), Errno> {
     let flags = fcntl_getfd(fd)?;
     let wanted = if cloexec {
         flags | FdFlags::CLOEXEC

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 ///
 /// `EINTR` counts as success: on Linux the fd is released before close returns, so a retry
 /// could close an fd another thread has just been given. See close(2).
-pub fn close(fd: OwnedFd) -> rustix::io::Result<()> {
+pub fn close(fd: OwnedFd) -> Result<(), Errno> {
     let raw = fd.into_raw_fd();
     // SAFETY: `raw` came from an `OwnedFd` we consumed, so nobody else closes it.
     match unsafe { rustix::io::try_close(raw) } {
@@ -23,7 +23,7 @@ pub fn close(fd: OwnedFd) -> rustix::io::Result<()> {
 
 /// `fcntl(F_DUPFD_CLOEXEC)` (or `dup` when `cloexec` is false): a new fd for the same file.
 /// See dup(2).
-pub fn dup(fd: BorrowedFd<'_>, cloexec: bool) -> rustix::io::Result<OwnedFd> {
+pub fn dup(fd: BorrowedFd<'_>, cloexec: bool) -> Result<OwnedFd, Errno> {
     if cloexec {
         fcntl_dupfd_cloexec(fd, 0)
     } else {
@@ -35,7 +35,7 @@ pub fn dup(fd: BorrowedFd<'_>, cloexec: bool) -> rustix::io::Result<OwnedFd> {
 ///
 /// `newfd` is a raw number because the target need not be open; whatever it held is closed
 /// atomically. The caller owns `newfd` afterwards. See dup2(2).
-pub fn dup3(fd: BorrowedFd<'_>, newfd: RawFd, flags: DupFlags) -> rustix::io::Result<RawFd> {
+pub fn dup3(fd: BorrowedFd<'_>, newfd: RawFd, flags: DupFlags) -> Result<RawFd, Errno> {
     if newfd < 0 {
         return Err(Errno::BADF);
     }
@@ -66,7 +66,7 @@ pub fn mkstemp(
     prefix: &OsStr,
     suffix: &OsStr,
     cloexec: bool,
-) -> rustix::io::Result<(OwnedFd, PathBuf)> {
+) -> Result<(OwnedFd, PathBuf), Errno> {
     let mut flags = OFlags::CREATE | OFlags::EXCL | OFlags::RDWR;
     if cloexec {
         flags |= OFlags::CLOEXEC;
@@ -78,7 +78,7 @@ pub fn mkstemp(
 
 /// Creates a new directory `dir/prefix + 8 random chars + suffix` with mode 0700 and returns its
 /// path. See mkdtemp(3), mkdir(2).
-pub fn mkdtemp(dir: &Path, prefix: &OsStr, suffix: &OsStr) -> rustix::io::Result<PathBuf> {
+pub fn mkdtemp(dir: &Path, prefix: &OsStr, suffix: &OsStr) -> Result<PathBuf, Errno> {
     with_temp_name(dir, prefix, suffix, |path| mkdir(path, Mode::RWXU)).map(|((), path)| path)
 }
 
@@ -86,8 +86,8 @@ fn with_temp_name<T>(
     dir: &Path,
     prefix: &OsStr,
     suffix: &OsStr,
-    mut create: impl FnMut(&Path) -> rustix::io::Result<T>,
-) -> rustix::io::Result<(T, PathBuf)> {
+    mut create: impl FnMut(&Path) -> Result<T, Errno>,
+) -> Result<(T, PathBuf), Errno> {
     // A separator in the prefix or suffix would create the file somewhere other than `dir`.
     if prefix.as_bytes().contains(&b'/') || suffix.as_bytes().contains(&b'/') {
         return Err(Errno::INVAL);

@@ -15,7 +15,52 @@
 //! Interruption: loops that may run long take a `checkpoint` closure, called after `EINTR` and
 //! after every short transfer. It returns `Err` to stop the loop (the Python binding uses it to
 //! run signal handlers, so Ctrl-C works). Rust callers that want no such hook pass
-//! [`no_checkpoint`].
+//! [`no_checkpoint`], or [`stop_when`] to stop from another thread.
+//!
+//! Errors: the kernel's [`Errno`], as rustix returns it; [`accept_many`], which also refuses a
+//! blocking listener, returns [`crate::Result`]. Both convert into [`std::io::Error`] with `?`.
+//!
+//! # Example
+//!
+//! A non-blocking listener on loopback, two clients, and one [`accept_many`] call that takes
+//! both connections:
+//!
+//! ```
+//! use fdkit::fd::{
+//!     accept_many, bind, getsockname, listen, no_checkpoint, poll, socket, AddressFamily,
+//!     PollFd, PollFlags, SocketFlags, SocketType,
+//! };
+//! use std::net::{SocketAddr, TcpStream};
+//! use std::os::fd::AsFd;
+//! use std::time::Duration;
+//!
+//! # fn main() -> std::io::Result<()> {
+//! let flags = SocketFlags::CLOEXEC | SocketFlags::NONBLOCK;
+//! let listener = socket(AddressFamily::INET, SocketType::STREAM, flags, None)?;
+//! bind(&listener, &SocketAddr::from(([127, 0, 0, 1], 0)))?;
+//! listen(&listener, 128)?;
+//! let addr = SocketAddr::try_from(getsockname(&listener)?).expect("an IPv4 address");
+//!
+//! let _clients = [TcpStream::connect(addr)?, TcpStream::connect(addr)?];
+//! let mut accepted = Vec::new();
+//! while accepted.len() < 2 {
+//!     let mut ready = [PollFd::new(&listener, PollFlags::IN)];
+//!     assert_eq!(poll(&mut ready, Some(Duration::from_secs(10)), no_checkpoint)?, 1);
+//!     accepted.extend(accept_many(listener.as_fd(), 64, SocketFlags::CLOEXEC)?);
+//! }
+//! for (conn, peer) in &accepted {
+//!     let peer = SocketAddr::try_from(peer.clone().expect("a TCP peer has an address"));
+//!     assert_eq!(peer.expect("an IPv4 peer").ip(), addr.ip());
+//!     assert!(fdkit::fd::get_cloexec(conn.as_fd())?);
+//! }
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # References
+//!  - [accept4(2)](https://man7.org/linux/man-pages/man2/accept4.2.html)
+//!  - [socket(2)](https://man7.org/linux/man-pages/man2/socket.2.html)
+//!  - [poll(2)](https://man7.org/linux/man-pages/man2/poll.2.html)
 
 mod accept;
 mod fcntl;
@@ -44,6 +89,7 @@ pub use sockopt::{
 };
 pub use stat::{fstat, lstat, stat, FileStat};
 
+pub use rustix::event::{PollFd, PollFlags};
 pub use rustix::fs::{open, seek as lseek, Mode, OFlags, SeekFrom};
 pub use rustix::io::{pread, pwrite, read, write};
 pub use rustix::io::{DupFlags, Errno, FdFlags};
@@ -55,11 +101,43 @@ pub use rustix::net::{recv, send};
 pub use rustix::pipe::pipe_with as pipe2;
 pub use rustix::pipe::PipeFlags;
 
+use std::sync::atomic::{AtomicBool, Ordering};
+
 /// The most bytes one `read`/`write`/`sendfile` moves: Linux caps every call at
 /// `MAX_RW_COUNT` (2 GiB minus a page), whatever the caller asks. See read(2), sendfile(2).
 pub const MAX_RW_COUNT: usize = 0x7fff_f000;
 
-/// The checkpoint that never stops a loop: for Rust callers with no signals to honour.
+/// `no_checkpoint()`: the checkpoint that never stops a loop, for Rust callers with no
+/// signals to honour (`EINTR` is then simply retried).
 pub fn no_checkpoint() -> Result<(), Errno> {
     Ok(())
+}
+
+/// `stop_when(&flag)`: a checkpoint that stops the loop with `EINTR` once `flag` is set.
+///
+/// How a Rust program stops a long call from another thread. The servers' `run` calls its
+/// checkpoint at least every 100 ms, so setting the flag stops a server within that and it
+/// returns its stats. The transfer, proxy and atomic pipe loops call theirs only after `EINTR`
+/// and between chunks: the flag stops them at the next of those, but does not wake a wait.
+///
+/// # Example
+///
+/// ```
+/// use fdkit::fd::stop_when;
+/// use std::sync::atomic::{AtomicBool, Ordering};
+///
+/// let stop = AtomicBool::new(false);
+/// let mut checkpoint = stop_when(&stop);
+/// assert_eq!(checkpoint(), Ok(()));
+/// stop.store(true, Ordering::Relaxed);
+/// assert_eq!(checkpoint(), Err(fdkit::Errno::INTR));
+/// ```
+pub fn stop_when(flag: &AtomicBool) -> impl FnMut() -> Result<(), Errno> + Send + '_ {
+    move || {
+        if flag.load(Ordering::Relaxed) {
+            Err(Errno::INTR)
+        } else {
+            Ok(())
+        }
+    }
 }

@@ -12,7 +12,7 @@ pub fn poll(
     fds: &mut [PollFd<'_>],
     timeout: Option<Duration>,
     mut checkpoint: impl FnMut() -> Result<(), Errno>,
-) -> rustix::io::Result<usize> {
+) -> Result<usize, Errno> {
     let deadline = timeout.map(|t| Instant::now().checked_add(t));
     loop {
         let remaining = match deadline {
@@ -61,7 +61,7 @@ pub fn poll_cancellable(
     timeout: Option<Duration>,
     cancel: Option<&std::sync::atomic::AtomicBool>,
     mut checkpoint: impl FnMut() -> Result<(), Errno>,
-) -> rustix::io::Result<usize> {
+) -> Result<usize, Errno> {
     let Some(cancel) = cancel else {
         return poll(fds, timeout, checkpoint);
     };

@@ -19,7 +19,7 @@ pub fn connect(
     fd: BorrowedFd<'_>,
     addr: &impl SocketAddrArg,
     mut checkpoint: impl FnMut() -> Result<(), Errno>,
-) -> rustix::io::Result<()> {
+) -> Result<(), Errno> {
     match rustix::net::connect(fd, addr) {
         Err(Errno::INTR) => {
             checkpoint()?;

@@ -1,6 +1,7 @@
 //! `stat`, `fstat`, `lstat` with every field 64 bits wide.
 
 use rustix::fs::Stat;
+use rustix::io::Errno;
 use std::os::fd::BorrowedFd;
 
 /// What `stat` reports, with the widths the kernel has (no 32-bit truncation of sizes, inodes or
@@ -61,16 +62,16 @@ impl From<Stat> for FileStat {
 }
 
 /// `stat(path)`: follows symlinks. See stat(2).
-pub fn stat<P: rustix::path::Arg>(path: P) -> rustix::io::Result<FileStat> {
+pub fn stat<P: rustix::path::Arg>(path: P) -> Result<FileStat, Errno> {
     rustix::fs::stat(path).map(FileStat::from)
 }
 
 /// `lstat(path)`: describes a symlink itself. See stat(2).
-pub fn lstat<P: rustix::path::Arg>(path: P) -> rustix::io::Result<FileStat> {
+pub fn lstat<P: rustix::path::Arg>(path: P) -> Result<FileStat, Errno> {
     rustix::fs::lstat(path).map(FileStat::from)
 }
 
 /// `fstat(fd)`. See stat(2).
-pub fn fstat(fd: BorrowedFd<'_>) -> rustix::io::Result<FileStat> {
+pub fn fstat(fd: BorrowedFd<'_>) -> Result<FileStat, Errno> {
     rustix::fs::fstat(fd).map(FileStat::from)
 }

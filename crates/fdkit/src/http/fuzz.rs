@@ -1,4 +1,4 @@
-//! [`fuzz_one`]: every parser of this module run over one input, with the invariants checked.
+//! `fuzz_one`: every parser of this module run over one input, with the invariants checked.
 //! The cargo-fuzz target (`fuzz/fuzz_targets/http_request.rs`) and a stable-Rust test drive it.
 
 use super::{

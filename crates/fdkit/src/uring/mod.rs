@@ -11,6 +11,51 @@
 //! - `slots.rs`: what each op in flight owns.
 //! - `buf_ring.rs`: provided-buffer rings for multishot receives.
 //! - `completion.rs`: [`Completion`], [`CompletionFlags`], [`OpKind`].
+//!
+//! Errors: setting up, queueing and waiting return [`crate::Result`] (the kernel's errno in
+//! [`crate::Error::Os`], or an argument refused before it reached the kernel); an op's own
+//! failure arrives in its completion ([`Completion::error`]).
+//!
+//! # Example
+//!
+//! Read a pipe through the ring: queue the read, write the bytes, wait for the completion.
+//! io_uring can be missing or forbidden (seccomp, `kernel.io_uring_disabled`), so a program
+//! asks [`probe`] first.
+//!
+//! ```
+//! use fdkit::fd::{pipe2, write, PipeFlags};
+//! use fdkit::uring::{probe, OpKind, Ring};
+//! use std::os::fd::AsFd;
+//! use std::time::Duration;
+//!
+//! # fn main() -> std::io::Result<()> {
+//! let here = probe();
+//! if !here.available {
+//!     eprintln!("no io_uring here: {}", here.reason.unwrap_or_default());
+//!     return Ok(());
+//! }
+//! let mut ring = Ring::new(8)?;
+//! let (r, w) = pipe2(PipeFlags::CLOEXEC)?;
+//! ring.nop(1)?;
+//! ring.read(r.as_fd(), 64, None, 2)?; // the ring owns the 64-byte buffer until it completes
+//! write(&w, b"through the ring")?;
+//!
+//! let mut done = Vec::new();
+//! while done.len() < 2 {
+//!     done.extend(ring.wait(2 - done.len(), Some(Duration::from_secs(10)))?);
+//! }
+//! done.sort_by_key(|c| c.user_data);
+//! assert_eq!((done[0].op, done[0].result), (OpKind::Nop, 0));
+//! assert_eq!(done[1].op, OpKind::Read);
+//! assert_eq!(done[1].data.as_deref(), Some(&b"through the ring"[..]));
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # References
+//!  - [io_uring(7)](https://man7.org/linux/man-pages/man7/io_uring.7.html)
+//!  - [io_uring_setup(2)](https://man7.org/linux/man-pages/man2/io_uring_setup.2.html)
+//!  - [io_uring_enter(2)](https://man7.org/linux/man-pages/man2/io_uring_enter.2.html)
 
 mod buf_ring;
 mod completion;

@@ -21,5 +21,5 @@ pub use crate::fd::pipe_max_size;
 pub use kind::{fd_kind, FdKind, FileId};
 pub use pipe::Pipe;
 pub use pool::{pool_clear, pool_idle, PooledPipe, POOL_CAPACITY, POOL_PIPE_SIZE};
-pub use proxy::{proxy, relay, RESET_DRAIN_STALL};
-pub use transfer::{transfer, Fallback, Path, TransferStats, SMALL_TRANSFER};
+pub use proxy::{proxy, proxy_all, relay, RESET_DRAIN_STALL};
+pub use transfer::{transfer, transfer_all, Fallback, Path, TransferStats, SMALL_TRANSFER};

@@ -10,7 +10,7 @@ use rustix::event::{PollFd, PollFlags};
 use rustix::io::Errno;
 use rustix::net::Shutdown;
 use rustix::pipe::SpliceFlags;
-use std::os::fd::BorrowedFd;
+use std::os::fd::{AsFd, BorrowedFd};
 use std::time::{Duration, Instant};
 
 /// Relays everything from `src` to `dst` until `src` ends, splicing through a pooled pipe, and
@@ -308,8 +308,11 @@ fn abort(
     }
 }
 
-/// Relays both directions between two connected stream sockets until both have ended,
-/// passing each half-close on with `shutdown(SHUT_WR)`.
+/// `proxy(a, b, idle_timeout, checkpoint)`: relays both directions between two connected
+/// stream sockets until both have ended, passing each half-close on.
+///
+/// The full form; [`proxy_all`] is the everyday one. Bytes move socket → pipe → socket with
+/// splice and never enter userspace; each half-close is passed on with `shutdown(SHUT_WR)`.
 ///
 /// A reset is passed on as a reset: when one side's peer resets (or fails otherwise), the
 /// bytes that side's kernel still holds and the pipe's are delivered to the other side, then
@@ -321,8 +324,14 @@ fn abort(
 /// of file when the caller closes them.
 ///
 /// `idle_timeout` ends the proxy with `ETIMEDOUT` after that long without a byte moving. Both
-/// fds are switched to non-blocking for the duration and restored after. Returns the bytes
-/// moved `(a → b, b → a)`. See splice(2), shutdown(2), socket(7) (`SO_LINGER`).
+/// fds are switched to non-blocking for the duration and restored after. `checkpoint` runs
+/// after `EINTR` and every 64 MiB moved; its `Err` stops the proxy with that error. Returns
+/// the bytes moved `(a → b, b → a)`.
+///
+/// # References
+///  - [splice(2)](https://man7.org/linux/man-pages/man2/splice.2.html)
+///  - [shutdown(2)](https://man7.org/linux/man-pages/man2/shutdown.2.html)
+///  - [socket(7)](https://man7.org/linux/man-pages/man7/socket.7.html) (`SO_LINGER`)
 pub fn proxy(
     a: BorrowedFd<'_>,
     b: BorrowedFd<'_>,
@@ -419,4 +428,51 @@ pub fn proxy(
             None => {}
         }
     }
+}
+
+/// `proxy_all(a, b)`: relays both directions between two connected stream sockets until
+/// both have ended.
+///
+/// The simple form of [`proxy`]: no idle timeout, `EINTR` retried. Takes anything that lends
+/// an fd (`&TcpStream`, `&UnixStream`, `&OwnedFd`, [`BorrowedFd`]). Returns the bytes moved
+/// `(a → b, b → a)`.
+///
+/// # Example
+///
+/// Two socket pairs spliced together: what one end writes comes out at the other, and the
+/// half-close travels too.
+///
+/// ```
+/// use fdkit::zerocopy::proxy_all;
+/// use std::io::{Read, Write};
+/// use std::net::Shutdown;
+/// use std::os::unix::net::UnixStream;
+///
+/// # fn main() -> std::io::Result<()> {
+/// let (mut client, a) = UnixStream::pair()?;
+/// let (b, mut server) = UnixStream::pair()?;
+/// let relay = std::thread::spawn(move || proxy_all(&a, &b));
+///
+/// client.write_all(b"ping")?;
+/// client.shutdown(Shutdown::Write)?;
+/// let mut got = Vec::new();
+/// server.read_to_end(&mut got)?; // ends: the client's half-close came through
+/// assert_eq!(got, b"ping");
+///
+/// server.write_all(b"pong")?;
+/// drop(server);
+/// let mut back = Vec::new();
+/// client.read_to_end(&mut back)?;
+/// assert_eq!(back, b"pong");
+///
+/// assert_eq!(relay.join().unwrap()?, (4, 4));
+/// # Ok(())
+/// # }
+/// ```
+///
+/// # References
+///  - [splice(2)](https://man7.org/linux/man-pages/man2/splice.2.html)
+///  - [shutdown(2)](https://man7.org/linux/man-pages/man2/shutdown.2.html)
+pub fn proxy_all(a: impl AsFd, b: impl AsFd) -> Result<(u64, u64), Errno> {
+    proxy(a.as_fd(), b.as_fd(), None, &mut crate::fd::no_checkpoint)
 }

@@ -5,7 +5,7 @@ use super::kind::{fd_kind, FdKind, FileId};
 use rustix::io::Errno;
 use std::collections::HashMap;
 use std::fmt;
-use std::os::fd::{AsRawFd, BorrowedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 use std::sync::Mutex;
 
 /// Transfers of at most this many bytes skip the two `statx` calls, the path plan and the
@@ -116,18 +116,70 @@ fn remember(key: PairKey, path: Path) {
     }
 }
 
-/// Moves up to `count` bytes (until the source ends when `None`) from `src` to `dst` by the
-/// best path for the two fd kinds, falling back at run time to the next path and finally to
-/// read/write. With an offset, that side is read or written at the offset (which advances)
-/// and its file position is left alone; without, the file position is used.
+/// `transfer(src, dst, count, src_off, dst_off, checkpoint)`: moves up to `count` bytes (all,
+/// until the source ends, when `None`) from `src` to `dst` by the best kernel path for the two
+/// fd kinds.
+///
+/// The full form; [`transfer_all`] is the everyday one. The path is chosen from the fd kinds
+/// (copy_file_range for file → file, splice through a pooled pipe for file → socket, splice
+/// when one side is a pipe, sendfile, …) and falls back at run time to the next path and
+/// finally to read/write. With an offset, that side is read or written at the offset (which
+/// advances) and its file position is left alone; without, the file position is used.
 ///
 /// Non-blocking fds are waited on with poll, on the side that would block. `checkpoint` runs
-/// after `EINTR`, waits and short transfers; its `Err` stops the transfer with that error.
-/// Returns the bytes delivered with what happened; on error the stats still say how far it
-/// got. A peer that is gone gives `EPIPE`: `SIGPIPE`, which splice and sendfile raise with no
-/// way to opt out, is blocked on this thread for the call unless the process ignores it (as
-/// Python does). Transfers of [`SMALL_TRANSFER`] bytes or less skip that check to stay cheap.
-/// See copy_file_range(2), sendfile(2), splice(2).
+/// after `EINTR`, waits and short transfers; its `Err` stops the transfer with that error
+/// (pass [`crate::fd::no_checkpoint`] for none). Returns the bytes delivered with what
+/// happened; on error the stats still say how far it got. A peer that is gone gives `EPIPE`:
+/// `SIGPIPE`, which splice and sendfile raise with no way to opt out, is blocked on this
+/// thread for the call unless the process ignores it (as Python does). Transfers of
+/// [`SMALL_TRANSFER`] bytes or less skip that check to stay cheap.
+///
+/// # Example
+///
+/// The last 5 bytes of a file, at an offset, into a pipe; the file position is not moved:
+///
+/// ```
+/// use fdkit::fd::{no_checkpoint, pipe2, read, PipeFlags};
+/// use fdkit::zerocopy::{transfer, Path};
+/// use std::os::fd::AsFd;
+///
+/// # fn main() -> std::io::Result<()> {
+/// let file = fdkit_doc_tempfile(b"hello, world")?;
+/// let (r, w) = pipe2(PipeFlags::CLOEXEC)?;
+/// let mut offset = 7;
+/// let (moved, stats) = transfer(
+///     file.as_fd(),
+///     w.as_fd(),
+///     None,              // count: until the source ends
+///     Some(&mut offset), // read the file at this offset
+///     None,              // write the pipe at its (nonexistent) position
+///     &mut no_checkpoint,
+/// );
+/// assert_eq!(moved?, 5);
+/// assert_eq!(offset, 12);
+/// assert_eq!(stats.path, Path::Splice);
+/// let mut buf = [0; 16];
+/// let n = read(&r, &mut buf)?;
+/// assert_eq!(&buf[..n], b"world");
+/// # Ok(())
+/// # }
+/// # fn fdkit_doc_tempfile(data: &[u8]) -> std::io::Result<std::fs::File> {
+/// #     use std::io::Write;
+/// #     let (fd, path) = fdkit::fd::mkstemp(&std::env::temp_dir(), "fdkit-doc-".as_ref(), "".as_ref(), true)?;
+/// #     std::fs::remove_file(path)?;
+/// #     let mut f = std::fs::File::from(fd);
+/// #     f.write_all(data)?;
+/// #     Ok(f)
+/// # }
+/// ```
+///
+/// # References
+///  - [copy_file_range(2)](https://man7.org/linux/man-pages/man2/copy_file_range.2.html)
+///  - [sendfile(2)](https://man7.org/linux/man-pages/man2/sendfile.2.html)
+///  - [splice(2)](https://man7.org/linux/man-pages/man2/splice.2.html)
+///  - [read(2)](https://man7.org/linux/man-pages/man2/read.2.html),
+///    [write(2)](https://man7.org/linux/man-pages/man2/write.2.html)
+///  - [poll(2)](https://man7.org/linux/man-pages/man2/poll.2.html)
 pub fn transfer(
     src: BorrowedFd<'_>,
     dst: BorrowedFd<'_>,
@@ -210,6 +262,57 @@ pub fn transfer(
         }
     }
     (Ok(job.moved), stats)
+}
+
+/// `transfer_all(src, dst)`: moves everything from `src` to `dst`, until `src` ends, by the
+/// best kernel path.
+///
+/// The simple form of [`transfer`]: no byte count, both file positions used (and advanced),
+/// `EINTR` retried, the stats left out. Takes anything that lends an fd (`&File`,
+/// `&TcpStream`, `&OwnedFd`, [`BorrowedFd`]). Returns the bytes delivered.
+///
+/// # Example
+///
+/// ```
+/// use fdkit::zerocopy::transfer_all;
+/// use std::io::{Read, Seek, Write};
+///
+/// # fn main() -> std::io::Result<()> {
+/// let dir = std::env::temp_dir();
+/// let mut src = fdkit_doc_tempfile(&dir)?;
+/// let mut dst = fdkit_doc_tempfile(&dir)?;
+/// src.write_all(&[7u8; 100_000])?;
+/// src.rewind()?;
+///
+/// assert_eq!(transfer_all(&src, &dst)?, 100_000); // copy_file_range, in the kernel
+///
+/// let mut copy = Vec::new();
+/// dst.rewind()?;
+/// dst.read_to_end(&mut copy)?;
+/// assert_eq!(copy, [7u8; 100_000]);
+/// # Ok(())
+/// # }
+/// # fn fdkit_doc_tempfile(dir: &std::path::Path) -> std::io::Result<std::fs::File> {
+/// #     let (fd, path) = fdkit::fd::mkstemp(dir, "fdkit-doc-".as_ref(), "".as_ref(), true)?;
+/// #     std::fs::remove_file(path)?;
+/// #     Ok(std::fs::File::from(fd))
+/// # }
+/// ```
+///
+/// # References
+///  - [copy_file_range(2)](https://man7.org/linux/man-pages/man2/copy_file_range.2.html)
+///  - [sendfile(2)](https://man7.org/linux/man-pages/man2/sendfile.2.html)
+///  - [splice(2)](https://man7.org/linux/man-pages/man2/splice.2.html)
+pub fn transfer_all(src: impl AsFd, dst: impl AsFd) -> Result<u64, Errno> {
+    transfer(
+        src.as_fd(),
+        dst.as_fd(),
+        None,
+        None,
+        None,
+        &mut crate::fd::no_checkpoint,
+    )
+    .0
 }
 
 /// The small-transfer path: through a pooled pipe, else read/write.

@@ -35,7 +35,7 @@ pub(super) fn recording_path(base: &Path, n: u64) -> PathBuf {
 impl Recorder {
     /// Creates (truncating) `base.n` with mode 0644 (less the umask) and a mirror pipe for the
     /// relay pipe whose write end is `relay_w`. See open(2).
-    pub fn create(base: &Path, n: u64, relay_w: &OwnedFd) -> rustix::io::Result<Self> {
+    pub fn create(base: &Path, n: u64, relay_w: &OwnedFd) -> Result<Self, Errno> {
         let (mirror_r, mirror_w) = rustix::pipe::pipe_with(PipeFlags::CLOEXEC)?;
         let relay_size = fcntl_getpipe_size(relay_w)?;
         if fcntl_getpipe_size(&mirror_w)? < relay_size

@@ -87,7 +87,7 @@ impl Relay {
     /// when given and the kernel agrees; without one, the pipe starts at the kernel's default
     /// and grows to 1 MiB once the direction proves to be bulk. See pipe(7) for
     /// `F_SETPIPE_SZ`.
-    pub fn new(pipe_size: Option<usize>) -> rustix::io::Result<Self> {
+    pub fn new(pipe_size: Option<usize>) -> Result<Self, Errno> {
         let (pipe_r, pipe_w) = rustix::pipe::pipe_with(PipeFlags::CLOEXEC | PipeFlags::NONBLOCK)?;
         if let Some(size) = pipe_size {
             // EPERM (over fs.pipe-max-size or the user's pipe budget) keeps the default size.
