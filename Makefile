@@ -64,9 +64,10 @@ bench-tools: ## install wrk and nginx for `fdkit bench serve` when missing (apt-
 	  || echo "bench-tools: apt-get could not install$$missing; fdkit bench skips their rows"
 
 .PHONY: lint
-lint: setup ## cargo fmt --check, clippy -D warnings, ruff, mypy stubtest
+lint: setup ## cargo fmt --check, clippy -D warnings, cargo doc -D warnings, ruff, mypy stubtest
 	cargo fmt --all -- --check
 	cargo clippy --workspace --all-targets --release -- -D warnings
+	RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --release --quiet
 	$(VENV)/bin/ruff check python tests bench
 	$(VENV)/bin/ruff format --check python tests bench
 	$(PY) -m mypy.stubtest fdkit._fdkit --allowlist stubtest-allowlist.txt
