@@ -1,0 +1,133 @@
+"""The closed sets of strings fdkit takes and returns, and the shapes of the dicts it returns.
+
+Import them to annotate your own code::
+
+    from fdkit.types import Engine, ServeStats, TransferStats
+
+The dicts are plain ``dict`` objects at run time; these ``TypedDict`` classes say which keys
+they carry (a test checks the keys the native code produces against them, so they cannot
+drift).
+"""
+
+from __future__ import annotations
+
+from typing import Literal, NotRequired, TypedDict
+
+__all__ = [
+    "AtomicPipeMode",
+    "CompletionOp",
+    "Engine",
+    "EngineName",
+    "ListenInfo",
+    "MixedEvent",
+    "ProxyStats",
+    "ServeStaticStats",
+    "ServeStats",
+    "StoppedBy",
+    "TransferFallback",
+    "TransferPath",
+    "TransferStats",
+    "ZstdCodec",
+]
+
+#: ``AtomicPipe.from_fd(mode, fd)``: ``'r'``/``'w'``, or Perl's ``'<&'``/``'>&'``
+#: (``'<&='``/``'>&='``). ``AtomicPipe.mode`` reports ``'r'`` or ``'w'``.
+AtomicPipeMode = Literal["r", "w", "<&", ">&", "<&=", ">&="]
+
+#: The one compression codec an atomic pipe speaks (``compression=``, ``set_compression``).
+ZstdCodec = Literal["zstd"]
+
+#: What ``AtomicPipe.get_line_burst_or_data`` says it returned.
+MixedEvent = Literal["message", "burst", "line"]
+
+#: ``serve(engine=...)``: ``"auto"`` picks io_uring where the kernel allows it, else epoll;
+#: ``"uring"`` (or ``"io_uring"``) insists on io_uring.
+Engine = Literal["auto", "uring", "io_uring", "epoll"]
+
+#: The engine a server actually runs, as its stats and ``on_listen`` info name it.
+EngineName = Literal["io_uring", "epoll"]
+
+#: How ``serve`` was stopped (None when the server returned on its own).
+StoppedBy = Literal["SIGINT", "SIGTERM"]
+
+#: The paths ``zerocopy.transfer`` can take (``transfer_stats()["path"]``).
+TransferPath = Literal["copy_file_range", "sendfile", "splice", "splice_via_pipe", "read_write"]
+
+#: ``Completion.op``: the ``Ring`` method that queued the operation (multishot accept and
+#: ``recv_multishot`` have their own names; ``close_fd`` reports ``"close"``).
+CompletionOp = Literal[
+    "nop",
+    "socket",
+    "accept",
+    "accept_multishot",
+    "connect",
+    "recv",
+    "recv_multishot",
+    "send",
+    "send_zc",
+    "read",
+    "write",
+    "splice",
+    "tee",
+    "shutdown",
+    "close",
+    "poll_add",
+    "timeout",
+    "cancel",
+]
+
+# One path ``transfer`` left for the next one, and why. "from" is a keyword: the functional
+# form is the only way to spell this TypedDict.
+TransferFallback = TypedDict(
+    "TransferFallback",
+    {"from": TransferPath, "to": TransferPath, "errno": int | None, "reason": str},
+)
+
+
+class TransferStats(TypedDict):
+    """``zerocopy.transfer_stats()``: the calling thread's last ``transfer``."""
+
+    path: TransferPath
+    bytes: int
+    remembered: bool
+    fallbacks: list[TransferFallback]
+
+
+class ServeStaticStats(TypedDict):
+    """The counters one static server returns when it stops."""
+
+    requests: int
+    connections: int
+    timeouts: int
+    refused: int
+    peak_connections: int
+    max_connections: int
+
+
+class ServeStats(ServeStaticStats):
+    """``fdkit.serve(...)``: the counters (added up across workers), the engine and what
+    stopped it; ``workers`` only when ``workers > 1``."""
+
+    engine: EngineName | None
+    stopped_by: StoppedBy | None
+    workers: NotRequired[int]
+
+
+class ListenInfo(TypedDict):
+    """What ``serve_static(on_listen=...)`` is called with once the socket listens."""
+
+    host: str
+    port: int
+    engine: EngineName
+    fallback: str | None
+
+
+class ProxyStats(TypedDict):
+    """``serve_proxy(...)``: the forwarding proxy's counters when it stops."""
+
+    connections: int
+    bytes_up: int
+    bytes_down: int
+    upstream_failures: int
+    peak_connections: int
+    max_connections: int
