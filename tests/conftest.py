@@ -94,7 +94,8 @@ class Fds:
     def own(self, *fds: int) -> int:
         """Registers fds the test created; returns the first, for ``x = fds.own(fd.socket())``."""
         for n in fds:
-            assert isinstance(n, int) and n >= 0, n
+            assert isinstance(n, int), n
+            assert n >= 0, n
             assert n not in self.owned, f"fd {n} registered twice"
             self.owned.append(n)
         return fds[0]

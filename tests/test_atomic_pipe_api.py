@@ -37,11 +37,15 @@ def test_pair() -> None:
     r, w = AtomicPipe.pair()
     with r, w:
         assert (r.mode, w.mode) == ("r", "w")
-        assert r.fileno() != w.fileno() and is_open(r.fileno()) and is_open(w.fileno())
+        assert r.fileno() != w.fileno()
+        assert is_open(r.fileno())
+        assert is_open(w.fileno())
         for p in (r, w):
             assert not os.get_inheritable(p.fileno())  # CLOEXEC from the start
-            assert p.blocking and os.get_blocking(p.fileno())
-            assert not p.closed and not p.mixed_data_mode
+            assert p.blocking
+            assert os.get_blocking(p.fileno())
+            assert not p.closed
+            assert not p.mixed_data_mode
             assert p.compression is None
         assert w.pending_output == 0
         w.write_message(b"one")
@@ -51,7 +55,8 @@ def test_pair() -> None:
 def test_pair_options() -> None:
     r, w = AtomicPipe.pair(mixed_data_mode=True, compression="zstd", level=1)
     with r, w:
-        assert r.mixed_data_mode and w.mixed_data_mode
+        assert r.mixed_data_mode
+        assert w.mixed_data_mode
         assert r.compression == w.compression == "zstd"
         w.write_message(b"m" * 10_000)
         assert w.write_burst(b"b" * 1000) is not None
@@ -69,14 +74,16 @@ def test_from_fd_modes_take_ownership(mode: str, end: int, expected: str) -> Non
     try:
         p = AtomicPipe.from_fd(mode, fds[end])
         with p:
-            assert p.mode == expected and p.fileno() == fds[end]
+            assert p.mode == expected
+            assert p.fileno() == fds[end]
             if expected == "w":
                 p.write_message(b"via from_fd")
                 assert os.read(mine, 100)[16:] == b"via from_fd"
             else:
                 os.write(mine, chunks(b"abc", 1, 0)[0])
                 assert p.read_message() == b"abc"
-        assert p.closed and p.fileno() == -1
+        assert p.closed
+        assert p.fileno() == -1
         assert not is_open(fds[end])  # it owned the fd, so it closed it
     finally:
         os.close(mine)
@@ -103,7 +110,8 @@ def test_from_fd_refuses_the_wrong_direction_and_leaves_the_fd() -> None:
             AtomicPipe.from_fd(">&", r)
         with pytest.raises(ValueError, match="zstd"):
             AtomicPipe.from_fd("r", r, compression="zstd", level=99)
-        assert is_open(r) and is_open(w)
+        assert is_open(r)
+        assert is_open(w)
     finally:
         os.close(w)
         os.close(r)
@@ -125,7 +133,9 @@ def test_context_manager_and_close_twice() -> None:
     with r as entered, w:
         assert entered is r
     for p, n in zip((r, w), numbers, strict=True):
-        assert p.closed and p.fileno() == -1 and not is_open(n)
+        assert p.closed
+        assert p.fileno() == -1
+        assert not is_open(n)
         p.close()  # a second close does nothing (and touches no reused fd number)
         assert p.closed
 
@@ -246,14 +256,17 @@ def test_nonblocking_reader_returns_what_is_ready() -> None:
     r, w = AtomicPipe.pair()
     with r, w:
         r.blocking = False
-        assert not r.blocking and not os.get_blocking(r.fileno())
-        assert r.read_message() is None and r.read_messages() == []
+        assert not r.blocking
+        assert not os.get_blocking(r.fileno())
+        assert r.read_message() is None
+        assert r.read_messages() == []
         os.write(w.fileno(), chunks(b"abcde", 1, 0)[0][:18])  # most of a chunk
         assert r.read_message() is None
         os.write(w.fileno(), b"cde")
         assert r.read_message() == b"abcde"
         r.blocking = True
-        assert r.blocking and os.get_blocking(r.fileno())
+        assert r.blocking
+        assert os.get_blocking(r.fileno())
 
 
 def test_iteration_and_read_messages_max() -> None:
@@ -268,7 +281,9 @@ def test_iteration_and_read_messages_max() -> None:
         assert not r.eof()
         assert list(r) == msgs[5:]
         assert r.eof()
-        assert list(r) == [] and r.read_message() is None and r.read_messages() == []
+        assert list(r) == []
+        assert r.read_message() is None
+        assert r.read_messages() == []
 
 
 def test_eof_only_once_everything_was_returned() -> None:
@@ -289,9 +304,11 @@ def test_blocking_get_set_both_ends() -> None:
     with r, w:
         for p in (r, w):
             p.blocking = False
-            assert p.blocking is False and not os.get_blocking(p.fileno())
+            assert p.blocking is False
+            assert not os.get_blocking(p.fileno())
             p.blocking = True
-            assert p.blocking is True and os.get_blocking(p.fileno())
+            assert p.blocking is True
+            assert os.get_blocking(p.fileno())
 
 
 def test_sizes() -> None:
@@ -312,7 +329,8 @@ def test_mixed_mode_lines_peeks_and_final_line() -> None:
     with r:
         r.set_mixed_data_mode()
         w.set_mixed_data_mode()
-        assert r.mixed_data_mode and w.mixed_data_mode
+        assert r.mixed_data_mode
+        assert w.mixed_data_mode
         os.write(w.fileno(), b"a line\npart")
         assert r.get_line_burst_or_data(peek_line=True, timeout=5) == ("line", b"a line\n")
         assert r.get_line_burst_or_data(peek_line=True, timeout=5) == ("peek", b"part")

@@ -74,8 +74,10 @@ def test_full_pipe_queues_and_flush_polls() -> None:
         assert w.flush(10) is True
         assert w.pending_output == 0
         drain.join(10)
-        assert drain.error is None and drain.got == msgs
-        assert w.flush() is True and w.flush(0) is True  # nothing queued: at once
+        assert drain.error is None
+        assert drain.got == msgs
+        assert w.flush() is True
+        assert w.flush(0) is True
 
 
 def test_close_flushes_queued_output_first() -> None:
@@ -91,7 +93,9 @@ def test_close_flushes_queued_output_first() -> None:
         assert cpu < 0.1, f"{cpu:.3f} s of CPU in a {wall:.3f} s close"  # ...in poll(2)
         assert w.closed
         drain.join(10)
-        assert drain.error is None and drain.got == msgs and drain.saw_eof
+        assert drain.error is None
+        assert drain.got == msgs
+        assert drain.saw_eof
 
 
 def test_a_signal_during_close_loses_nothing() -> None:
@@ -110,9 +114,12 @@ def test_a_signal_during_close_loses_nothing() -> None:
             kicker.start()
             w.close()
             kicker.join()
-            assert handled == [signal.SIGUSR1] and w.closed
+            assert handled == [signal.SIGUSR1]
+            assert w.closed
             drain.join(10)
-            assert drain.error is None and drain.got == msgs and drain.saw_eof
+            assert drain.error is None
+            assert drain.got == msgs
+            assert drain.saw_eof
     finally:
         signal.signal(signal.SIGUSR1, old)
 

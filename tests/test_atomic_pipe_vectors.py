@@ -252,7 +252,8 @@ def test_keep_compressed_returns_the_zstd_frame(mixed: bool) -> None:
     [(kind, frame)] = decode(wire, keep_compressed=True, **opts)
     assert kind == "message"
     assert frame == payloads(wire, mixed=mixed)
-    assert frame.startswith(ZSTD_MAGIC) and len(frame) < 20_000
+    assert frame.startswith(ZSTD_MAGIC)
+    assert len(frame) < 20_000
     assert zstd_decompress(frame) == JSONISH[:20_000]
 
 
@@ -267,7 +268,8 @@ def test_zstd_burst_fits_by_its_compressed_size() -> None:
         sizes.append(w.fits_in_burst(payload(100_000)))  # random bytes: far too big
 
     wire = wire_of(write, compression="zstd")
-    assert sizes[0] is not None and sizes[0] == sizes[1] == len(wire) < 4096
+    assert sizes[0] is not None
+    assert sizes[0] == sizes[1] == len(wire) < 4096
     assert sizes[2] is None
     assert zstd_decompress(wire) == big
 

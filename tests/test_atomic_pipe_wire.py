@@ -162,7 +162,8 @@ def in_thread(call: Callable[[], Any]) -> tuple[Any, int]:
     t = threading.Thread(target=run)
     t.start()
     t.join(20)
-    assert not t.is_alive() and "result" in box, "the writer thread failed or hung"
+    assert not t.is_alive(), "the writer thread failed or hung"
+    assert "result" in box, "the writer thread failed or hung"
     return box["result"], box["tid"]
 
 

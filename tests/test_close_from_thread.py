@@ -225,7 +225,8 @@ def sigint_main_after(delay: float, rescue: Callable[[], None]) -> Iterator[None
     """SIGINT to the main thread after ``delay`` s; ``rescue`` 3 s later if still needed."""
     done = threading.Event()
     main = threading.main_thread().ident
-    assert main is not None and threading.current_thread() is threading.main_thread()
+    assert main is not None
+    assert threading.current_thread() is threading.main_thread()
 
     def fire() -> None:
         if done.wait(delay):

@@ -153,10 +153,12 @@ def check_child_records(collect: Collector, tag: str, n: int, pid: int) -> None:
     for r in mine[:n]:
         assert r.getMessage() == f"record {r.seq} of {tag}"
         assert (r.name, r.levelno, r.process) == (f"fdkit.test.{tag}", logging.INFO, pid)
-        assert r.args is None and r.exc_info is None
+        assert r.args is None
+        assert r.exc_info is None
         for key, value in extras(tag, r.seq).items():
             got = getattr(r, key)
-            assert got == value and type(got) is type(value), (tag, r.seq, key, got)
+            assert got == value, (tag, r.seq, key, got)
+            assert type(got) is type(value), (tag, r.seq, key, got)
     last = mine[n]
     assert (last.levelno, last.getMessage(), last.process) == (
         logging.ERROR,
@@ -164,17 +166,22 @@ def check_child_records(collect: Collector, tag: str, n: int, pid: int) -> None:
         pid,
     )
     # The exception itself came back (without its traceback), and its text in exc_text.
-    assert last.exc_info is not None and last.exc_info[0] is ValueError
+    assert last.exc_info is not None
+    assert last.exc_info[0] is ValueError
     assert str(last.exc_info[1]) == f"boom in {tag}"
     assert last.exc_text is not None
     assert last.exc_text.startswith("Traceback (most recent call last):")
-    assert "in child_logs" in last.exc_text and last.exc_text.endswith(f"ValueError: boom in {tag}")
-    assert last.stack_info is not None and last.stack_info.startswith("Stack (most recent call")
+    assert "in child_logs" in last.exc_text
+    assert last.exc_text.endswith(f"ValueError: boom in {tag}")
+    assert last.stack_info is not None
+    assert last.stack_info.startswith("Stack (most recent call")
     assert "in child_logs" in last.stack_info
-    assert isinstance(last.lock, str) and "lock" in last.lock  # unpicklable: its repr
+    assert isinstance(last.lock, str)
+    assert "lock" in last.lock
     # The parent's formatters print the child's traceback and stack.
     text = logging.Formatter("%(message)s").format(last)
-    assert f"ValueError: boom in {tag}" in text and "Stack (most recent call" in text
+    assert f"ValueError: boom in {tag}" in text
+    assert "Stack (most recent call" in text
 
 
 @pytest.mark.parametrize("exit_mode", ["return", "os_exit"])
@@ -202,7 +209,8 @@ def test_child_records_arrive_whole(transport: str, method: str, exit_mode: str)
     for tag, pid in zip(tags, pids, strict=True):
         check_child_records(collect, tag, n, pid)
     assert len(collect.records) == 2 * (n + 1)
-    assert listener.received == 2 * (n + 1) and listener.undecodable == 0
+    assert listener.received == 2 * (n + 1)
+    assert listener.undecodable == 0
 
 
 # ---------------------------------------------------------------------------------------------
@@ -242,7 +250,8 @@ def test_many_children_at_once_nothing_lost_or_mangled(transport: str) -> None:
         mine = collect.tagged(tag)
         assert [r.seq for r in mine] == list(range(n)), f"{tag}: records missing or reordered"
         for r in mine:
-            assert r.process == pid and r.getMessage() == f"{tag} {r.seq}"
+            assert r.process == pid
+            assert r.getMessage() == f"{tag} {r.seq}"
             assert r.data == payload_for(tag, r.seq)
             assert r.digest == hashlib.sha256(r.data).hexdigest()
 
@@ -267,9 +276,12 @@ def test_a_100k_record_with_a_60k_traceback_arrives_whole(method: str) -> None:
         [pid] = run_children(multiprocessing.get_context(method), child_huge, [(handler,)])
     [r] = collect.records
     assert len(r.getMessage()) > 24 * PIPE_BUF  # two dozen chunks at least
-    assert r.getMessage() == HUGE and r.process == pid
-    assert r.exc_text is not None and r.exc_text.endswith("RuntimeError: " + "z" * 60_000)
-    assert r.exc_info is not None and r.exc_info[0] is RuntimeError
+    assert r.getMessage() == HUGE
+    assert r.process == pid
+    assert r.exc_text is not None
+    assert r.exc_text.endswith("RuntimeError: " + "z" * 60_000)
+    assert r.exc_info is not None
+    assert r.exc_info[0] is RuntimeError
 
 
 @pytest.fixture
@@ -369,7 +381,8 @@ def test_fork_while_another_thread_is_writing_does_not_deadlock(
         assert not t.is_alive()
     for tag, pid in zip(tags, pids, strict=True):
         [r] = collect.tagged(tag)
-        assert r.process == pid and r.getMessage() == f"child {tag}"
+        assert r.process == pid
+        assert r.getMessage() == f"child {tag}"
     assert [r.seq for r in collect.tagged("hammer")] == list(range(sent))
 
 
@@ -513,7 +526,8 @@ def test_garbage_on_the_fifo_stops_the_listener_and_writers_fail_fast(
         handler.close()
         listener.stop(timeout=5)
     messages = [r.getMessage() for r in collect.records]
-    assert messages[0] == "before" and len(messages) == 3, messages
+    assert messages[0] == "before", messages
+    assert len(messages) == 3, messages
     assert messages[1].startswith("broken log stream: ")
     assert "cannot be decoded past this point" in messages[2]
 
@@ -565,7 +579,8 @@ def test_a_writer_fails_fast_once_the_listener_is_gone(tmp_path: Path) -> None:
     os.mkfifo(orphan, 0o600)
     handler = AtomicPipeHandler(orphan)
     outcome = bounded(lambda: handle_counting_errors(handler, 3), timeout=5)
-    assert outcome.get() == 1 and handler.dropped == 3
+    assert outcome.get() == 1
+    assert handler.dropped == 3
     handler.close()
 
 

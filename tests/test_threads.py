@@ -125,9 +125,11 @@ def test_two_threads_blocked_in_read(fds: Fds) -> None:
         wait_in_syscall(t1, names, "first read")
         wait_in_syscall(t2, names, "second read")
         # Both are in read(2) at the same time, and this thread still runs.
-        assert t1.tid is not None and t2.tid is not None
+        assert t1.tid is not None
+        assert t2.tid is not None
         assert syscall_of(t1.tid) in names
-        assert t1.is_alive() and t2.is_alive()
+        assert t1.is_alive()
+        assert t2.is_alive()
         assert time.monotonic() - t1.started_at < WATCHDOG_DELAY, "the main thread was stalled"
 
         fd.write(w2, b"two")

@@ -155,7 +155,8 @@ def check_stats(stats: dict[str, Any] | None, moved: int, planned: str, may_fall
     fallbacks = stats["fallbacks"]
     for f in fallbacks:
         assert set(f) == {"from", "to", "errno", "reason"}
-        assert isinstance(f["reason"], str) and f["reason"], f
+        assert isinstance(f["reason"], str), f
+        assert f["reason"], f
         assert f["errno"] is None or isinstance(f["errno"], int)
     chain = [f["from"] for f in fallbacks] + [stats["path"]]
     assert all(f["to"] == nxt for f, nxt in zip(fallbacks, chain[1:], strict=True)), stats
@@ -221,7 +222,8 @@ def test_matrix_with_count(
     check_stats(stats, moved, planned, may_fall_back(src_kind, dst_kind, size))
     if size <= SMALL_TRANSFER:
         # No fstat, no plan: nothing to remember either.
-        assert stats is not None and not stats["remembered"]
+        assert stats is not None
+        assert not stats["remembered"]
 
 
 @pytest.mark.parametrize("size", [0, 1, 100_003], ids=str)
@@ -293,4 +295,5 @@ def test_transfer_stats_is_per_thread(fds: Fds) -> None:
     t.join(5)
     assert seen == [None], "another thread's stats leaked into a fresh thread"
     stats = zerocopy.transfer_stats()
-    assert stats is not None and stats["bytes"] == 3
+    assert stats is not None
+    assert stats["bytes"] == 3

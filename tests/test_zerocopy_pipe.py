@@ -26,9 +26,13 @@ def max_size() -> int:
 def test_basics() -> None:
     with zerocopy.Pipe() as p:
         r, w = p.fds
-        assert r != w and is_open(r) and is_open(w)
-        assert fd.get_blocking(r) and fd.get_blocking(w)
-        assert fd.get_cloexec(r) and fd.get_cloexec(w)
+        assert r != w
+        assert is_open(r)
+        assert is_open(w)
+        assert fd.get_blocking(r)
+        assert fd.get_blocking(w)
+        assert fd.get_cloexec(r)
+        assert fd.get_cloexec(w)
         assert p.size == 16 * PAGE  # the kernel default
         assert p.pending == 0
         assert not p.closed
@@ -38,14 +42,16 @@ def test_basics() -> None:
         assert fd.read(r, 10) == b"abc"
         assert p.max_size == max_size()
     assert p.closed
-    assert not is_open(r) and not is_open(w)
+    assert not is_open(r)
+    assert not is_open(w)
     assert repr(p) == "<Pipe closed>"
 
 
 def test_nonblocking_pipe() -> None:
     with zerocopy.Pipe(nonblocking=True) as p, zerocopy.Pipe() as q:
         r, w = p.fds
-        assert not fd.get_blocking(r) and not fd.get_blocking(w)
+        assert not fd.get_blocking(r)
+        assert not fd.get_blocking(w)
         null = fd.open("/dev/null", fd.O_WRONLY)
         try:
             with pytest.raises(BlockingIOError):
@@ -74,7 +80,8 @@ def test_resize_below_what_it_holds_is_ebusy() -> None:
         with pytest.raises(OSError) as e:
             p.resize(PAGE)
         assert e.value.errno == errno.EBUSY
-        assert p.size == 1 << 20 and p.pending == 200_000
+        assert p.size == 1 << 20
+        assert p.pending == 200_000
 
 
 def test_resize_or_max() -> None:
@@ -259,7 +266,8 @@ def test_closed_pipe_raises_value_error(fds: Fds) -> None:
         "fds": lambda: p.fds,
     }
     for name, call in calls.items():
-        with pytest.raises(ValueError, match="closed"):
+        # PT012: the fail names the call when it does not raise.
+        with pytest.raises(ValueError, match="closed"):  # noqa: PT012
             call()
             pytest.fail(f"{name} on a closed Pipe did not raise")
     # The closed Pipe still works as a (no-op) context manager exit.
@@ -268,11 +276,19 @@ def test_closed_pipe_raises_value_error(fds: Fds) -> None:
 
 
 def test_context_manager_closes_on_exception() -> None:
-    with pytest.raises(RuntimeError), zerocopy.Pipe() as p:
-        r, w = p.fds
-        raise RuntimeError("boom")
+    used: list[tuple[zerocopy.Pipe, int, int]] = []
+
+    def use_then_fail() -> None:
+        with zerocopy.Pipe() as p:
+            used.append((p, *p.fds))
+            raise RuntimeError("boom")
+
+    with pytest.raises(RuntimeError, match="boom"):
+        use_then_fail()
+    ((p, r, w),) = used
     assert p.closed
-    assert not is_open(r) and not is_open(w)
+    assert not is_open(r)
+    assert not is_open(w)
 
 
 def test_dropped_pipes_close_their_fds() -> None:

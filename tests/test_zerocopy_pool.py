@@ -155,7 +155,8 @@ def test_pool_is_bounded_and_clear_releases_every_fd(fds: Fds) -> None:
     assert outs == [[30_000]] * n
     assert zerocopy.pipe_pool_idle() == POOL_CAPACITY
     new = {k: v for k, v in open_fds().items() if before.get(k) != v}
-    assert len(new) == 2 * POOL_CAPACITY and all(v.startswith("pipe:") for v in new.values())
+    assert len(new) == 2 * POOL_CAPACITY
+    assert all(v.startswith("pipe:") for v in new.values())
     assert zerocopy.pipe_pool_clear() == POOL_CAPACITY
     assert open_fds() == before
 
@@ -171,7 +172,8 @@ def test_failed_transfer_never_returns_its_pipe_with_bytes(fds: Fds) -> None:
     with pytest.raises(BrokenPipeError):
         zerocopy.transfer(src, dst)
     stats = zerocopy.transfer_stats()
-    assert stats is not None and stats["bytes"] == 0
+    assert stats is not None
+    assert stats["bytes"] == 0
     # The bytes left the source (they were in the internal pipe) and went nowhere.
     rest = fd.recv(src, 1 << 20, socket.MSG_DONTWAIT)
     assert len(rest) < len(first)

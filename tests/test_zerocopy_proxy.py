@@ -369,7 +369,8 @@ def test_proxy_argument_errors(fds: Fds, tmp_path: Path) -> None:
     with pytest.raises(TypeError):
         zerocopy.proxy("a", b)  # type: ignore[arg-type]
     # Nothing was changed by the refused calls.
-    assert fd.get_blocking(a) and fd.get_blocking(b)
+    assert fd.get_blocking(a)
+    assert fd.get_blocking(b)
 
 
 def test_proxy_on_a_listening_socket_fails_cleanly(fds: Fds) -> None:
@@ -536,11 +537,14 @@ def test_relay_argument_errors(fds: Fds) -> None:
     fd.shutdown(far, socket.SHUT_WR)
     # A closed recording fd is EBADF (once there is something to record), not a hang.
     out = bounded(lambda: zerocopy.relay(src, dst, record_fd=4999), timeout=5)
-    assert isinstance(out.error, OSError) and out.error.errno == 9, out.result
+    assert isinstance(out.error, OSError), out.result
+    assert out.error.errno == 9, out.result
     out = bounded(lambda: zerocopy.relay(4999, dst), timeout=5)
-    assert isinstance(out.error, OSError) and out.error.errno == 9, out.result
+    assert isinstance(out.error, OSError), out.result
+    assert out.error.errno == 9, out.result
     out = bounded(lambda: zerocopy.relay(src, 4999), timeout=5)
-    assert isinstance(out.error, OSError) and out.error.errno == 9, out.result
+    assert isinstance(out.error, OSError), out.result
+    assert out.error.errno == 9, out.result
     with pytest.raises(ValueError):
         zerocopy.relay(src, dst, record_fd=-1)
     with pytest.raises(ValueError):
@@ -610,7 +614,8 @@ def test_proxy_passes_a_fin_on_as_a_fin(side: str, fds: Fds) -> None:
     proxy.start()
     send_then(gone, sent, reset=False)
     sink.finish(10)
-    assert sink.eof and bytes(sink.kept) == sent
+    assert sink.eof
+    assert bytes(sink.kept) == sent
     fd.shutdown(other, socket.SHUT_WR)
     proxy.wait(10)
     assert proxy.error is None, proxy.error

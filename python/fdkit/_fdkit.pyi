@@ -2,7 +2,7 @@
 from collections.abc import Callable, Iterable, Iterator
 from os import PathLike
 from socket import AddressFamily
-from typing import Any, ClassVar, Literal, NewType, final, overload
+from typing import Any, ClassVar, Literal, NewType, TypeAlias, final, overload
 
 from _typeshed import ReadableBuffer, WriteableBuffer
 
@@ -20,10 +20,10 @@ from fdkit.types import (
 
 __version__: str
 
-_Path = str | bytes | PathLike[str] | PathLike[bytes]
-_Inet4Address = tuple[str, int]
-_Inet6Address = tuple[str, int, int, int]
-_Address = _Inet4Address | tuple[str, int, int] | _Inet6Address | str | bytes
+_Path: TypeAlias = str | bytes | PathLike[str] | PathLike[bytes]
+_Inet4Address: TypeAlias = tuple[str, int]
+_Inet6Address: TypeAlias = tuple[str, int, int, int]
+_Address: TypeAlias = _Inet4Address | tuple[str, int, int] | _Inet6Address | str | bytes
 
 # A socket fd is a plain int at run time. `socket()` called with a literal AF_INET or AF_INET6
 # returns one of these subtypes of int, so that `accept`, `accept_many`, `getsockname` and
@@ -31,9 +31,9 @@ _Address = _Inet4Address | tuple[str, int, int] | _Inet6Address | str | bytes
 # then type-checks. With any other family (or an int from elsewhere) the address is `_Address`.
 _Inet4Fd = NewType("_Inet4Fd", int)
 _Inet6Fd = NewType("_Inet6Fd", int)
-_AF_INET = Literal[AddressFamily.AF_INET, 2]
-_AF_INET6 = Literal[AddressFamily.AF_INET6, 10]
-_StatTuple = tuple[int, int, int, int, int, int, int, int, int, int, int, int, int]
+_AF_INET: TypeAlias = Literal[AddressFamily.AF_INET, 2]
+_AF_INET6: TypeAlias = Literal[AddressFamily.AF_INET6, 10]
+_StatTuple: TypeAlias = tuple[int, int, int, int, int, int, int, int, int, int, int, int, int]
 
 # Sockets
 @overload
@@ -299,7 +299,7 @@ class ProtocolError(ValueError):
     kind: str
     fatal: bool
 
-_Dictionary = ReadableBuffer | str | PathLike[str] | PathLike[bytes] | None
+_Dictionary: TypeAlias = ReadableBuffer | str | PathLike[str] | PathLike[bytes] | None
 
 @final
 class AtomicPipe:
