@@ -122,7 +122,7 @@ def test_from_fd_bad_fd_is_ebadf() -> None:
     os.close(r)
     os.close(w)
     for mode, n in (("r", r), ("w", w)):
-        with pytest.raises(OSError) as e:
+        with pytest.raises(OSError, match="Bad file descriptor") as e:
             AtomicPipe.from_fd(mode, n)
         assert e.value.errno == errno.EBADF
 
@@ -199,7 +199,11 @@ def test_calls_on_a_closed_pipe_are_value_errors(name: str) -> None:
 @pytest.mark.parametrize("name", sorted(_reader_calls()))
 def test_reader_calls_on_a_writer_are_value_errors(name: str) -> None:
     r, w = AtomicPipe.pair(mixed_data_mode=name == "get_line_burst_or_data")
-    with r, w, pytest.raises(ValueError):
+    with (
+        r,
+        w,
+        pytest.raises(ValueError, match="this AtomicPipe is the writing end: it cannot read"),
+    ):
         _reader_calls()[name](w)
 
 
@@ -207,7 +211,7 @@ def test_reader_calls_on_a_writer_are_value_errors(name: str) -> None:
 def test_writer_calls_on_a_reader_are_value_errors(name: str) -> None:
     r, w = AtomicPipe.pair()
     with r, w:
-        with pytest.raises(ValueError):
+        with pytest.raises(ValueError, match="this AtomicPipe is the reading end: it cannot write"):
             _writer_calls()[name](r)
         w.write_message(b"still fine")
         assert r.read_message(timeout=5) == b"still fine"

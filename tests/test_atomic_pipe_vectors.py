@@ -277,8 +277,8 @@ def test_zstd_burst_fits_by_its_compressed_size() -> None:
 def test_unknown_codec_is_a_value_error() -> None:
     r, w = AtomicPipe.pair()
     with r, w:
-        with pytest.raises(ValueError):
+        with pytest.raises(ValueError, match="unknown compression"):
             w.set_compression("gzip")
         assert w.compression is None
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="unknown compression"):
         AtomicPipe.pair(compression="lz4")

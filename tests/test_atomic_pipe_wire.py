@@ -260,7 +260,7 @@ def test_mixed_burst_refuses_what_a_reader_would_misread(data: bytes) -> None:
     # Not in Perl (whose reader then cuts the burst short or misreads it as a message): an
     # uncompressed mixed-mode burst has no length, so such data cannot travel intact.
     def write(w: AtomicPipe) -> None:
-        with pytest.raises(ValueError):
+        with pytest.raises(ValueError, match="burst data"):
             w.write_burst(data)
 
     assert wire_of(write, mixed_data_mode=True) == b""

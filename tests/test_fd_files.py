@@ -318,7 +318,7 @@ def test_fcntl_getfd_and_dupfd_cloexec(fds: Fds) -> None:
 )
 def test_fcntl_pointer_commands_refused(fds: Fds, cmd: int) -> None:
     r, _ = fds.pipe()
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="fcntl command"):
         fd.fcntl(r, cmd, 12345)
 
 

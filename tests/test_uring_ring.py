@@ -167,7 +167,7 @@ def test_socket_connect_accept_send_recv_shutdown_close_on_loopback(ring: Ring, 
     fds.forget(sfd)
     ring.close_fd(sfd, 8)
     assert one(ring).result == 0
-    with pytest.raises(OSError) as e:
+    with pytest.raises(OSError, match="Bad file descriptor") as e:
         fd.fstat(sfd)
     assert e.value.errno == errno.EBADF
 
