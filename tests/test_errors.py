@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 
 from conftest import Fds, is_open
 from fdkit import fd
+from fdkit.types import InetAddress
 
 
 def raises_errno(exc_type: type[OSError], code: int, call: Callable[[], object]) -> OSError:
@@ -32,7 +33,8 @@ def raises_errno(exc_type: type[OSError], code: int, call: Callable[[], object])
         call()
     e = info.value
     assert type(e) is exc_type, f"{type(e).__name__} {e!r}, wanted {exc_type.__name__}"
-    assert e.errno == code, f"errno {errno.errorcode.get(e.errno)}, wanted {errno.errorcode[code]}"
+    got = errno.errorcode.get(e.errno) if e.errno is not None else None
+    assert e.errno == code, f"errno {got}, wanted {errno.errorcode[code]}"
     assert e.strerror == os.strerror(code)
     return e
 
@@ -123,14 +125,14 @@ def test_enoent_file_not_found(tmp_path: Path, fds: Fds) -> None:
     raises_errno(FileNotFoundError, errno.ENOENT, lambda: fd.connect(s, str(missing)))
 
 
-def test_eexist_file_exists(tmp_file) -> None:
+def test_eexist_file_exists(tmp_file: Callable[[bytes], Path]) -> None:
     p = tmp_file(b"")
     raises_errno(
         FileExistsError, errno.EEXIST, lambda: fd.open(p, fd.O_WRONLY | fd.O_CREAT | fd.O_EXCL)
     )
 
 
-def test_eisdir_enotdir(tmp_path: Path, tmp_file) -> None:
+def test_eisdir_enotdir(tmp_path: Path, tmp_file: Callable[[bytes], Path]) -> None:
     raises_errno(IsADirectoryError, errno.EISDIR, lambda: fd.open(tmp_path, fd.O_WRONLY))
     f = tmp_file(b"")
     raises_errno(NotADirectoryError, errno.ENOTDIR, lambda: fd.stat(f / "x"))
@@ -159,7 +161,7 @@ def test_espipe_on_pipe(fds: Fds) -> None:
     raises_errno(OSError, errno.ESPIPE, lambda: fd.pwrite(w, b"x", 0))
 
 
-def test_einval_negative_seek(fds: Fds, tmp_file) -> None:
+def test_einval_negative_seek(fds: Fds, tmp_file: Callable[[bytes], Path]) -> None:
     n = fds.own(fd.open(tmp_file(b"abc"), fd.O_RDONLY))
     raises_errno(OSError, errno.EINVAL, lambda: fd.lseek(n, -1))
     raises_errno(OSError, errno.EINVAL, lambda: fd.lseek(n, -10, os.SEEK_CUR))
@@ -195,13 +197,13 @@ def test_eagain_recv_dontwait_on_blocking_socket(tcp_pair: tuple[int, int]) -> N
     raises_errno(BlockingIOError, errno.EAGAIN, lambda: fd.recv(c, 10, socket.MSG_DONTWAIT))
 
 
-def test_eagain_accept_nonblocking_listener(nb_listener: tuple[int, tuple]) -> None:
+def test_eagain_accept_nonblocking_listener(nb_listener: tuple[int, InetAddress]) -> None:
     lfd, _ = nb_listener
     raises_errno(BlockingIOError, errno.EAGAIN, lambda: fd.accept(lfd))
     raises_errno(BlockingIOError, errno.EAGAIN, lambda: fd.accept4(lfd, fd.NONBLOCK))
 
 
-def test_einprogress_nonblocking_connect(fds: Fds, listener: tuple[int, tuple]) -> None:
+def test_einprogress_nonblocking_connect(fds: Fds, listener: tuple[int, InetAddress]) -> None:
     _, addr = listener
     c = fds.sock(socket.AF_INET, socket.SOCK_STREAM | socket.SOCK_NONBLOCK)
     # Loopback may complete at once; when it does not, it is EINPROGRESS as BlockingIOError.
@@ -221,7 +223,10 @@ def _refusing_port(fds: Fds) -> tuple[str, int]:
     """A loopback port that is bound but not listening: connecting to it is refused."""
     s = fds.sock()
     fd.bind(s, ("127.0.0.1", 0))
-    return fd.getsockname(s)
+    addr = fd.getsockname(s)
+    assert isinstance(addr, tuple)
+    assert len(addr) == 2
+    return addr
 
 
 def test_econnrefused(fds: Fds) -> None:
@@ -258,7 +263,7 @@ def test_epipe_write_to_pipe_without_reader(fds: Fds) -> None:
     raises_errno(BrokenPipeError, errno.EPIPE, lambda: fd.write(w, b"x"))
 
 
-def test_epipe_sendfile_to_closed_peer(fds: Fds, tmp_file) -> None:
+def test_epipe_sendfile_to_closed_peer(fds: Fds, tmp_file: Callable[[bytes], Path]) -> None:
     a, b = fd.socketpair()
     fds.own(a, b)
     fds.close(b)
@@ -308,7 +313,7 @@ def test_send_never_raises_sigpipe() -> None:
     assert lines[2] == "alive"
 
 
-def test_eaddrinuse(fds: Fds, listener: tuple[int, tuple]) -> None:
+def test_eaddrinuse(fds: Fds, listener: tuple[int, InetAddress]) -> None:
     _, addr = listener
     s = fds.sock()
     raises_errno(OSError, errno.EADDRINUSE, lambda: fd.bind(s, addr))
@@ -345,7 +350,7 @@ SOCKET_CALLS_ON_NON_SOCKET: dict[str, Callable[[int], object]] = {
 
 @pytest.mark.parametrize("name", sorted(SOCKET_CALLS_ON_NON_SOCKET))
 @pytest.mark.parametrize("kind", ["pipe", "file"])
-def test_enotsock(fds: Fds, tmp_file, name: str, kind: str) -> None:
+def test_enotsock(fds: Fds, tmp_file: Callable[[bytes], Path], name: str, kind: str) -> None:
     if kind == "pipe":
         n, _ = fds.pipe()
     else:
@@ -472,7 +477,7 @@ def test_fd_accepts_index_objects(fds: Fds) -> None:
 # Bad arguments: counts, buffers, options
 
 
-def test_negative_count_is_value_error(fds: Fds, tmp_file) -> None:
+def test_negative_count_is_value_error(fds: Fds, tmp_file: Callable[[bytes], Path]) -> None:
     r, _ = fds.pipe()
     f = fds.own(fd.open(tmp_file(b"abc"), fd.O_RDWR))
     a, b = fd.socketpair()
@@ -493,7 +498,7 @@ def test_negative_count_is_value_error(fds: Fds, tmp_file) -> None:
             call()
 
 
-def test_huge_count_read_returns_what_is_there(fds: Fds, tmp_file) -> None:
+def test_huge_count_read_returns_what_is_there(fds: Fds, tmp_file: Callable[[bytes], Path]) -> None:
     r, w = fds.pipe()
     fd.write(w, b"abc")
     # MemoryError is allowed: the process could not reserve the (clamped) buffer.
@@ -592,7 +597,7 @@ def test_bad_option_values(fds: Fds) -> None:
             fd.getsockopt(s, socket.SOL_SOCKET, socket.SO_LINGER, buflen)
 
 
-def test_bad_enum_like_arguments(fds: Fds, tmp_file) -> None:
+def test_bad_enum_like_arguments(fds: Fds, tmp_file: Callable[[bytes], Path]) -> None:
     s = fds.sock()
     with pytest.raises(ValueError, match="invalid shutdown how"):
         fd.shutdown(s, 3)

@@ -7,9 +7,12 @@ from typing import Any, ClassVar, Literal, NewType, TypeAlias, final, overload
 from _typeshed import ReadableBuffer, WriteableBuffer
 
 from fdkit.types import (
+    Address,
     AtomicPipeMode,
     CompletionOp,
     Engine,
+    Inet6Address,
+    InetAddress,
     ListenInfo,
     MixedEvent,
     ProxyStats,
@@ -21,9 +24,9 @@ from fdkit.types import (
 __version__: str
 
 _Path: TypeAlias = str | bytes | PathLike[str] | PathLike[bytes]
-_Inet4Address: TypeAlias = tuple[str, int]
-_Inet6Address: TypeAlias = tuple[str, int, int, int]
-_Address: TypeAlias = _Inet4Address | tuple[str, int, int] | _Inet6Address | str | bytes
+_Inet4Address: TypeAlias = InetAddress
+_Inet6Address: TypeAlias = Inet6Address
+_Address: TypeAlias = Address
 
 # A socket fd is a plain int at run time. `socket()` called with a literal AF_INET or AF_INET6
 # returns one of these subtypes of int, so that `accept`, `accept_many`, `getsockname` and
@@ -93,7 +96,10 @@ def getpeername(fd: _Inet4Fd) -> _Inet4Address: ...
 def getpeername(fd: _Inet6Fd) -> _Inet6Address: ...
 @overload
 def getpeername(fd: int) -> _Address: ...
-def getsockopt(fd: int, level: int, optname: int, buflen: int | None = None) -> int | bytes: ...
+@overload
+def getsockopt(fd: int, level: int, optname: int, buflen: None = None) -> int: ...
+@overload
+def getsockopt(fd: int, level: int, optname: int, buflen: int) -> bytes: ...
 def setsockopt(fd: int, level: int, optname: int, value: int | ReadableBuffer) -> None: ...
 
 # Reading and writing

@@ -14,10 +14,13 @@ from __future__ import annotations
 from typing import Literal, NotRequired, TypedDict
 
 __all__ = [
+    "Address",
     "AtomicPipeMode",
     "CompletionOp",
     "Engine",
     "EngineName",
+    "Inet6Address",
+    "InetAddress",
     "ListenInfo",
     "MixedEvent",
     "ProxyStats",
@@ -29,6 +32,18 @@ __all__ = [
     "TransferStats",
     "ZstdCodec",
 ]
+
+#: An IPv4 socket address: ``(host, port)``.
+InetAddress = tuple[str, int]
+
+#: An IPv6 socket address: ``(host, port, flowinfo, scope_id)``.
+Inet6Address = tuple[str, int, int, int]
+
+#: A socket address as ``fdkit.fd`` takes and returns it, spelled as in :mod:`socket`: IPv4,
+#: IPv6 (``(host, port, flowinfo)`` is accepted too), or an AF_UNIX path (``str``/``bytes``,
+#: a leading NUL for the abstract namespace). An IPv4 or IPv6 socket made by ``fd.socket``
+#: with a literal family is typed so that its addresses are ``InetAddress``/``Inet6Address``.
+Address = InetAddress | tuple[str, int, int] | Inet6Address | str | bytes
 
 #: ``AtomicPipe.from_fd(mode, fd)``: ``'r'``/``'w'``, or Perl's ``'<&'``/``'>&'``
 #: (``'<&='``/``'>&='``). ``AtomicPipe.mode`` reports ``'r'`` or ``'w'``.
