@@ -473,7 +473,7 @@ class Outcome:
 
 
 def bounded(
-    call: Callable[[], Any], timeout: float = 10.0, unblock: Callable[[], None] | None = None
+    call: Callable[[], Any], timeout: float = 10.0, unblock: Callable[[], object] | None = None
 ) -> Outcome:
     """Runs ``call`` in a thread and waits at most ``timeout`` seconds for it: a call that
     hangs fails the test (after ``unblock`` was given a chance to free it) instead of hanging

@@ -19,6 +19,7 @@ import pytest
 from conftest import is_open
 from fdkit import atomic_pipe
 from fdkit.atomic_pipe import PIPE_BUF, AtomicPipe, ProtocolError
+from fdkit.types import AtomicPipeMode
 from test_atomic_pipe_wire import chunks
 
 pytestmark = pytest.mark.timeout(30)
@@ -68,7 +69,7 @@ def test_pair_options() -> None:
 @pytest.mark.parametrize(
     ("mode", "end", "expected"), [("r", 0, "r"), ("<&", 0, "r"), ("w", 1, "w"), (">&", 1, "w")]
 )
-def test_from_fd_modes_take_ownership(mode: str, end: int, expected: str) -> None:
+def test_from_fd_modes_take_ownership(mode: AtomicPipeMode, end: int, expected: str) -> None:
     fds = os.pipe2(os.O_CLOEXEC)
     mine = fds[1 - end]
     try:
@@ -94,7 +95,7 @@ def test_from_fd_bad_mode_leaves_the_fd_to_the_caller(mode: str) -> None:
     r, w = os.pipe2(os.O_CLOEXEC)
     try:
         with pytest.raises(ValueError, match="mode must be"):
-            AtomicPipe.from_fd(mode, r)
+            AtomicPipe.from_fd(mode, r)  # type: ignore[arg-type]  # misuse on purpose
         assert is_open(r)
     finally:
         os.close(w)
@@ -121,7 +122,8 @@ def test_from_fd_bad_fd_is_ebadf() -> None:
     r, w = os.pipe2(os.O_CLOEXEC)
     os.close(r)
     os.close(w)
-    for mode, n in (("r", r), ("w", w)):
+    modes: tuple[tuple[AtomicPipeMode, int], ...] = (("r", r), ("w", w))
+    for mode, n in modes:
         with pytest.raises(OSError, match="Bad file descriptor") as e:
             AtomicPipe.from_fd(mode, n)
         assert e.value.errno == errno.EBADF

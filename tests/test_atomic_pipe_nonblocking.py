@@ -14,6 +14,7 @@ import sys
 import textwrap
 import threading
 import time
+from collections.abc import Callable
 
 import pytest
 
@@ -144,12 +145,13 @@ def test_write_to_a_vanished_reader_is_broken_pipe(blocking: bool) -> None:
     with w:
         w.blocking = blocking
         r.close()
-        for call in (
+        calls: tuple[Callable[[], object], ...] = (
             lambda: w.write_message(b"x"),
             lambda: w.write_message(b"y" * 10_000),
             lambda: w.write_messages([b"a", b"b"]),
             lambda: w.write_burst(b"burst"),
-        ):
+        )
+        for call in calls:
             with pytest.raises(BrokenPipeError):
                 call()
         assert w.pending_output == 0

@@ -217,9 +217,13 @@ def test_zstd_dictionary_round_trip(how: str, tmp_path: Path) -> None:
     path = tmp_path / "dict"
     path.write_bytes(DICTIONARY)
     dictionary = {"bytes": DICTIONARY, "str-path": str(path), "pathlike": path}[how]
-    opts = {"compression": "zstd", "dictionary": dictionary}
-    wire = wire_of(lambda w: w.write_messages([RECORD, RECORD[:40]]), **opts)
-    assert decode(wire, **opts) == [("message", RECORD), ("message", RECORD[:40])]
+    wire = wire_of(
+        lambda w: w.write_messages([RECORD, RECORD[:40]]),
+        compression="zstd",
+        dictionary=dictionary,
+    )
+    got = decode(wire, compression="zstd", dictionary=dictionary)
+    assert got == [("message", RECORD), ("message", RECORD[:40])]
     # The dictionary is really used: the frame is smaller than without it, and it takes the
     # dictionary to decode it, with fdkit's reader and with standard zstd.
     plain = wire_of(lambda w: w.write_message(RECORD), compression="zstd")
@@ -278,7 +282,7 @@ def test_unknown_codec_is_a_value_error() -> None:
     r, w = AtomicPipe.pair()
     with r, w:
         with pytest.raises(ValueError, match="unknown compression"):
-            w.set_compression("gzip")
+            w.set_compression("gzip")  # type: ignore[arg-type]  # misuse on purpose
         assert w.compression is None
     with pytest.raises(ValueError, match="unknown compression"):
-        AtomicPipe.pair(compression="lz4")
+        AtomicPipe.pair(compression="lz4")  # type: ignore[arg-type]  # misuse on purpose

@@ -57,7 +57,7 @@ class Call(threading.Thread):
             self.ended = time.monotonic()
 
 
-def close_from_thread(obj: object, rescue: Callable[[], None]) -> float:
+def close_from_thread(obj: object, rescue: Callable[[], object]) -> float:
     """Calls ``obj.close()`` in another thread; returns how long it took. Fails the test (after
     ``rescue`` freed what was stuck) when close() raised or did not return within LIMIT."""
     t = Call(obj.close)  # type: ignore[attr-defined]
@@ -221,7 +221,7 @@ def test_atomic_pipe_close_ends_a_reader_waiting_for_the_lock() -> None:
 
 
 @contextmanager
-def sigint_main_after(delay: float, rescue: Callable[[], None]) -> Iterator[None]:
+def sigint_main_after(delay: float, rescue: Callable[[], object]) -> Iterator[None]:
     """SIGINT to the main thread after ``delay`` s; ``rescue`` 3 s later if still needed."""
     done = threading.Event()
     main = threading.main_thread().ident

@@ -558,7 +558,8 @@ def test_a_recording_that_cannot_be_written_resets_the_client(
         m = START.search(proc.stdout.readline())
         assert m, err_path.read_text()
         p = Proxy(proc, m.group(1), err_path)
-        got, end = b"", None
+        got: bytes = b""
+        end: BaseException | None = None
         try:
             c = p.connect()
         except ConnectionResetError as e:  # the reset can beat a connect that waits in poll

@@ -17,12 +17,12 @@ import socket
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from conftest import Fds, Feeder, Sink, payload, sha256, unix_stream_pair
 from fdkit import fd, zerocopy
+from fdkit.types import TransferStats
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -145,7 +145,7 @@ def may_fall_back(src: str, dst: str, count: int | None) -> bool:
     return cross_fs or src == "zero" or dst == "null"
 
 
-def check_stats(stats: dict[str, Any] | None, moved: int, planned: str, may_fall: bool) -> None:
+def check_stats(stats: TransferStats | None, moved: int, planned: str, may_fall: bool) -> None:
     """The stats agree with the return value, and every fallback is explained and chained:
     ``planned → … → stats["path"]``."""
     assert stats is not None
@@ -178,7 +178,7 @@ def run_case(
     fds: Fds,
     tmp: Path,
     shm: Path,
-) -> tuple[int, dict[str, Any] | None]:
+) -> tuple[int, TransferStats | None]:
     data = payload(size)
     src = make_source(src_kind, data, fds, tmp, shm)
     dst = make_destination(dst_kind, fds, tmp, shm)

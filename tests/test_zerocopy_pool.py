@@ -9,6 +9,7 @@ test starts from an empty pool and can account for every fd.
 from __future__ import annotations
 
 import fcntl
+import functools
 import json
 import socket
 import subprocess
@@ -232,7 +233,8 @@ def test_other_failures_leak_nothing(fds: Fds, tmp_path: Path) -> None:
             c, s = fd.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
             local.own(c, s)
             fd.send(c, payload(100_000))
-            out = bounded(lambda s=s, local=local: zerocopy.proxy(s, dead_destination(local)))
+            dead = dead_destination(local)
+            out = bounded(functools.partial(zerocopy.proxy, s, dead))
             assert isinstance(out.error, OSError), out.result
         finally:
             local.close_all()
