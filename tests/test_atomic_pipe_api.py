@@ -236,7 +236,7 @@ def test_write_takes_bytes_like_only() -> None:
         assert w.write_messages(x for x in (b"g1", bytearray(b"g2"))) == 2
         assert w.write_messages([]) == 0
         with pytest.raises(TypeError):
-            w.write_message("text")  # type: ignore[arg-type]
+            w.write_message("text")  # type: ignore[arg-type]  # misuse on purpose
         assert r.read_messages(10, timeout=5) == [b"ba", b"mv", b"g1", b"g2"]
 
 

@@ -16,7 +16,7 @@ import tempfile
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -469,8 +469,8 @@ def test_fd_accepts_index_objects(fds: Fds) -> None:
             return self.n
 
     r, w = fds.pipe()
-    fd.write(Idx(w), b"i")
-    assert fd.read(Idx(r), 1) == b"i"
+    fd.write(Idx(w), b"i")  # type: ignore[arg-type]  # an __index__ object on purpose
+    assert fd.read(Idx(r), 1) == b"i"  # type: ignore[arg-type]  # an __index__ object on purpose
 
 
 # ---------------------------------------------------------------------------------------------
@@ -528,7 +528,7 @@ def test_non_int_count_is_type_error(fds: Fds) -> None:
     r, _ = fds.pipe(os.O_NONBLOCK)
     for bad in ("1", 1.0, None, b"1"):
         with pytest.raises(TypeError):
-            fd.read(r, bad)  # type: ignore[arg-type]
+            fd.read(r, bad)  # type: ignore[arg-type]  # misuse on purpose
 
 
 def test_read_only_buffer_is_type_error(fds: Fds) -> None:
@@ -544,9 +544,9 @@ def test_read_only_buffer_is_type_error(fds: Fds) -> None:
             fd.readinto(r, ro)
     for not_buffer in ("str", 4, None, [0, 0]):
         with pytest.raises(TypeError):
-            fd.recv_into(b, not_buffer)
+            fd.recv_into(b, not_buffer)  # type: ignore[arg-type]  # misuse on purpose
         with pytest.raises(TypeError):
-            fd.readinto(r, not_buffer)
+            fd.readinto(r, not_buffer)  # type: ignore[arg-type]  # misuse on purpose
     # Nothing was consumed by the refused calls.
     assert fd.read(r, 10) == b"data"
     assert fd.recv(b, 10) == b"data"
@@ -579,9 +579,9 @@ def test_write_non_buffer_is_type_error(fds: Fds) -> None:
     fds.own(a, _b)
     for bad in ("text", 5, None, [1, 2]):
         with pytest.raises(TypeError):
-            fd.write(w, bad)
+            fd.write(w, bad)  # type: ignore[arg-type]  # misuse on purpose
         with pytest.raises(TypeError):
-            fd.send(a, bad)
+            fd.send(a, bad)  # type: ignore[arg-type]  # misuse on purpose
 
 
 def test_bad_option_values(fds: Fds) -> None:
@@ -591,7 +591,7 @@ def test_bad_option_values(fds: Fds) -> None:
     with pytest.raises(ValueError, match="option value is"):
         fd.setsockopt(s, socket.SOL_SOCKET, socket.SO_LINGER, bytes(2000))
     with pytest.raises(TypeError):
-        fd.setsockopt(s, socket.SOL_SOCKET, socket.SO_LINGER, "text")
+        fd.setsockopt(s, socket.SOL_SOCKET, socket.SO_LINGER, "text")  # type: ignore[arg-type]  # misuse on purpose
     for buflen in (0, 1025, 2**40):
         with pytest.raises(ValueError, match="buflen must be"):
             fd.getsockopt(s, socket.SOL_SOCKET, socket.SO_LINGER, buflen)
@@ -618,15 +618,15 @@ def test_bad_poll_arguments(fds: Fds) -> None:
         with pytest.raises(ValueError, match="timeout must be"):
             fd.poll([(r, fd.POLLIN)], timeout)
     with pytest.raises(TypeError):
-        fd.poll([r], 0)
+        fd.poll([r], 0)  # type: ignore[list-item]  # misuse on purpose
     with pytest.raises(TypeError):
-        fd.poll([(r,)], 0)
+        fd.poll([(r,)], 0)  # type: ignore[list-item]  # misuse on purpose
     with pytest.raises(TypeError):
-        fd.poll([(r, fd.POLLIN, 0)], 0)
+        fd.poll([(r, fd.POLLIN, 0)], 0)  # type: ignore[list-item]  # misuse on purpose
     with pytest.raises(TypeError):
-        fd.poll(5, 0)
+        fd.poll(5, 0)  # type: ignore[arg-type]  # misuse on purpose
     with pytest.raises(TypeError):
-        fd.poll([(r, fd.POLLIN)], "1")
+        fd.poll([(r, fd.POLLIN)], "1")  # type: ignore[arg-type]  # misuse on purpose
     for events in (-1, 65536, 2**70):
         with pytest.raises(ValueError, match=r"poll\(\) events must be in"):
             fd.poll([(r, events)], 0)
@@ -722,9 +722,9 @@ def test_embedded_nul_in_path_is_value_error(
 )
 def test_bad_path_type_is_type_error(bad: object) -> None:
     with pytest.raises(TypeError):
-        fd.open(bad, fd.O_RDONLY)
+        fd.open(bad, fd.O_RDONLY)  # type: ignore[arg-type]  # misuse on purpose
     with pytest.raises(TypeError):
-        fd.stat(bad)
+        fd.stat(bad)  # type: ignore[arg-type]  # misuse on purpose
 
 
 def test_fspath_raising_is_type_error() -> None:
@@ -791,8 +791,21 @@ def test_fuzz_fd_argument(name: str, x: object) -> None:
         assert 0 <= x < 2**31
 
 
+class Scratch(TypedDict):
+    """What :func:`scratch` hands out: fds by role, and the scratch directory."""
+
+    r: int
+    w: int
+    a: int
+    b: int
+    f: int
+    tcp: int
+    lfd: int
+    dir: str
+
+
 @contextlib.contextmanager
-def scratch() -> Iterator[dict[str, int]]:
+def scratch() -> Iterator[Scratch]:
     """Fresh fds for one example: a non-blocking pipe, a non-blocking socketpair, a small
     file, an unbound TCP socket and a non-blocking listener. Closed afterwards."""
     made: list[int] = []
@@ -857,7 +870,7 @@ UNSAFE_FCNTL = {
 }
 
 # (name, call) for every int-like argument that is not an fd; `s` is the scratch fds.
-INT_ARG_CALLS: dict[str, Callable[[dict[str, int], Any], object]] = {
+INT_ARG_CALLS: dict[str, Callable[[Scratch, Any], object]] = {
     "read.n": lambda s, x: fd.read(s["r"], x),
     "pread.n": lambda s, x: fd.pread(s["f"], x, 0),
     "pread.offset": lambda s, x: fd.pread(s["f"], 4, x),
@@ -949,7 +962,7 @@ def test_fuzz_addresses(family: int, x: object) -> None:
     looked up)."""
     s = fd.socket(family)
     try:
-        fd.bind(s, x)
+        fd.bind(s, x)  # type: ignore[arg-type]  # misuse on purpose
     # PT017: the call may succeed (no exception to expect), so no pytest.raises.
     except ALLOWED as e:
         assert not isinstance(e, OverflowError), repr(e)  # noqa: PT017
@@ -979,7 +992,7 @@ def test_fuzz_abstract_unix_names(name: str) -> None:
         junk,
         st.binary(max_size=64),
         st.binary(max_size=64).map(bytearray),
-        st.binary(max_size=64).map(memoryview),
+        st.binary(max_size=64).map(lambda b: memoryview(b)),
         st.binary(max_size=64).map(lambda b: memoryview(bytearray(b))),
     )
 )
@@ -988,26 +1001,26 @@ def test_fuzz_buffers(call: str, x: object) -> None:
     with scratch() as s:
         try:
             if call == "write":
-                n = fd.write(s["w"], x)
-                assert n == len(x)  # type: ignore[arg-type]
+                n = fd.write(s["w"], x)  # type: ignore[arg-type]  # misuse on purpose
+                assert n == len(x)  # type: ignore[arg-type]  # accepted, so a buffer
                 if n:
-                    assert fd.read(s["r"], 100) == bytes(x)  # type: ignore[call-overload]
+                    assert fd.read(s["r"], 100) == bytes(x)  # type: ignore[call-overload]  # accepted, so a buffer
             elif call == "send":
-                n = fd.send(s["a"], x)
-                assert n == len(x)  # type: ignore[arg-type]
+                n = fd.send(s["a"], x)  # type: ignore[arg-type]  # misuse on purpose
+                assert n == len(x)  # type: ignore[arg-type]  # accepted, so a buffer
                 if n:
-                    assert fd.recv(s["b"], 100) == bytes(x)  # type: ignore[call-overload]
+                    assert fd.recv(s["b"], 100) == bytes(x)  # type: ignore[call-overload]  # accepted, so a buffer
             elif call == "pwrite":
-                n = fd.pwrite(s["f"], x, 0)
-                assert fd.pread(s["f"], n, 0) == bytes(x)  # type: ignore[call-overload]
+                n = fd.pwrite(s["f"], x, 0)  # type: ignore[arg-type]  # misuse on purpose
+                assert fd.pread(s["f"], n, 0) == bytes(x)  # type: ignore[call-overload]  # accepted, so a buffer
             elif call == "readinto":
                 fd.write(s["w"], b"hello")
-                n = fd.readinto(s["r"], x)
-                assert bytes(x)[:n] == b"hello"[:n]  # type: ignore[call-overload]
+                n = fd.readinto(s["r"], x)  # type: ignore[arg-type]  # misuse on purpose
+                assert bytes(x)[:n] == b"hello"[:n]  # type: ignore[call-overload]  # accepted, so a buffer
             else:
                 fd.send(s["b"], b"hello")
-                n = fd.recv_into(s["a"], x)
-                assert bytes(x)[:n] == b"hello"[:n]  # type: ignore[call-overload]
+                n = fd.recv_into(s["a"], x)  # type: ignore[arg-type]  # misuse on purpose
+                assert bytes(x)[:n] == b"hello"[:n]  # type: ignore[call-overload]  # accepted, so a buffer
         # PT017: the call may succeed (no exception to expect), so no pytest.raises.
         except ALLOWED as e:
             assert type(e) in (TypeError, ValueError), repr(e)  # noqa: PT017
@@ -1033,7 +1046,7 @@ def test_zstd_level_of_the_wrong_type_names_the_type(level: object, name: str) -
     from fdkit.atomic_pipe import AtomicPipe
 
     with pytest.raises(TypeError, match=f"level must be an int, not {name}"):
-        AtomicPipe.pair(compression="zstd", level=level)
+        AtomicPipe.pair(compression="zstd", level=level)  # type: ignore[arg-type]  # misuse on purpose
 
 
 @pytest.mark.parametrize(
@@ -1062,7 +1075,7 @@ def test_serve_idle_timeout_of_the_wrong_type_names_the_type(
     from fdkit._fdkit import serve_static
 
     with pytest.raises(TypeError, match=f"idle_timeout must be a number of seconds .*, not {name}"):
-        serve_static(str(tmp_path), port=0, idle_timeout=value)  # type: ignore[arg-type]
+        serve_static(str(tmp_path), port=0, idle_timeout=value)  # type: ignore[arg-type]  # misuse on purpose
 
 
 def test_serve_idle_timeout_int_too_large_for_a_float_is_too_large(tmp_path: Path) -> None:
@@ -1078,7 +1091,7 @@ def test_serve_idle_timeout_int_too_large_for_a_float_is_too_large(tmp_path: Pat
 def test_poll_events_of_the_wrong_type_is_a_type_error(fds: Fds) -> None:
     r, _ = fds.pipe()
     with pytest.raises(TypeError, match=r"poll\(\) events must be an int, not str"):
-        fd.poll([(r, "1")], 0)
+        fd.poll([(r, "1")], 0)  # type: ignore[list-item]  # misuse on purpose
     with pytest.raises(ValueError, match=r"poll\(\) events must be in 0\.\.=65535, got 65536"):
         fd.poll([(r, 65536)], 0)
 
@@ -1097,4 +1110,4 @@ def test_serve_proxy_timeouts_say_the_real_cause(what: str, value: float, messag
     from fdkit._fdkit import serve_proxy
 
     with pytest.raises(ValueError, match=what + " " + message):
-        serve_proxy("127.0.0.1:0", "127.0.0.1:1", **{what: value})
+        serve_proxy("127.0.0.1:0", "127.0.0.1:1", **{what: value})  # type: ignore[arg-type]  # `what` names a float option

@@ -1466,7 +1466,9 @@ def _send_slowly_then(
             got += chunk
         head_bytes, _, rest = bytes(got).partition(b"\r\n\r\n")
         body = bytearray(rest)
-        length = int(re.search(rb"(?i)content-length:\s*(\d+)", head_bytes).group(1))  # type: ignore[union-attr]
+        m = re.search(rb"(?i)content-length:\s*(\d+)", head_bytes)
+        assert m is not None, head_bytes
+        length = int(m.group(1))
         while len(body) < 256_000:
             chunk = c.recv(16384)
             assert chunk, f"closed after {len(body)} body bytes"

@@ -15,7 +15,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -214,7 +214,9 @@ def test_splice_and_tee_between_pipes(ring: Ring, fds: Fds) -> None:
     assert read_exact(13, r3) == b"spliced bytes"
     c, s = fds.connected()
     ring.splice(c, s, 10, 3)
-    assert one(ring).error.errno == errno.EINVAL  # type: ignore[union-attr]
+    error = one(ring).error
+    assert error is not None
+    assert error.errno == errno.EINVAL
 
 
 def test_send_zc_reports_the_result_then_the_notification(ring: Ring, fds: Fds) -> None:
@@ -584,27 +586,27 @@ def test_ctrl_c_interrupts_a_blocked_wait() -> None:
         (lambda: Ring(0), ValueError),
         (lambda: Ring(-1), ValueError),
         (lambda: Ring(1 << 20), ValueError),
-        (lambda: Ring("8"), TypeError),  # type: ignore[arg-type]
+        (lambda: Ring("8"), TypeError),  # type: ignore[arg-type]  # misuse on purpose
         (lambda: Ring(8, cq_entries=4), ValueError),
     ],
 )
-def test_bad_ring_arguments_raise(call: object, exc: type[Exception]) -> None:
+def test_bad_ring_arguments_raise(call: Callable[[], object], exc: type[Exception]) -> None:
     with pytest.raises(exc):
-        call()  # type: ignore[operator]
+        call()
 
 
 def test_misuse_raises_and_never_crashes(ring: Ring, fds: Fds) -> None:
     c, _s = fds.connected()
-    bad = [
+    bad: list[tuple[Callable[[], object], type[Exception]]] = [
         (lambda: ring.recv(-1, 10, 1), ValueError),
         (lambda: ring.recv(c, -5, 1), ValueError),
         (lambda: ring.recv(c, 1 << 40, 1), ValueError),
         (lambda: ring.recv(c, 10, -1), ValueError),
         (lambda: ring.recv(c, 10, 2**64), ValueError),
         # Wrong types on purpose: the binding must say TypeError.
-        (lambda: ring.recv(c, 10, "1"), TypeError),  # type: ignore[arg-type]
-        (lambda: ring.send(c, 123, 1), TypeError),  # type: ignore[arg-type]
-        (lambda: ring.send(c, "text", 1), TypeError),  # type: ignore[arg-type]
+        (lambda: ring.recv(c, 10, "1"), TypeError),  # type: ignore[arg-type]  # misuse on purpose
+        (lambda: ring.send(c, 123, 1), TypeError),  # type: ignore[arg-type]  # misuse on purpose
+        (lambda: ring.send(c, "text", 1), TypeError),  # type: ignore[arg-type]  # misuse on purpose
         (lambda: ring.provide_buffers(1, 3, 16), ValueError),
         (lambda: ring.provide_buffers(1, 4, 0), ValueError),
         (lambda: ring.provide_buffers(1 << 16, 4, 16), ValueError),
@@ -620,7 +622,7 @@ def test_misuse_raises_and_never_crashes(ring: Ring, fds: Fds) -> None:
     ]
     for call, exc in bad:
         with pytest.raises(exc):
-            call()  # type: ignore[no-untyped-call]
+            call()
     ring.provide_buffers(1, 4, 16)
     with pytest.raises(ValueError, match="already"):
         ring.provide_buffers(1, 4, 16)
@@ -636,7 +638,9 @@ def test_the_rings_own_fd_as_an_argument_is_refused_by_the_kernel(ring: Ring) ->
     ring.splice(ring.fd, ring.fd, 10, 4)
     got = {c.user_data: c for c in wait_n(ring, 4)}
     assert all(got[ud].error is not None for ud in (1, 2, 3, 4)), got
-    assert got[3].error.errno == errno.EBADF  # type: ignore[union-attr]
+    error = got[3].error
+    assert error is not None
+    assert error.errno == errno.EBADF
     ring.nop(5)
     assert one(ring).user_data == 5  # and the ring still works
 

@@ -99,14 +99,14 @@ def test_bad_sizes() -> None:
     with pytest.raises(ValueError, match="must be a non-negative int"):
         zerocopy.Pipe(-1)
     with pytest.raises(TypeError):
-        zerocopy.Pipe("1")  # type: ignore[arg-type]
+        zerocopy.Pipe("1")  # type: ignore[arg-type]  # misuse on purpose
     with zerocopy.Pipe() as p:
         with pytest.raises(ValueError, match="must be a non-negative int"):
             p.resize(-PAGE)
         with pytest.raises(ValueError, match="count out of range"):
             p.resize_or_max(2**64)
         with pytest.raises(TypeError):
-            p.resize(1.5)  # type: ignore[arg-type]
+            p.resize(1.5)  # type: ignore[arg-type]  # misuse on purpose
 
 
 def test_read_from_and_write_to_files_with_offsets(fds: Fds, tmp_path: Path) -> None:
@@ -318,9 +318,9 @@ def test_bad_fds_and_counts(fds: Fds) -> None:
         with pytest.raises(ValueError, match="must be a non-negative int"):
             p.read_from(0, 10, offset=-1)
         with pytest.raises(TypeError):
-            p.tee(3, 10)  # type: ignore[arg-type]
+            p.tee(3, 10)  # type: ignore[arg-type]  # misuse on purpose
         with pytest.raises(TypeError):
-            p.read_from("0", 10)  # type: ignore[arg-type]
+            p.read_from("0", 10)  # type: ignore[arg-type]  # misuse on purpose
         # Teeing a pipe into itself: the kernel says EINVAL.
         fd.write(p.fds[1], b"x")
         with pytest.raises(OSError, match="Invalid argument") as e:

@@ -363,11 +363,11 @@ def test_proxy_argument_errors(fds: Fds, tmp_path: Path) -> None:
             zerocopy.proxy(a, b, idle_timeout=bad)
     for bad_type in ("1", b"1", [1]):
         with pytest.raises(TypeError):
-            zerocopy.proxy(a, b, idle_timeout=bad_type)  # type: ignore[arg-type]
+            zerocopy.proxy(a, b, idle_timeout=bad_type)  # type: ignore[arg-type]  # misuse on purpose
     with pytest.raises(ValueError, match="fd must be a non-negative int"):
         zerocopy.proxy(-1, b)
     with pytest.raises(TypeError):
-        zerocopy.proxy("a", b)  # type: ignore[arg-type]
+        zerocopy.proxy("a", b)  # type: ignore[arg-type]  # misuse on purpose
     # Nothing was changed by the refused calls.
     assert fd.get_blocking(a)
     assert fd.get_blocking(b)
@@ -405,9 +405,10 @@ def test_relay_recording_equals_relayed_bytes(
         dst = fds.own(fd.open(tmp_path / "dst", flags, 0o600))
     record: int | None = None
     if record_kind == "pipe":
-        rec_r, record = fds.pipe()
+        rec_r, rec_w = fds.pipe()
+        record = rec_w
         sinks.append(Sink(rec_r, keep=True))
-        closers.append(lambda: fds.close(record))  # type: ignore[arg-type]
+        closers.append(lambda: fds.close(rec_w))
     elif record_kind != "none":
         flags = fd.O_WRONLY | fd.O_CREAT | (fd.O_APPEND if record_kind == "append_file" else 0)
         record = fds.own(fd.open(tmp_path / "rec", flags, 0o600))
@@ -550,9 +551,9 @@ def test_relay_argument_errors(fds: Fds) -> None:
     with pytest.raises(ValueError, match="fd must be a non-negative int"):
         zerocopy.relay(src, 2**31)
     with pytest.raises(TypeError):
-        zerocopy.relay(src, dst, record_fd="3")  # type: ignore[arg-type]
+        zerocopy.relay(src, dst, record_fd="3")  # type: ignore[arg-type]  # misuse on purpose
     with pytest.raises(TypeError):
-        zerocopy.relay(src)  # type: ignore[call-arg]
+        zerocopy.relay(src)  # type: ignore[call-arg]  # misuse on purpose
 
 
 # ---------------------------------------------------------------------------------------------
