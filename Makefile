@@ -67,10 +67,10 @@ bench-tools: ## install wrk and nginx for `fdkit bench serve` when missing (apt-
 lint: setup ## cargo fmt --check, clippy -D warnings, ruff, mypy stubtest
 	cargo fmt --all -- --check
 	cargo clippy --workspace --all-targets --release -- -D warnings
-	$(VENV)/bin/ruff check python tests bench
-	$(VENV)/bin/ruff format --check python tests bench
+	$(VENV)/bin/ruff check python tests bench examples
+	$(VENV)/bin/ruff format --check python tests bench examples
 	$(PY) -m mypy.stubtest fdkit._fdkit --allowlist stubtest-allowlist.txt
-	$(PY) -m mypy python/fdkit bench
+	$(PY) -m mypy python/fdkit bench tests examples
 
 .PHONY: test
 test: lint ## set up, lint, then cargo test (core) and pytest (Python API and CLI)
@@ -91,8 +91,8 @@ endif
 .PHONY: fmt
 fmt: ## format Rust and Python sources in place
 	cargo fmt --all
-	$(VENV)/bin/ruff format python tests bench
-	$(VENV)/bin/ruff check --fix python tests bench
+	$(VENV)/bin/ruff format python tests bench examples
+	$(VENV)/bin/ruff check --fix python tests bench examples
 
 .PHONY: clean
 clean: ## remove build outputs and the virtualenv

@@ -9,8 +9,8 @@ they carry (a test checks the keys the native code produces against them, so the
 drift).
 """
 
-from __future__ import annotations
-
+# No `from __future__ import annotations` here: Python 3.11 only sees NotRequired in a
+# TypedDict whose annotations are real objects (ServeStats.__optional_keys__).
 from typing import Literal, NotRequired, TypedDict
 
 __all__ = [
