@@ -15,6 +15,7 @@ from fdkit.types import (
     InetAddress,
     ListenInfo,
     MixedEvent,
+    ProtocolErrorKind,
     ProxyStats,
     ServeStaticStats,
     TransferStats,
@@ -302,7 +303,7 @@ def serve_static(
 class ProtocolError(ValueError):
     writer: tuple[int, int] | None
     offset: int
-    kind: str
+    kind: ProtocolErrorKind
     fatal: bool
 
 _Dictionary: TypeAlias = ReadableBuffer | str | PathLike[str] | PathLike[bytes] | None

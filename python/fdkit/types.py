@@ -23,6 +23,7 @@ __all__ = [
     "InetAddress",
     "ListenInfo",
     "MixedEvent",
+    "ProtocolErrorKind",
     "ProxyStats",
     "ServeStaticStats",
     "ServeStats",
@@ -54,6 +55,20 @@ ZstdCodec = Literal["zstd"]
 
 #: What ``AtomicPipe.get_line_burst_or_data`` says it returned.
 MixedEvent = Literal["message", "burst", "line"]
+
+#: ``ProtocolError.kind``: what was wrong with the stream (``"protocol_error"`` for a kind
+#: newer than this list).
+ProtocolErrorKind = Literal[
+    "truncated_chunk",
+    "truncated_burst",
+    "incomplete_message",
+    "chunk_too_large",
+    "chunk_out_of_order",
+    "missing_frame_end",
+    "bad_burst",
+    "bad_compressed_data",
+    "protocol_error",
+]
 
 #: ``serve(engine=...)``: ``"auto"`` picks io_uring where the kernel allows it, else epoll;
 #: ``"uring"`` (or ``"io_uring"``) insists on io_uring.
