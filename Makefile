@@ -68,10 +68,10 @@ lint: setup ## cargo fmt --check, clippy -D warnings, cargo doc -D warnings, ruf
 	cargo fmt --all -- --check
 	cargo clippy --workspace --all-targets --release -- -D warnings
 	RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --release --quiet
-	$(VENV)/bin/ruff check python tests bench
-	$(VENV)/bin/ruff format --check python tests bench
+	$(VENV)/bin/ruff check python tests bench examples
+	$(VENV)/bin/ruff format --check python tests bench examples
 	$(PY) -m mypy.stubtest fdkit._fdkit --allowlist stubtest-allowlist.txt
-	$(PY) -m mypy python/fdkit bench
+	$(PY) -m mypy python/fdkit bench tests examples
 
 .PHONY: test
 test: lint ## set up, lint, then cargo test (core) and pytest (Python API and CLI)
@@ -92,8 +92,8 @@ endif
 .PHONY: fmt
 fmt: ## format Rust and Python sources in place
 	cargo fmt --all
-	$(VENV)/bin/ruff format python tests bench
-	$(VENV)/bin/ruff check --fix python tests bench
+	$(VENV)/bin/ruff format python tests bench examples
+	$(VENV)/bin/ruff check --fix python tests bench examples
 
 .PHONY: clean
 clean: ## remove build outputs and the virtualenv

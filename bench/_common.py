@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import Self, TypeVar
 
 T = TypeVar("T")
 
@@ -206,7 +206,7 @@ class Timer:
     wall_ns: int = 0
     cpu_ns: int = 0
 
-    def __enter__(self) -> Timer:
+    def __enter__(self) -> Self:
         self._cpu0 = time.process_time_ns()
         self._wall0 = time.perf_counter_ns()
         return self

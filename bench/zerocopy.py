@@ -503,14 +503,12 @@ def _plan(quick: bool) -> Plan:
 
 def _path_taken(fallbacks: set[str]) -> str:
     """The path the calling thread's last transfer took; its fallbacks go into ``fallbacks``."""
-    stats = zerocopy.transfer_stats() or {}
-    for f in stats.get("fallbacks") or []:
-        if isinstance(f, dict):
-            reason = f.get("reason", "")
-            fallbacks.add(
-                f"{f.get('from', '?')} -> {f.get('to', '?')} (errno {f.get('errno')}: {reason})"
-            )
-    return str(stats.get("path", "?"))
+    stats = zerocopy.transfer_stats()
+    if stats is None:
+        return "?"
+    for f in stats["fallbacks"]:
+        fallbacks.add(f"{f['from']} -> {f['to']} (errno {f['errno']}: {f['reason']})")
+    return stats["path"]
 
 
 def _run_case(

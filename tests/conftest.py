@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from fdkit import fd, zerocopy
+from fdkit.types import Address, InetAddress
 
 PROC_FD = "/proc/self/fd"
 
@@ -94,7 +95,8 @@ class Fds:
     def own(self, *fds: int) -> int:
         """Registers fds the test created; returns the first, for ``x = fds.own(fd.socket())``."""
         for n in fds:
-            assert isinstance(n, int) and n >= 0, n
+            assert isinstance(n, int), n
+            assert n >= 0, n
             assert n not in self.owned, f"fd {n} registered twice"
             self.owned.append(n)
         return fds[0]
@@ -130,7 +132,7 @@ class Fds:
 
     def listener(
         self, family: int = socket.AF_INET, *, blocking: bool = True, backlog: int = 128
-    ) -> tuple[int, tuple]:
+    ) -> tuple[int, Address]:
         """A TCP listener on loopback, port 0: ``(fd, address)``."""
         host = "127.0.0.1" if family == socket.AF_INET else "::1"
         lfd = self.sock(family, socket.SOCK_STREAM)
@@ -151,7 +153,7 @@ class Fds:
         self.close(lfd)
         return c, s
 
-    def client(self, addr: tuple, family: int = socket.AF_INET) -> int:
+    def client(self, addr: Address, family: int = socket.AF_INET) -> int:
         c = self.sock(family, socket.SOCK_STREAM)
         fd.connect(c, addr)
         return c
@@ -167,15 +169,23 @@ def fds() -> Iterator[Fds]:
 
 
 @pytest.fixture
-def listener(fds: Fds) -> tuple[int, tuple]:
+def listener(fds: Fds) -> tuple[int, InetAddress]:
     """A blocking TCP listener on 127.0.0.1, port 0: ``(fd, (host, port))``."""
-    return fds.listener()
+    return _inet(fds.listener())
 
 
 @pytest.fixture
-def nb_listener(fds: Fds) -> tuple[int, tuple]:
+def nb_listener(fds: Fds) -> tuple[int, InetAddress]:
     """A non-blocking TCP listener on 127.0.0.1, port 0: ``(fd, (host, port))``."""
-    return fds.listener(blocking=False)
+    return _inet(fds.listener(blocking=False))
+
+
+def _inet(listener: tuple[int, Address]) -> tuple[int, InetAddress]:
+    """An IPv4 listener's address as the ``(host, port)`` it is."""
+    lfd, addr = listener
+    assert isinstance(addr, tuple)
+    assert len(addr) == 2
+    return lfd, addr
 
 
 @pytest.fixture
@@ -463,7 +473,7 @@ class Outcome:
 
 
 def bounded(
-    call: Callable[[], Any], timeout: float = 10.0, unblock: Callable[[], None] | None = None
+    call: Callable[[], Any], timeout: float = 10.0, unblock: Callable[[], object] | None = None
 ) -> Outcome:
     """Runs ``call`` in a thread and waits at most ``timeout`` seconds for it: a call that
     hangs fails the test (after ``unblock`` was given a chance to free it) instead of hanging

@@ -12,6 +12,7 @@ import textwrap
 
 from conftest import Fds
 from fdkit import fd
+from fdkit.types import Address
 
 EMFILE_CHILD = textwrap.dedent(
     """
@@ -115,7 +116,8 @@ def test_accept_many_with_reset_connections(fds: Fds) -> None:
     live ones. Linux hands reset connections out (their first read fails with ECONNRESET or
     sees EOF) rather than failing accept with ECONNABORTED; both are handled."""
     lfd, addr = fds.listener(blocking=False)
-    live, reset = [], []
+    live: list[tuple[Address, int]] = []
+    reset: list[tuple[Address, int]] = []
     for i in range(10):
         c = fds.client(addr)
         fd.send(c, b"hi %d" % i)

@@ -19,6 +19,7 @@ import pytest
 from conftest import is_open
 from fdkit import atomic_pipe
 from fdkit.atomic_pipe import PIPE_BUF, AtomicPipe, ProtocolError
+from fdkit.types import AtomicPipeMode
 from test_atomic_pipe_wire import chunks
 
 pytestmark = pytest.mark.timeout(30)
@@ -37,11 +38,15 @@ def test_pair() -> None:
     r, w = AtomicPipe.pair()
     with r, w:
         assert (r.mode, w.mode) == ("r", "w")
-        assert r.fileno() != w.fileno() and is_open(r.fileno()) and is_open(w.fileno())
+        assert r.fileno() != w.fileno()
+        assert is_open(r.fileno())
+        assert is_open(w.fileno())
         for p in (r, w):
             assert not os.get_inheritable(p.fileno())  # CLOEXEC from the start
-            assert p.blocking and os.get_blocking(p.fileno())
-            assert not p.closed and not p.mixed_data_mode
+            assert p.blocking
+            assert os.get_blocking(p.fileno())
+            assert not p.closed
+            assert not p.mixed_data_mode
             assert p.compression is None
         assert w.pending_output == 0
         w.write_message(b"one")
@@ -51,7 +56,8 @@ def test_pair() -> None:
 def test_pair_options() -> None:
     r, w = AtomicPipe.pair(mixed_data_mode=True, compression="zstd", level=1)
     with r, w:
-        assert r.mixed_data_mode and w.mixed_data_mode
+        assert r.mixed_data_mode
+        assert w.mixed_data_mode
         assert r.compression == w.compression == "zstd"
         w.write_message(b"m" * 10_000)
         assert w.write_burst(b"b" * 1000) is not None
@@ -63,20 +69,22 @@ def test_pair_options() -> None:
 @pytest.mark.parametrize(
     ("mode", "end", "expected"), [("r", 0, "r"), ("<&", 0, "r"), ("w", 1, "w"), (">&", 1, "w")]
 )
-def test_from_fd_modes_take_ownership(mode: str, end: int, expected: str) -> None:
+def test_from_fd_modes_take_ownership(mode: AtomicPipeMode, end: int, expected: str) -> None:
     fds = os.pipe2(os.O_CLOEXEC)
     mine = fds[1 - end]
     try:
         p = AtomicPipe.from_fd(mode, fds[end])
         with p:
-            assert p.mode == expected and p.fileno() == fds[end]
+            assert p.mode == expected
+            assert p.fileno() == fds[end]
             if expected == "w":
                 p.write_message(b"via from_fd")
                 assert os.read(mine, 100)[16:] == b"via from_fd"
             else:
                 os.write(mine, chunks(b"abc", 1, 0)[0])
                 assert p.read_message() == b"abc"
-        assert p.closed and p.fileno() == -1
+        assert p.closed
+        assert p.fileno() == -1
         assert not is_open(fds[end])  # it owned the fd, so it closed it
     finally:
         os.close(mine)
@@ -87,7 +95,7 @@ def test_from_fd_bad_mode_leaves_the_fd_to_the_caller(mode: str) -> None:
     r, w = os.pipe2(os.O_CLOEXEC)
     try:
         with pytest.raises(ValueError, match="mode must be"):
-            AtomicPipe.from_fd(mode, r)
+            AtomicPipe.from_fd(mode, r)  # type: ignore[arg-type]  # misuse on purpose
         assert is_open(r)
     finally:
         os.close(w)
@@ -103,7 +111,8 @@ def test_from_fd_refuses_the_wrong_direction_and_leaves_the_fd() -> None:
             AtomicPipe.from_fd(">&", r)
         with pytest.raises(ValueError, match="zstd"):
             AtomicPipe.from_fd("r", r, compression="zstd", level=99)
-        assert is_open(r) and is_open(w)
+        assert is_open(r)
+        assert is_open(w)
     finally:
         os.close(w)
         os.close(r)
@@ -113,8 +122,9 @@ def test_from_fd_bad_fd_is_ebadf() -> None:
     r, w = os.pipe2(os.O_CLOEXEC)
     os.close(r)
     os.close(w)
-    for mode, n in (("r", r), ("w", w)):
-        with pytest.raises(OSError) as e:
+    modes: tuple[tuple[AtomicPipeMode, int], ...] = (("r", r), ("w", w))
+    for mode, n in modes:
+        with pytest.raises(OSError, match="Bad file descriptor") as e:
             AtomicPipe.from_fd(mode, n)
         assert e.value.errno == errno.EBADF
 
@@ -125,7 +135,9 @@ def test_context_manager_and_close_twice() -> None:
     with r as entered, w:
         assert entered is r
     for p, n in zip((r, w), numbers, strict=True):
-        assert p.closed and p.fileno() == -1 and not is_open(n)
+        assert p.closed
+        assert p.fileno() == -1
+        assert not is_open(n)
         p.close()  # a second close does nothing (and touches no reused fd number)
         assert p.closed
 
@@ -189,7 +201,11 @@ def test_calls_on_a_closed_pipe_are_value_errors(name: str) -> None:
 @pytest.mark.parametrize("name", sorted(_reader_calls()))
 def test_reader_calls_on_a_writer_are_value_errors(name: str) -> None:
     r, w = AtomicPipe.pair(mixed_data_mode=name == "get_line_burst_or_data")
-    with r, w, pytest.raises(ValueError):
+    with (
+        r,
+        w,
+        pytest.raises(ValueError, match="this AtomicPipe is the writing end: it cannot read"),
+    ):
         _reader_calls()[name](w)
 
 
@@ -197,7 +213,7 @@ def test_reader_calls_on_a_writer_are_value_errors(name: str) -> None:
 def test_writer_calls_on_a_reader_are_value_errors(name: str) -> None:
     r, w = AtomicPipe.pair()
     with r, w:
-        with pytest.raises(ValueError):
+        with pytest.raises(ValueError, match="this AtomicPipe is the reading end: it cannot write"):
             _writer_calls()[name](r)
         w.write_message(b"still fine")
         assert r.read_message(timeout=5) == b"still fine"
@@ -220,7 +236,7 @@ def test_write_takes_bytes_like_only() -> None:
         assert w.write_messages(x for x in (b"g1", bytearray(b"g2"))) == 2
         assert w.write_messages([]) == 0
         with pytest.raises(TypeError):
-            w.write_message("text")  # type: ignore[arg-type]
+            w.write_message("text")  # type: ignore[arg-type]  # misuse on purpose
         assert r.read_messages(10, timeout=5) == [b"ba", b"mv", b"g1", b"g2"]
 
 
@@ -246,14 +262,17 @@ def test_nonblocking_reader_returns_what_is_ready() -> None:
     r, w = AtomicPipe.pair()
     with r, w:
         r.blocking = False
-        assert not r.blocking and not os.get_blocking(r.fileno())
-        assert r.read_message() is None and r.read_messages() == []
+        assert not r.blocking
+        assert not os.get_blocking(r.fileno())
+        assert r.read_message() is None
+        assert r.read_messages() == []
         os.write(w.fileno(), chunks(b"abcde", 1, 0)[0][:18])  # most of a chunk
         assert r.read_message() is None
         os.write(w.fileno(), b"cde")
         assert r.read_message() == b"abcde"
         r.blocking = True
-        assert r.blocking and os.get_blocking(r.fileno())
+        assert r.blocking
+        assert os.get_blocking(r.fileno())
 
 
 def test_iteration_and_read_messages_max() -> None:
@@ -268,7 +287,9 @@ def test_iteration_and_read_messages_max() -> None:
         assert not r.eof()
         assert list(r) == msgs[5:]
         assert r.eof()
-        assert list(r) == [] and r.read_message() is None and r.read_messages() == []
+        assert list(r) == []
+        assert r.read_message() is None
+        assert r.read_messages() == []
 
 
 def test_eof_only_once_everything_was_returned() -> None:
@@ -289,9 +310,11 @@ def test_blocking_get_set_both_ends() -> None:
     with r, w:
         for p in (r, w):
             p.blocking = False
-            assert p.blocking is False and not os.get_blocking(p.fileno())
+            assert p.blocking is False
+            assert not os.get_blocking(p.fileno())
             p.blocking = True
-            assert p.blocking is True and os.get_blocking(p.fileno())
+            assert p.blocking is True
+            assert os.get_blocking(p.fileno())
 
 
 def test_sizes() -> None:
@@ -312,7 +335,8 @@ def test_mixed_mode_lines_peeks_and_final_line() -> None:
     with r:
         r.set_mixed_data_mode()
         w.set_mixed_data_mode()
-        assert r.mixed_data_mode and w.mixed_data_mode
+        assert r.mixed_data_mode
+        assert w.mixed_data_mode
         os.write(w.fileno(), b"a line\npart")
         assert r.get_line_burst_or_data(peek_line=True, timeout=5) == ("line", b"a line\n")
         assert r.get_line_burst_or_data(peek_line=True, timeout=5) == ("peek", b"part")

@@ -14,6 +14,7 @@ import sys
 import textwrap
 import threading
 import time
+from collections.abc import Callable
 
 import pytest
 
@@ -74,8 +75,10 @@ def test_full_pipe_queues_and_flush_polls() -> None:
         assert w.flush(10) is True
         assert w.pending_output == 0
         drain.join(10)
-        assert drain.error is None and drain.got == msgs
-        assert w.flush() is True and w.flush(0) is True  # nothing queued: at once
+        assert drain.error is None
+        assert drain.got == msgs
+        assert w.flush() is True
+        assert w.flush(0) is True
 
 
 def test_close_flushes_queued_output_first() -> None:
@@ -91,7 +94,9 @@ def test_close_flushes_queued_output_first() -> None:
         assert cpu < 0.1, f"{cpu:.3f} s of CPU in a {wall:.3f} s close"  # ...in poll(2)
         assert w.closed
         drain.join(10)
-        assert drain.error is None and drain.got == msgs and drain.saw_eof
+        assert drain.error is None
+        assert drain.got == msgs
+        assert drain.saw_eof
 
 
 def test_a_signal_during_close_loses_nothing() -> None:
@@ -110,9 +115,12 @@ def test_a_signal_during_close_loses_nothing() -> None:
             kicker.start()
             w.close()
             kicker.join()
-            assert handled == [signal.SIGUSR1] and w.closed
+            assert handled == [signal.SIGUSR1]
+            assert w.closed
             drain.join(10)
-            assert drain.error is None and drain.got == msgs and drain.saw_eof
+            assert drain.error is None
+            assert drain.got == msgs
+            assert drain.saw_eof
     finally:
         signal.signal(signal.SIGUSR1, old)
 
@@ -137,12 +145,13 @@ def test_write_to_a_vanished_reader_is_broken_pipe(blocking: bool) -> None:
     with w:
         w.blocking = blocking
         r.close()
-        for call in (
+        calls: tuple[Callable[[], object], ...] = (
             lambda: w.write_message(b"x"),
             lambda: w.write_message(b"y" * 10_000),
             lambda: w.write_messages([b"a", b"b"]),
             lambda: w.write_burst(b"burst"),
-        ):
+        )
+        for call in calls:
             with pytest.raises(BrokenPipeError):
                 call()
         assert w.pending_output == 0

@@ -139,8 +139,10 @@ def test_threads_share_one_writer() -> None:
                 count += len(batch)
             for t in threads:
                 t.join(20)
-            assert not errors and not any(t.is_alive() for t in threads)
-        assert r.read_message(timeout=5) is None and r.eof()
+            assert not errors
+            assert not any(t.is_alive() for t in threads)
+        assert r.read_message(timeout=5) is None
+        assert r.eof()
 
 
 def chunk_table(wire: bytes) -> list[tuple[int, int, bytes]]:
@@ -177,9 +179,11 @@ def test_tid_is_zero_on_the_main_thread_and_distinct_per_thread() -> None:
     assert len(table) == 1 + 2 * threads
     assert {pid for pid, _, _ in table} == {os.getpid()}
     assert table[0][1:] == (0, b"\xff" * 10)
-    assert len(set(tids.values())) == threads and 0 not in tids.values()
+    assert len(set(tids.values())) == threads
+    assert 0 not in tids.values()
     for _, tid, data in table[1:]:
-        assert tid == tids[data[0]] and data == bytes([data[0]]) * len(data)
+        assert tid == tids[data[0]]
+        assert data == bytes([data[0]]) * len(data)
 
 
 def test_a_child_after_fork_writes_with_its_own_pid() -> None:
@@ -313,10 +317,13 @@ def test_fifo(first: str, tmp_path: Path) -> None:
             what=f"the {first} to block in open",
         )
         time.sleep(0.05)
-        assert opener.is_alive() and opener.result is None
+        assert opener.is_alive()
+        assert opener.result is None
         other = opens[second]()
         opener.join(5)
-        assert not opener.is_alive() and opener.error is None and opener.result is not None
+        assert not opener.is_alive()
+        assert opener.error is None
+        assert opener.result is not None
         ends = {first: opener.result, second: other}
         r, w = ends["reader"], ends["writer"]
         assert (r.mode, w.mode) == ("r", "w")
@@ -327,7 +334,8 @@ def test_fifo(first: str, tmp_path: Path) -> None:
             got += batch
         assert got == sent
         w.close()
-        assert r.read_message(timeout=5) is None and r.eof()
+        assert r.read_message(timeout=5) is None
+        assert r.eof()
     finally:
         if opener.is_alive():  # free it: an O_RDWR open of a FIFO never waits
             os.close(os.open(path, os.O_RDWR))

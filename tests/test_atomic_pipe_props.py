@@ -76,7 +76,9 @@ def test_interleaved_writers_decode_per_writer_in_order(
     # A kernel schedule: any order of chunks that keeps each writer's own order.
     order = data.draw(st.permutations([who for who, q in queues.items() for _ in q]))
     position = dict.fromkeys(queues, 0)
-    stream, expected, by_writer = b"", [], {}
+    stream = b""
+    expected: list[Item] = []
+    by_writer: dict[tuple[int, int], list[bytes]] = {}
     for who in order:
         chunk, done = queues[who][position[who]]
         position[who] += 1

@@ -106,7 +106,9 @@ def test_bad_compressed_data_names_the_writer(mixed: bool) -> None:
     stream = b"".join(chunks(b"not a zstd frame", *A, mixed=mixed))
     items, e = decode_partial(stream, compression="zstd", mixed_data_mode=mixed)
     assert items == []
-    assert e is not None and e.kind == "bad_compressed_data" and e.writer == A
+    assert e is not None
+    assert e.kind == "bad_compressed_data"
+    assert e.writer == A
 
 
 # --- mixed mode -----------------------------------------------------------------------------
@@ -118,7 +120,9 @@ def test_mixed_truncated_message_frame(piece: int) -> None:
     frame = chunks(b"y" * 300, *A, mixed=True)[0]
     items, e = decode_partial(head + frame[:100], piece, mixed_data_mode=True)
     assert items == [("line", b"a line\n"), ("burst", b"B")]
-    assert e is not None and e.kind == "truncated_chunk" and e.writer == A
+    assert e is not None
+    assert e.kind == "truncated_chunk"
+    assert e.writer == A
     assert len(head) <= e.offset <= len(head) + 100
 
 
@@ -127,8 +131,10 @@ def test_mixed_unterminated_burst(piece: int) -> None:
     head = b"a line\n"
     items, e = decode_partial(head + b"\x0eburst with no end", piece, mixed_data_mode=True)
     assert items == [("line", b"a line\n")]
-    assert e is not None and e.kind in {"truncated_burst", "missing_frame_end"}
-    assert e.writer is None and len(head) <= e.offset <= len(head) + 18
+    assert e is not None
+    assert e.kind in {"truncated_burst", "missing_frame_end"}
+    assert e.writer is None
+    assert len(head) <= e.offset <= len(head) + 18
 
 
 def test_mixed_message_frame_without_its_end_byte() -> None:
@@ -137,7 +143,9 @@ def test_mixed_message_frame_without_its_end_byte() -> None:
         frame[:-1] + b"X\n" + chunks(b"ok", *B, mixed=True)[0], mixed_data_mode=True
     )
     assert items == []
-    assert e is not None and e.kind == "missing_frame_end" and e.writer == A
+    assert e is not None
+    assert e.kind == "missing_frame_end"
+    assert e.writer == A
     assert e.offset in (0, len(frame) - 1)
 
 
@@ -155,7 +163,8 @@ def test_random_garbage_decodes_or_raises(seed: int, mixed: bool) -> None:
     items, e = decode_partial(stream, rnd.choice([1, 100, 1 << 16]), mixed_data_mode=mixed)
     assert time.monotonic() - start < 10
     if e is not None:
-        assert e.kind in KINDS and 0 <= e.offset <= len(stream)
+        assert e.kind in KINDS
+        assert 0 <= e.offset <= len(stream)
     assert all(kind in {"message", "burst", "line"} for kind, _ in items)
 
 

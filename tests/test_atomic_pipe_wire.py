@@ -162,7 +162,8 @@ def in_thread(call: Callable[[], Any]) -> tuple[Any, int]:
     t = threading.Thread(target=run)
     t.start()
     t.join(20)
-    assert not t.is_alive() and "result" in box, "the writer thread failed or hung"
+    assert not t.is_alive(), "the writer thread failed or hung"
+    assert "result" in box, "the writer thread failed or hung"
     return box["result"], box["tid"]
 
 
@@ -259,7 +260,7 @@ def test_mixed_burst_refuses_what_a_reader_would_misread(data: bytes) -> None:
     # Not in Perl (whose reader then cuts the burst short or misreads it as a message): an
     # uncompressed mixed-mode burst has no length, so such data cannot travel intact.
     def write(w: AtomicPipe) -> None:
-        with pytest.raises(ValueError):
+        with pytest.raises(ValueError, match="burst data"):
             w.write_burst(data)
 
     assert wire_of(write, mixed_data_mode=True) == b""

@@ -167,10 +167,12 @@ def test_rows_follow_the_schema(results: dict[str, list[Result]], bench: str) ->
         assert [f.name for f in dataclasses.fields(r)] == FIELDS
         assert r.bench == bench
         for text in (r.id, r.case, r.metric, r.unit, r.baseline_name):
-            assert isinstance(text, str) and text
+            assert isinstance(text, str)
+            assert text
         for figure in (r.fdkit, r.baseline, r.ratio):
             assert isinstance(figure, float)
-            assert math.isfinite(figure) and figure > 0, r
+            assert math.isfinite(figure), r
+            assert figure > 0, r
         expected = r.fdkit / r.baseline if is_rate(r.unit) else r.baseline / r.fdkit
         assert math.isclose(r.ratio, expected, rel_tol=1e-9), r
         assert r.goal is None or (isinstance(r.goal, float) and r.goal > 0)
@@ -269,7 +271,8 @@ def test_ratio_direction() -> None:
     rate = _common.compare("r", "b", "c", "m", "ops/s", 300.0, 100.0, "base")
     cost = _common.compare("c", "b", "c", "m", "us/op", 1.0, 4.0, "base", goal=3.0)
     assert rate.ratio == 3.0
-    assert cost.ratio == 4.0 and cost.met
+    assert cost.ratio == 4.0
+    assert cost.met
 
 
 def test_alternate_is_round_robin() -> None:
@@ -310,11 +313,13 @@ def test_compile_c_caches(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> No
         pytest.skip("gcc not installed")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     lib = _common.compile_c("answer", "int answer(void) { return 42; }")
-    assert lib is not None and lib.answer() == 42
+    assert lib is not None
+    assert lib.answer() == 42
     (so,) = (tmp_path / "fdkit-bench").iterdir()
     monkeypatch.setattr(shutil, "which", lambda name: None)  # a cache hit needs no gcc
     again = _common.compile_c("answer", "int answer(void) { return 42; }")
-    assert again is not None and again.answer() == 42
+    assert again is not None
+    assert again.answer() == 42
     assert list((tmp_path / "fdkit-bench").iterdir()) == [so]
 
 
@@ -368,7 +373,8 @@ def test_zerocopy_covers_every_kind_and_names_the_path(results: dict[str, list[R
             assert any(i.startswith(f"zc_{kind}_") for i in ids), (kind, sorted(ids))
     assert {"zc_tcp_tcp_4k_cpu", "zc_tcp_tcp_64k_rate", "zc_tcp_tcp_1m_rate"} <= ids
     for r in rows:
-        assert "path " in r.case and "path ?" not in r.case, r.case
+        assert "path " in r.case, r.case
+        assert "path ?" not in r.case, r.case
         assert r.unit in ("s/GiB", "MiB/s", "ms"), r
     by_id = {r.id: r for r in rows}
     assert by_id["transfer_tcp_tcp_64k"].baseline_name.startswith("Python recv_into/sendall")
@@ -463,7 +469,8 @@ def test_atomic_pipe_rows(results: dict[str, list[Result]]) -> None:
     assert any(r.baseline_name.startswith("multiprocessing.Pipe") for r in rows)
     for key in ("zstd", "zstd_dict"):
         size = by_id[f"atomic_pipe_{key}_json_size"]
-        assert size.unit == "B/msg" and size.ratio > 1, size  # compressible JSON shrinks
+        assert size.unit == "B/msg", size
+        assert size.ratio > 1, size
 
 
 def _traffic(count: int, mixed: bool = False) -> tuple[list[list[bytes]], atomic_pipe.Expect]:
@@ -501,7 +508,8 @@ def test_atomic_pipe_measure_catches_a_short_stream(name: str) -> None:
     make, mixed = CHANNELS[name]
     shares, want = _traffic(300, mixed)
     sample = atomic_pipe._measure(make, shares, want, check=True)
-    assert sample.count == 300 and sample.wall_ns > 0
+    assert sample.count == 300
+    assert sample.wall_ns > 0
     more = dataclasses.replace(want, count=want.count + 1, nbytes=want.nbytes + 100)
     with pytest.raises(EOFError):
         atomic_pipe._measure(make, shares, more, check=False)
@@ -534,7 +542,8 @@ def test_serve_rows(results: dict[str, list[Result]]) -> None:
     if HAVE_NGINX and URING_OK:
         for size in ("6b", "4k", "1m"):
             row = by_id[f"serve_vs_nginx_{size}"]
-            assert row.baseline_name.startswith("nginx") and row.unit == "us/req"
+            assert row.baseline_name.startswith("nginx")
+            assert row.unit == "us/req"
             assert f"{size} file" in row.case
         assert "serve_vs_asyncio_4k" in by_id  # the smoke size runs the asyncio server too
     if URING_OK:
@@ -627,10 +636,12 @@ def test_find_tool_installs_nothing_and_names_the_command(
     _common.take_skipped()
     assert serve.find_tool("nginx", ["serve_vs_nginx_6b", "serve_rps_vs_nginx_6b"]) is None
     err = capsys.readouterr().err
-    assert "nginx is not installed" in err and f"`{sudo}apt-get install nginx`" in err
+    assert "nginx is not installed" in err
+    assert f"`{sudo}apt-get install nginx`" in err
     assert "make bench-tools" in err
     (sk,) = _common.take_skipped()
-    assert sk.bench == "serve" and sk.ids == ("serve_vs_nginx_6b", "serve_rps_vs_nginx_6b")
+    assert sk.bench == "serve"
+    assert sk.ids == ("serve_vs_nginx_6b", "serve_rps_vs_nginx_6b")
 
 
 def test_serve_without_wrk_skips_every_row_it_would_have(
@@ -642,7 +653,8 @@ def test_serve_without_wrk_skips_every_row_it_would_have(
     _common.take_skipped()
     assert serve.run(quick=True) == []  # no wrk: nothing runs, nothing fails
     (sk,) = _common.take_skipped()
-    assert "wrk is not installed" in sk.reason and "apt-get install wrk" in sk.reason
+    assert "wrk is not installed" in sk.reason
+    assert "apt-get install wrk" in sk.reason
     assert set(HEADLINES["serve"]) <= set(sk.ids)
     assert sk.ids == tuple(serve.planned_ids(serve._plan(quick=True)))
     assert "wrk is not installed" in capsys.readouterr().err
@@ -658,7 +670,8 @@ def test_serve_without_nginx_skips_only_the_nginx_rows(
     (sk,) = _common.take_skipped()
     plan = serve._plan(quick=True)
     nginx_ids = [i for i in serve.planned_ids(plan) if "_vs_nginx_" in i]
-    assert sk.ids == tuple(nginx_ids) and "nginx is not installed" in sk.reason
+    assert sk.ids == tuple(nginx_ids)
+    assert "nginx is not installed" in sk.reason
     got = {r.id for r in rows}
     assert not got & set(nginx_ids)
     assert got <= set(serve.planned_ids(plan))  # planned_ids knows every id run makes
@@ -820,8 +833,10 @@ def test_make_test_does_not_need_bench_tools() -> None:
         name, sep, rest = line.partition(":")
         if sep and name in ("test", "demo", "bench", "lint") and not rest.startswith("="):
             deps[name] = rest.split()
-    assert "bench-tools" in deps["demo"] and "bench-tools" in deps["bench"]
-    assert "bench-tools" not in deps["test"] and "bench-tools" not in deps["lint"]
+    assert "bench-tools" in deps["demo"]
+    assert "bench-tools" in deps["bench"]
+    assert "bench-tools" not in deps["test"]
+    assert "bench-tools" not in deps["lint"]
 
 
 def test_serve_process_tree_sums_children() -> None:
@@ -889,9 +904,11 @@ def test_the_package_alone_carries_no_harness_and_says_where_it_is(tmp_path: Pat
         assert r.returncode == 1, (args, r.stdout, r.stderr)
         assert r.stdout == ""
         (line,) = r.stderr.splitlines()
-        assert "source checkout" in line and "`make bench`" in line
+        assert "source checkout" in line
+        assert "`make bench`" in line
     helped = _fdkit(env, tmp_path, "bench", "--help")
-    assert helped.returncode == 0 and "usage: fdkit bench" in helped.stdout
+    assert helped.returncode == 0
+    assert "usage: fdkit bench" in helped.stdout
 
 
 def test_installed_fdkit_bench_runs_the_harness_of_the_checkout_it_is_in(tmp_path: Path) -> None:
@@ -927,7 +944,8 @@ def test_python_dash_m_bench_is_the_same_front_end() -> None:
         timeout=60,
         check=False,
     )
-    assert bad.returncode == 2 and bad.stdout == ""
+    assert bad.returncode == 2
+    assert bad.stdout == ""
     (line,) = bad.stderr.splitlines()
     assert line.startswith("python -m bench: unknown benchmark no-such-bench (known: accept,")
 

@@ -59,7 +59,8 @@ def test_protocol_error_pickles_round_trip() -> None:
     assert (e.kind, e.writer, e.offset) == ("truncated_chunk", (4242, 7), 0)
     back = pickle.loads(pickle.dumps(e))
     assert type(back) is ProtocolError
-    assert back.args == e.args and str(back) == str(e)
+    assert back.args == e.args
+    assert str(back) == str(e)
     assert (back.writer, back.offset, back.kind, back.fatal) == (
         e.writer,
         e.offset,
@@ -117,10 +118,12 @@ def test_ring_fileno_and_its_fd_alias() -> None:
     """Before: Ring had only the ``fd`` property."""
     ring = make_ring()
     n = ring.fileno()
-    assert n >= 0 and n == ring.fd
+    assert n >= 0
+    assert n == ring.fd
     assert fd.fstat(n)  # a live fd
     ring.close()
-    assert ring.fileno() == -1 and ring.fd == -1
+    assert ring.fileno() == -1
+    assert ring.fd == -1
 
 
 def test_pipe_fileno_is_the_read_end() -> None:
@@ -136,7 +139,9 @@ def test_pipe_fileno_is_the_read_end() -> None:
 
 def test_atomic_pipe_fileno() -> None:
     r, w = AtomicPipe.pair()
-    assert r.fileno() >= 0 and w.fileno() >= 0 and r.fileno() != w.fileno()
+    assert r.fileno() >= 0
+    assert w.fileno() >= 0
+    assert r.fileno() != w.fileno()
     r.close()
     w.close()
     assert r.fileno() == w.fileno() == -1
@@ -152,7 +157,8 @@ def test_size_is_a_property_on_both_pipes_and_still_callable() -> None:
     with p, r, w:
         assert p.size == r.size == w.size == 16 * PAGE  # the kernel default
         assert p.size() == r.size() == 16 * PAGE  # the older spelling still works
-        assert isinstance(r.size, int) and type(r.size()) is int
+        assert isinstance(r.size, int)
+        assert type(r.size()) is int
         assert (
             p.max_size
             == r.max_size
@@ -162,7 +168,8 @@ def test_size_is_a_property_on_both_pipes_and_still_callable() -> None:
         assert r.resize(2 * PAGE) == r.size == w.size == 2 * PAGE
         assert p.resize(4 * PAGE) == p.size
         assert json.loads(json.dumps({"size": r.size})) == {"size": 2 * PAGE}
-        assert r.size + 1 == 2 * PAGE + 1 and type(r.size + 1) is int
+        assert r.size + 1 == 2 * PAGE + 1
+        assert type(r.size + 1) is int
     with pytest.raises(ValueError, match="closed"):
         _ = r.size
     with pytest.raises(ValueError, match="closed"):

@@ -26,7 +26,8 @@ def run(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
 def test_help_lists_the_subcommands() -> None:
     r = run("--help")
     assert r.returncode == 0
-    assert "bench" in r.stdout and "doctor" in r.stdout
+    assert "bench" in r.stdout
+    assert "doctor" in r.stdout
 
 
 @pytest.mark.parametrize("sub", ["bench", "doctor"])
@@ -67,7 +68,8 @@ def test_doctor_reports_this_kernel() -> None:
     u = info["io_uring"]
     assert isinstance(u["available"], bool)
     if u["available"]:
-        assert u["reason"] is None and u["ops"]["nop"] is True
+        assert u["reason"] is None
+        assert u["ops"]["nop"] is True
     else:
         assert u["reason"].startswith("io_uring_setup")
     for check in ("splice", "copy_file_range", "sendfile"):
@@ -75,7 +77,8 @@ def test_doctor_reports_this_kernel() -> None:
     # Text mode names the same facts.
     text = run("doctor")
     assert text.returncode == 0
-    assert "io_uring" in text.stdout and "RLIMIT_NOFILE" in text.stdout
+    assert "io_uring" in text.stdout
+    assert "RLIMIT_NOFILE" in text.stdout
 
 
 def test_bench_rejects_an_unknown_name_in_one_line() -> None:
@@ -285,7 +288,8 @@ def test_a_bad_flag_before_the_subcommand_is_the_top_levels() -> None:
 def test_every_subcommand_takes_quiet_and_verbose(sub: str) -> None:
     r = run(sub, "--help")
     assert r.returncode == 0
-    assert "-q, --quiet" in r.stdout and "-v, --verbose" in r.stdout
+    assert "-q, --quiet" in r.stdout
+    assert "-v, --verbose" in r.stdout
     both = run(*VALID[sub], "-q", "-v", timeout=30)
     assert both.returncode == 2
     assert both.stderr.splitlines()[-1] == (
@@ -295,10 +299,12 @@ def test_every_subcommand_takes_quiet_and_verbose(sub: str) -> None:
 
 def test_doctor_verbose_logs_each_check_on_stderr_with_a_timestamp() -> None:
     plain = run("doctor")
-    assert plain.returncode == 0 and plain.stderr == ""
+    assert plain.returncode == 0
+    assert plain.stderr == ""
     r = run("doctor", "-v")
     assert r.returncode == 0
-    assert "io_uring" in r.stdout and "RLIMIT_NOFILE" in r.stdout  # the report is still there
+    assert "io_uring" in r.stdout
+    assert "RLIMIT_NOFILE" in r.stdout
     lines = r.stderr.splitlines()
     assert lines, "no log lines"
     for line in lines:
@@ -311,13 +317,15 @@ def test_doctor_quiet_prints_only_what_does_not_work() -> None:
     full = run("doctor", "--json")
     info = json.loads(full.stdout)
     r = run("doctor", "-q")
-    assert r.returncode == 0 and r.stderr == ""
+    assert r.returncode == 0
+    assert r.stderr == ""
     broken = [name for name, c in info["checks"].items() if not c["ok"]]
     u = info["io_uring"]
     missing = [op for op, ok in u["ops"].items() if not ok] if u["available"] else []
     expected = len(broken) + (not u["available"]) + bool(missing)
     assert len(r.stdout.splitlines()) == expected, r.stdout
-    assert "RLIMIT_NOFILE" not in r.stdout and "somaxconn" not in r.stdout
+    assert "RLIMIT_NOFILE" not in r.stdout
+    assert "somaxconn" not in r.stdout
     for name in broken:
         assert name in r.stdout
 

@@ -16,6 +16,7 @@ whatever is stuck before the test fails.
 
 from __future__ import annotations
 
+import functools
 import os
 import random
 import signal
@@ -27,6 +28,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
+from typing import Protocol
 
 import pytest
 
@@ -57,10 +59,14 @@ class Call(threading.Thread):
             self.ended = time.monotonic()
 
 
-def close_from_thread(obj: object, rescue: Callable[[], None]) -> float:
+class Closable(Protocol):
+    def close(self) -> None: ...
+
+
+def close_from_thread(obj: Closable, rescue: Callable[[], object]) -> float:
     """Calls ``obj.close()`` in another thread; returns how long it took. Fails the test (after
     ``rescue`` freed what was stuck) when close() raised or did not return within LIMIT."""
-    t = Call(obj.close)  # type: ignore[attr-defined]
+    t = Call(obj.close)
     start = time.monotonic()
     t.start()
     t.join(LIMIT)
@@ -221,11 +227,12 @@ def test_atomic_pipe_close_ends_a_reader_waiting_for_the_lock() -> None:
 
 
 @contextmanager
-def sigint_main_after(delay: float, rescue: Callable[[], None]) -> Iterator[None]:
+def sigint_main_after(delay: float, rescue: Callable[[], object]) -> Iterator[None]:
     """SIGINT to the main thread after ``delay`` s; ``rescue`` 3 s later if still needed."""
     done = threading.Event()
     main = threading.main_thread().ident
-    assert main is not None and threading.current_thread() is threading.main_thread()
+    assert main is not None
+    assert threading.current_thread() is threading.main_thread()
 
     def fire() -> None:
         if done.wait(delay):
@@ -317,7 +324,7 @@ def test_stress_close_races_read_message_and_never_touches_a_reused_fd() -> None
         t = Call(r.read_message)
         t.start()
         time.sleep(rng.choice([0, 0, 0.0002, 0.001, 0.003]))
-        took = close_from_thread(r, rescue=lambda w=w: w.write_message(b"rescue"))  # type: ignore[misc]
+        took = close_from_thread(r, rescue=functools.partial(w.write_message, b"rescue"))
         # The number is free now: a new pipe gets it at once.
         nr, nw = os.pipe()
         try:
@@ -346,7 +353,7 @@ def test_stress_close_races_writes_and_never_touches_a_reused_fd() -> None:
         w.resize(4096)
         number = w.fileno()
         stop = threading.Event()
-        t = Call(lambda w=w, stop=stop: _fill(w, stop))  # type: ignore[misc]
+        t = Call(functools.partial(_fill, w, stop))
         t.start()
         time.sleep(rng.choice([0, 0, 0.0002, 0.001, 0.003]))
 
@@ -497,7 +504,7 @@ def test_stress_close_races_pipe_calls_and_never_touches_a_reused_fd() -> None:
         for i in range(200):
             p = Pipe()
             numbers = p.fds
-            t = Call(lambda p=p: p.read_from(a.fileno(), 1000))  # type: ignore[misc]
+            t = Call(functools.partial(p.read_from, a.fileno(), 1000))
             t.start()
             time.sleep(rng.choice([0, 0, 0.0002, 0.001, 0.003]))
             close_from_thread(p, rescue=lambda: b.send(b"r"))

@@ -85,7 +85,8 @@ def test_copies_bytes_and_mode_and_reports_the_path(tmp_path: Path) -> None:
     assert dst.stat().st_mode & 0o777 == 0o640
     # On a terminal: a final progress line stays, naming the kernel path used.
     line = final_line(terminal)
-    assert line.startswith("100.0%") and "via " in line
+    assert line.startswith("100.0%")
+    assert "via " in line
     assert line.split("via ")[1] in {"copy_file_range", "sendfile", "splice", "read_write"}
     assert not [p for p in tmp_path.iterdir() if p.name.endswith(".fdkit-tmp")]
     assert err == ""
@@ -122,7 +123,8 @@ def test_errors_are_one_line_and_leave_nothing_behind(tmp_path: Path) -> None:
         r = run(*args)
         assert r.returncode == 1, (args, r.stderr)
         assert len(r.stderr.strip().splitlines()) == 1, r.stderr
-        assert message in r.stderr and r.stderr.startswith("fdkit copy: ")
+        assert message in r.stderr
+        assert r.stderr.startswith("fdkit copy: ")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["f"]
     assert (tmp_path / "f").read_bytes() == b"data"
 
@@ -159,7 +161,8 @@ def test_the_live_line_shows_elapsed_and_eta_and_the_final_line_elapsed(tmp_path
     assert all(m.group(3) for m in live), [m.group(0) for m in live]  # an ETA while copying
     final = final_line(terminal)
     assert final.startswith("100.0%  130.0 MiB / 130.0 MiB  "), final
-    assert " elapsed " in final and "ETA" not in final, final
+    assert " elapsed " in final, final
+    assert "ETA" not in final, final
 
 
 def test_a_failure_ends_the_live_line_before_the_error(tmp_path: Path) -> None:

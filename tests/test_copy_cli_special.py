@@ -18,7 +18,6 @@ import stat
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -45,7 +44,8 @@ def mknod_chr(path: Path, minor: int) -> None:
 def one_line_error(r: subprocess.CompletedProcess[str]) -> str:
     assert r.returncode == 1, (r.returncode, r.stderr)
     lines = r.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("fdkit copy: "), r.stderr
+    assert len(lines) == 1, r.stderr
+    assert lines[0].startswith("fdkit copy: "), r.stderr
     assert ".fdkit-tmp" not in r.stderr, r.stderr
     return lines[0]
 
@@ -79,7 +79,8 @@ def test_char_device_dst_is_written_into_not_replaced(tmp_path: Path, small: Pat
     r = run(str(small), str(node))
     assert r.returncode == 0, r.stderr
     st = os.lstat(node)
-    assert stat.S_ISCHR(st.st_mode) and st.st_rdev == os.makedev(1, 3)
+    assert stat.S_ISCHR(st.st_mode)
+    assert st.st_rdev == os.makedev(1, 3)
     no_temp_files(tmp_path)
 
 
@@ -99,7 +100,8 @@ def test_directory_dst_whose_entry_is_a_directory_is_refused(tmp_path: Path, sma
     line = one_line_error(run(str(small), str(out)))
     # cp: "cannot overwrite directory 'out/small.txt' with non-directory"
     assert line == f"fdkit copy: cannot overwrite directory {str(out / small.name)!r} with a file"
-    assert (out / small.name).is_dir() and not list((out / small.name).iterdir())
+    assert (out / small.name).is_dir()
+    assert not list((out / small.name).iterdir())
     no_temp_files(out)
 
 
@@ -222,7 +224,8 @@ def test_socket_dst_is_refused_and_kept(tmp_path: Path, small: Path) -> None:
         line = one_line_error(run(str(small), str(path)))
     finally:
         s.close()
-    assert str(path) in line and "socket" in line
+    assert str(path) in line
+    assert "socket" in line
     assert stat.S_ISSOCK(os.lstat(path).st_mode)
 
 
@@ -239,13 +242,15 @@ def test_symlink_dst_writes_through_and_stays_a_link(tmp_path: Path, small: Path
     link.symlink_to(Path("..") / "b" / "target.txt")
     r = run(str(small), str(link))
     assert r.returncode == 0, r.stderr
-    assert link.is_symlink() and os.readlink(link) == os.path.join("..", "b", "target.txt")
+    assert link.is_symlink()
+    assert os.readlink(link) == os.path.join("..", "b", "target.txt")
     assert target.read_bytes() == small.read_bytes()
     assert sorted(p.name for p in a.iterdir()) == ["link"]
     assert sorted(p.name for p in b.iterdir()) == ["target.txt"]
     # The target copied onto a link to itself is one file, as cp says.
     line = one_line_error(run(str(target), str(link)))
-    assert "are the same file" in line and link.is_symlink()
+    assert "are the same file" in line
+    assert link.is_symlink()
 
 
 def test_symlink_to_a_device_writes_into_the_device(tmp_path: Path, small: Path) -> None:
@@ -255,7 +260,8 @@ def test_symlink_to_a_device_writes_into_the_device(tmp_path: Path, small: Path)
     link.symlink_to("nulldev")
     r = run(str(small), str(link))
     assert r.returncode == 0, r.stderr
-    assert link.is_symlink() and stat.S_ISCHR(os.lstat(node).st_mode)
+    assert link.is_symlink()
+    assert stat.S_ISCHR(os.lstat(node).st_mode)
 
 
 def test_dangling_symlink_is_refused_as_cp_does(tmp_path: Path, small: Path) -> None:
@@ -263,7 +269,8 @@ def test_dangling_symlink_is_refused_as_cp_does(tmp_path: Path, small: Path) -> 
     link.symlink_to("nowhere")
     line = one_line_error(run(str(small), str(link)))
     assert line == f"fdkit copy: not writing through dangling symlink {str(link)!r}"
-    assert link.is_symlink() and os.readlink(link) == "nowhere"
+    assert link.is_symlink()
+    assert os.readlink(link) == "nowhere"
     assert not (tmp_path / "nowhere").exists()
     no_temp_files(tmp_path)
 
@@ -355,10 +362,12 @@ def test_procfs_source_copies_its_real_content(tmp_path: Path) -> None:
     code, terminal, err = run_on_terminal(str(src), str(dst))
     assert code == 0, err
     want = src.read_bytes()
-    assert dst.read_bytes() == want and want
+    assert dst.read_bytes() == want
+    assert want
     # The size the kernel reported (0) is not the size shown as the total.
     line = final_line(terminal)
-    assert line.startswith("100.0%") and "/ 0 B" not in line, line
+    assert line.startswith("100.0%"), line
+    assert "/ 0 B" not in line, line
 
 
 def test_empty_dst_is_refused_before_copying(tmp_path: Path, small: Path) -> None:
@@ -404,7 +413,7 @@ def test_file_too_large_names_dst_not_the_temp_file(tmp_path: Path) -> None:
 
 
 @pytest.fixture
-def tiny_fs(tmp_path: Path) -> Iterator[Path]:
+def tiny_fs(tmp_path: Path) -> Path:
     """A directory a 1 MiB tmpfs will be mounted on, inside a private mount namespace."""
     mnt = tmp_path / "mnt"
     mnt.mkdir()
@@ -419,7 +428,7 @@ def tiny_fs(tmp_path: Path) -> Iterator[Path]:
     )
     if probe.returncode != 0:
         pytest.skip(f"no private tmpfs mount here ({probe.stderr.strip()})")
-    yield mnt
+    return mnt
 
 
 def test_no_space_left_names_dst(tmp_path: Path, tiny_fs: Path) -> None:

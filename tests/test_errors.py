@@ -16,7 +16,7 @@ import tempfile
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -24,15 +24,17 @@ from hypothesis import strategies as st
 
 from conftest import Fds, is_open
 from fdkit import fd
+from fdkit.types import InetAddress
 
 
 def raises_errno(exc_type: type[OSError], code: int, call: Callable[[], object]) -> OSError:
     """Asserts ``call`` raises exactly ``exc_type`` with ``errno == code``."""
-    with pytest.raises(OSError) as info:
+    with pytest.raises(OSError, match=r"^\[Errno \d+\] ") as info:
         call()
     e = info.value
     assert type(e) is exc_type, f"{type(e).__name__} {e!r}, wanted {exc_type.__name__}"
-    assert e.errno == code, f"errno {errno.errorcode.get(e.errno)}, wanted {errno.errorcode[code]}"
+    got = errno.errorcode.get(e.errno) if e.errno is not None else None
+    assert e.errno == code, f"errno {got}, wanted {errno.errorcode[code]}"
     assert e.strerror == os.strerror(code)
     return e
 
@@ -123,14 +125,14 @@ def test_enoent_file_not_found(tmp_path: Path, fds: Fds) -> None:
     raises_errno(FileNotFoundError, errno.ENOENT, lambda: fd.connect(s, str(missing)))
 
 
-def test_eexist_file_exists(tmp_file) -> None:
+def test_eexist_file_exists(tmp_file: Callable[[bytes], Path]) -> None:
     p = tmp_file(b"")
     raises_errno(
         FileExistsError, errno.EEXIST, lambda: fd.open(p, fd.O_WRONLY | fd.O_CREAT | fd.O_EXCL)
     )
 
 
-def test_eisdir_enotdir(tmp_path: Path, tmp_file) -> None:
+def test_eisdir_enotdir(tmp_path: Path, tmp_file: Callable[[bytes], Path]) -> None:
     raises_errno(IsADirectoryError, errno.EISDIR, lambda: fd.open(tmp_path, fd.O_WRONLY))
     f = tmp_file(b"")
     raises_errno(NotADirectoryError, errno.ENOTDIR, lambda: fd.stat(f / "x"))
@@ -159,7 +161,7 @@ def test_espipe_on_pipe(fds: Fds) -> None:
     raises_errno(OSError, errno.ESPIPE, lambda: fd.pwrite(w, b"x", 0))
 
 
-def test_einval_negative_seek(fds: Fds, tmp_file) -> None:
+def test_einval_negative_seek(fds: Fds, tmp_file: Callable[[bytes], Path]) -> None:
     n = fds.own(fd.open(tmp_file(b"abc"), fd.O_RDONLY))
     raises_errno(OSError, errno.EINVAL, lambda: fd.lseek(n, -1))
     raises_errno(OSError, errno.EINVAL, lambda: fd.lseek(n, -10, os.SEEK_CUR))
@@ -195,20 +197,21 @@ def test_eagain_recv_dontwait_on_blocking_socket(tcp_pair: tuple[int, int]) -> N
     raises_errno(BlockingIOError, errno.EAGAIN, lambda: fd.recv(c, 10, socket.MSG_DONTWAIT))
 
 
-def test_eagain_accept_nonblocking_listener(nb_listener: tuple[int, tuple]) -> None:
+def test_eagain_accept_nonblocking_listener(nb_listener: tuple[int, InetAddress]) -> None:
     lfd, _ = nb_listener
     raises_errno(BlockingIOError, errno.EAGAIN, lambda: fd.accept(lfd))
     raises_errno(BlockingIOError, errno.EAGAIN, lambda: fd.accept4(lfd, fd.NONBLOCK))
 
 
-def test_einprogress_nonblocking_connect(fds: Fds, listener: tuple[int, tuple]) -> None:
+def test_einprogress_nonblocking_connect(fds: Fds, listener: tuple[int, InetAddress]) -> None:
     _, addr = listener
     c = fds.sock(socket.AF_INET, socket.SOCK_STREAM | socket.SOCK_NONBLOCK)
     # Loopback may complete at once; when it does not, it is EINPROGRESS as BlockingIOError.
     try:
         fd.connect(c, addr)
+    # PT017: the call may succeed (no exception to expect), so no pytest.raises.
     except BlockingIOError as e:
-        assert e.errno == errno.EINPROGRESS
+        assert e.errno == errno.EINPROGRESS  # noqa: PT017
     assert fd.poll([(c, fd.POLLOUT)], 5) == [(c, fd.POLLOUT)]
 
 
@@ -220,7 +223,10 @@ def _refusing_port(fds: Fds) -> tuple[str, int]:
     """A loopback port that is bound but not listening: connecting to it is refused."""
     s = fds.sock()
     fd.bind(s, ("127.0.0.1", 0))
-    return fd.getsockname(s)
+    addr = fd.getsockname(s)
+    assert isinstance(addr, tuple)
+    assert len(addr) == 2
+    return addr
 
 
 def test_econnrefused(fds: Fds) -> None:
@@ -257,7 +263,7 @@ def test_epipe_write_to_pipe_without_reader(fds: Fds) -> None:
     raises_errno(BrokenPipeError, errno.EPIPE, lambda: fd.write(w, b"x"))
 
 
-def test_epipe_sendfile_to_closed_peer(fds: Fds, tmp_file) -> None:
+def test_epipe_sendfile_to_closed_peer(fds: Fds, tmp_file: Callable[[bytes], Path]) -> None:
     a, b = fd.socketpair()
     fds.own(a, b)
     fds.close(b)
@@ -307,7 +313,7 @@ def test_send_never_raises_sigpipe() -> None:
     assert lines[2] == "alive"
 
 
-def test_eaddrinuse(fds: Fds, listener: tuple[int, tuple]) -> None:
+def test_eaddrinuse(fds: Fds, listener: tuple[int, InetAddress]) -> None:
     _, addr = listener
     s = fds.sock()
     raises_errno(OSError, errno.EADDRINUSE, lambda: fd.bind(s, addr))
@@ -344,7 +350,7 @@ SOCKET_CALLS_ON_NON_SOCKET: dict[str, Callable[[int], object]] = {
 
 @pytest.mark.parametrize("name", sorted(SOCKET_CALLS_ON_NON_SOCKET))
 @pytest.mark.parametrize("kind", ["pipe", "file"])
-def test_enotsock(fds: Fds, tmp_file, name: str, kind: str) -> None:
+def test_enotsock(fds: Fds, tmp_file: Callable[[bytes], Path], name: str, kind: str) -> None:
     if kind == "pipe":
         n, _ = fds.pipe()
     else:
@@ -439,7 +445,7 @@ FD_CALLS: dict[str, Callable[[Any], object]] = {
 @pytest.mark.parametrize("name", sorted(FD_CALLS))
 @pytest.mark.parametrize("bad", [-1, -(2**31), 2**31, 2**40, 2**63, 2**64, 2**100, -(2**100)])
 def test_out_of_range_fd_is_value_error(name: str, bad: int) -> None:
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"fd must be a non-negative int|fd out of range"):
         FD_CALLS[name](bad)
 
 
@@ -463,15 +469,15 @@ def test_fd_accepts_index_objects(fds: Fds) -> None:
             return self.n
 
     r, w = fds.pipe()
-    fd.write(Idx(w), b"i")
-    assert fd.read(Idx(r), 1) == b"i"
+    fd.write(Idx(w), b"i")  # type: ignore[arg-type]  # an __index__ object on purpose
+    assert fd.read(Idx(r), 1) == b"i"  # type: ignore[arg-type]  # an __index__ object on purpose
 
 
 # ---------------------------------------------------------------------------------------------
 # Bad arguments: counts, buffers, options
 
 
-def test_negative_count_is_value_error(fds: Fds, tmp_file) -> None:
+def test_negative_count_is_value_error(fds: Fds, tmp_file: Callable[[bytes], Path]) -> None:
     r, _ = fds.pipe()
     f = fds.own(fd.open(tmp_file(b"abc"), fd.O_RDWR))
     a, b = fd.socketpair()
@@ -488,11 +494,11 @@ def test_negative_count_is_value_error(fds: Fds, tmp_file) -> None:
         lambda: fd.getsockopt(a, socket.SOL_SOCKET, socket.SO_LINGER, -1),
         lambda: fd.read(r, -(2**100)),
     ):
-        with pytest.raises(ValueError):
+        with pytest.raises(ValueError, match=r"count out of range|must be a non-negative int"):
             call()
 
 
-def test_huge_count_read_returns_what_is_there(fds: Fds, tmp_file) -> None:
+def test_huge_count_read_returns_what_is_there(fds: Fds, tmp_file: Callable[[bytes], Path]) -> None:
     r, w = fds.pipe()
     fd.write(w, b"abc")
     # MemoryError is allowed: the process could not reserve the (clamped) buffer.
@@ -514,7 +520,7 @@ def test_huge_count_on_empty_nonblocking_pipe(fds: Fds) -> None:
     with pytest.raises((BlockingIOError, MemoryError)):
         fd.read(r, 2**62)
     for n in (2**64, 2**100):
-        with pytest.raises(ValueError):
+        with pytest.raises(ValueError, match="count out of range"):
             fd.read(r, n)
 
 
@@ -522,7 +528,7 @@ def test_non_int_count_is_type_error(fds: Fds) -> None:
     r, _ = fds.pipe(os.O_NONBLOCK)
     for bad in ("1", 1.0, None, b"1"):
         with pytest.raises(TypeError):
-            fd.read(r, bad)  # type: ignore[arg-type]
+            fd.read(r, bad)  # type: ignore[arg-type]  # misuse on purpose
 
 
 def test_read_only_buffer_is_type_error(fds: Fds) -> None:
@@ -538,9 +544,9 @@ def test_read_only_buffer_is_type_error(fds: Fds) -> None:
             fd.readinto(r, ro)
     for not_buffer in ("str", 4, None, [0, 0]):
         with pytest.raises(TypeError):
-            fd.recv_into(b, not_buffer)
+            fd.recv_into(b, not_buffer)  # type: ignore[arg-type]  # misuse on purpose
         with pytest.raises(TypeError):
-            fd.readinto(r, not_buffer)
+            fd.readinto(r, not_buffer)  # type: ignore[arg-type]  # misuse on purpose
     # Nothing was consumed by the refused calls.
     assert fd.read(r, 10) == b"data"
     assert fd.recv(b, 10) == b"data"
@@ -551,9 +557,9 @@ def test_nbytes_larger_than_buffer_is_value_error(fds: Fds) -> None:
     fds.own(a, b)
     fd.send(a, b"0123456789")
     buf = bytearray(4)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"nbytes \d+ is larger than the buffer"):
         fd.recv_into(b, buf, 5)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="count out of range"):
         fd.recv_into(b, buf, 2**70)
     assert buf == bytes(4)
     assert fd.recv(b, 100) == b"0123456789"
@@ -573,58 +579,58 @@ def test_write_non_buffer_is_type_error(fds: Fds) -> None:
     fds.own(a, _b)
     for bad in ("text", 5, None, [1, 2]):
         with pytest.raises(TypeError):
-            fd.write(w, bad)
+            fd.write(w, bad)  # type: ignore[arg-type]  # misuse on purpose
         with pytest.raises(TypeError):
-            fd.send(a, bad)
+            fd.send(a, bad)  # type: ignore[arg-type]  # misuse on purpose
 
 
 def test_bad_option_values(fds: Fds) -> None:
     s = fds.sock()
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="is out of range for this argument"):
         fd.setsockopt(s, socket.SOL_SOCKET, socket.SO_RCVBUF, 2**40)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="option value is"):
         fd.setsockopt(s, socket.SOL_SOCKET, socket.SO_LINGER, bytes(2000))
     with pytest.raises(TypeError):
-        fd.setsockopt(s, socket.SOL_SOCKET, socket.SO_LINGER, "text")
+        fd.setsockopt(s, socket.SOL_SOCKET, socket.SO_LINGER, "text")  # type: ignore[arg-type]  # misuse on purpose
     for buflen in (0, 1025, 2**40):
-        with pytest.raises(ValueError):
+        with pytest.raises(ValueError, match="buflen must be"):
             fd.getsockopt(s, socket.SOL_SOCKET, socket.SO_LINGER, buflen)
 
 
-def test_bad_enum_like_arguments(fds: Fds, tmp_file) -> None:
+def test_bad_enum_like_arguments(fds: Fds, tmp_file: Callable[[bytes], Path]) -> None:
     s = fds.sock()
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="invalid shutdown how"):
         fd.shutdown(s, 3)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="invalid shutdown how"):
         fd.shutdown(s, -1)
     f = fds.own(fd.open(tmp_file(b""), fd.O_RDONLY))
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="invalid whence"):
         fd.lseek(f, 0, 7)
     lfd, _ = fds.listener(blocking=False)
     for bad in (0, -1, -(2**40)):
-        with pytest.raises(ValueError):
+        with pytest.raises(ValueError, match="max must be at least"):
             fd.accept_many(lfd, bad)
 
 
 def test_bad_poll_arguments(fds: Fds) -> None:
     r, _ = fds.pipe()
     for timeout in (-1, -0.5, float("nan"), float("-inf")):
-        with pytest.raises(ValueError):
+        with pytest.raises(ValueError, match="timeout must be"):
             fd.poll([(r, fd.POLLIN)], timeout)
     with pytest.raises(TypeError):
-        fd.poll([r], 0)
+        fd.poll([r], 0)  # type: ignore[list-item]  # misuse on purpose
     with pytest.raises(TypeError):
-        fd.poll([(r,)], 0)
+        fd.poll([(r,)], 0)  # type: ignore[list-item]  # misuse on purpose
     with pytest.raises(TypeError):
-        fd.poll([(r, fd.POLLIN, 0)], 0)
+        fd.poll([(r, fd.POLLIN, 0)], 0)  # type: ignore[list-item]  # misuse on purpose
     with pytest.raises(TypeError):
-        fd.poll(5, 0)
+        fd.poll(5, 0)  # type: ignore[arg-type]  # misuse on purpose
     with pytest.raises(TypeError):
-        fd.poll([(r, fd.POLLIN)], "1")
+        fd.poll([(r, fd.POLLIN)], "1")  # type: ignore[arg-type]  # misuse on purpose
     for events in (-1, 65536, 2**70):
-        with pytest.raises(ValueError):
+        with pytest.raises(ValueError, match=r"poll\(\) events must be in"):
             fd.poll([(r, events)], 0)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="fd must be a non-negative int"):
         fd.poll([(-1, fd.POLLIN)], 0)
 
 
@@ -707,7 +713,7 @@ def test_bad_address_shapes(fds: Fds, address: object, exc: type[Exception], cal
 def test_embedded_nul_in_path_is_value_error(
     call: Callable[[object], object], path: object
 ) -> None:
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="embedded null byte in path"):
         call(path)
 
 
@@ -716,9 +722,9 @@ def test_embedded_nul_in_path_is_value_error(
 )
 def test_bad_path_type_is_type_error(bad: object) -> None:
     with pytest.raises(TypeError):
-        fd.open(bad, fd.O_RDONLY)
+        fd.open(bad, fd.O_RDONLY)  # type: ignore[arg-type]  # misuse on purpose
     with pytest.raises(TypeError):
-        fd.stat(bad)
+        fd.stat(bad)  # type: ignore[arg-type]  # misuse on purpose
 
 
 def test_fspath_raising_is_type_error() -> None:
@@ -769,21 +775,37 @@ FUZZ_SETTINGS = settings(
 def test_fuzz_fd_argument(name: str, x: object) -> None:
     try:
         FD_CALLS[name](x)
+    # PT017: the call may succeed (no exception to expect), so no pytest.raises.
     except ALLOWED as e:
         if isinstance(x, int) and 0 <= x < 2**31:
-            assert type(e) is OSError and e.errno == errno.EBADF, repr(e)
+            assert type(e) is OSError, repr(e)  # noqa: PT017
+            assert e.errno == errno.EBADF, repr(e)  # noqa: PT017
         elif isinstance(x, int):
-            assert type(e) is ValueError, repr(e)
+            assert type(e) is ValueError, repr(e)  # noqa: PT017
         else:
-            assert type(e) is TypeError, repr(e)
+            assert type(e) is TypeError, repr(e)  # noqa: PT017
     else:
         # Only poll reports a closed fd instead of raising.
         assert name == "poll"
-        assert isinstance(x, int) and 0 <= x < 2**31
+        assert isinstance(x, int)
+        assert 0 <= x < 2**31
+
+
+class Scratch(TypedDict):
+    """What :func:`scratch` hands out: fds by role, and the scratch directory."""
+
+    r: int
+    w: int
+    a: int
+    b: int
+    f: int
+    tcp: int
+    lfd: int
+    dir: str
 
 
 @contextlib.contextmanager
-def scratch() -> Iterator[dict[str, int]]:
+def scratch() -> Iterator[Scratch]:
     """Fresh fds for one example: a non-blocking pipe, a non-blocking socketpair, a small
     file, an unbound TCP socket and a non-blocking listener. Closed afterwards."""
     made: list[int] = []
@@ -848,7 +870,7 @@ UNSAFE_FCNTL = {
 }
 
 # (name, call) for every int-like argument that is not an fd; `s` is the scratch fds.
-INT_ARG_CALLS: dict[str, Callable[[dict[str, int], Any], object]] = {
+INT_ARG_CALLS: dict[str, Callable[[Scratch, Any], object]] = {
     "read.n": lambda s, x: fd.read(s["r"], x),
     "pread.n": lambda s, x: fd.pread(s["f"], x, 0),
     "pread.offset": lambda s, x: fd.pread(s["f"], 4, x),
@@ -903,10 +925,11 @@ def test_fuzz_int_arguments(name: str, x: object) -> None:
     with scratch() as s:
         try:
             result = INT_ARG_CALLS[name](s, x)
+        # PT017: the call may succeed (no exception to expect), so no pytest.raises.
         except ALLOWED as e:
-            assert not isinstance(e, OverflowError)
+            assert not isinstance(e, OverflowError)  # noqa: PT017
             if isinstance(e, OSError):
-                assert e.errno is not None
+                assert e.errno is not None  # noqa: PT017
         except MemoryError:
             assert name in ("read.n", "pread.n", "recv.n")
         else:
@@ -939,9 +962,10 @@ def test_fuzz_addresses(family: int, x: object) -> None:
     looked up)."""
     s = fd.socket(family)
     try:
-        fd.bind(s, x)
+        fd.bind(s, x)  # type: ignore[arg-type]  # misuse on purpose
+    # PT017: the call may succeed (no exception to expect), so no pytest.raises.
     except ALLOWED as e:
-        assert not isinstance(e, OverflowError), repr(e)
+        assert not isinstance(e, OverflowError), repr(e)  # noqa: PT017
     finally:
         fd.close(s)
 
@@ -952,8 +976,9 @@ def test_fuzz_abstract_unix_names(name: str) -> None:
     s = fd.socket(socket.AF_UNIX)
     try:
         fd.bind(s, "\0fdkit-fuzz-" + name)
+    # PT017: the call may succeed (no exception to expect), so no pytest.raises.
     except ALLOWED as e:
-        assert not isinstance(e, OverflowError), repr(e)
+        assert not isinstance(e, OverflowError), repr(e)  # noqa: PT017
     else:
         got = fd.getsockname(s)
         assert got == ("\0fdkit-fuzz-" + name).encode("utf-8", "surrogateescape")
@@ -967,7 +992,7 @@ def test_fuzz_abstract_unix_names(name: str) -> None:
         junk,
         st.binary(max_size=64),
         st.binary(max_size=64).map(bytearray),
-        st.binary(max_size=64).map(memoryview),
+        st.binary(max_size=64).map(lambda b: memoryview(b)),
         st.binary(max_size=64).map(lambda b: memoryview(bytearray(b))),
     )
 )
@@ -976,28 +1001,29 @@ def test_fuzz_buffers(call: str, x: object) -> None:
     with scratch() as s:
         try:
             if call == "write":
-                n = fd.write(s["w"], x)
-                assert n == len(x)  # type: ignore[arg-type]
+                n = fd.write(s["w"], x)  # type: ignore[arg-type]  # misuse on purpose
+                assert n == len(x)  # type: ignore[arg-type]  # accepted, so a buffer
                 if n:
-                    assert fd.read(s["r"], 100) == bytes(x)  # type: ignore[call-overload]
+                    assert fd.read(s["r"], 100) == bytes(x)  # type: ignore[call-overload]  # accepted, so a buffer
             elif call == "send":
-                n = fd.send(s["a"], x)
-                assert n == len(x)  # type: ignore[arg-type]
+                n = fd.send(s["a"], x)  # type: ignore[arg-type]  # misuse on purpose
+                assert n == len(x)  # type: ignore[arg-type]  # accepted, so a buffer
                 if n:
-                    assert fd.recv(s["b"], 100) == bytes(x)  # type: ignore[call-overload]
+                    assert fd.recv(s["b"], 100) == bytes(x)  # type: ignore[call-overload]  # accepted, so a buffer
             elif call == "pwrite":
-                n = fd.pwrite(s["f"], x, 0)
-                assert fd.pread(s["f"], n, 0) == bytes(x)  # type: ignore[call-overload]
+                n = fd.pwrite(s["f"], x, 0)  # type: ignore[arg-type]  # misuse on purpose
+                assert fd.pread(s["f"], n, 0) == bytes(x)  # type: ignore[call-overload]  # accepted, so a buffer
             elif call == "readinto":
                 fd.write(s["w"], b"hello")
-                n = fd.readinto(s["r"], x)
-                assert bytes(x)[:n] == b"hello"[:n]  # type: ignore[call-overload]
+                n = fd.readinto(s["r"], x)  # type: ignore[arg-type]  # misuse on purpose
+                assert bytes(x)[:n] == b"hello"[:n]  # type: ignore[call-overload]  # accepted, so a buffer
             else:
                 fd.send(s["b"], b"hello")
-                n = fd.recv_into(s["a"], x)
-                assert bytes(x)[:n] == b"hello"[:n]  # type: ignore[call-overload]
+                n = fd.recv_into(s["a"], x)  # type: ignore[arg-type]  # misuse on purpose
+                assert bytes(x)[:n] == b"hello"[:n]  # type: ignore[call-overload]  # accepted, so a buffer
+        # PT017: the call may succeed (no exception to expect), so no pytest.raises.
         except ALLOWED as e:
-            assert type(e) in (TypeError, ValueError), repr(e)
+            assert type(e) in (TypeError, ValueError), repr(e)  # noqa: PT017
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1020,7 +1046,7 @@ def test_zstd_level_of_the_wrong_type_names_the_type(level: object, name: str) -
     from fdkit.atomic_pipe import AtomicPipe
 
     with pytest.raises(TypeError, match=f"level must be an int, not {name}"):
-        AtomicPipe.pair(compression="zstd", level=level)
+        AtomicPipe.pair(compression="zstd", level=level)  # type: ignore[arg-type]  # misuse on purpose
 
 
 @pytest.mark.parametrize(
@@ -1049,7 +1075,7 @@ def test_serve_idle_timeout_of_the_wrong_type_names_the_type(
     from fdkit._fdkit import serve_static
 
     with pytest.raises(TypeError, match=f"idle_timeout must be a number of seconds .*, not {name}"):
-        serve_static(str(tmp_path), port=0, idle_timeout=value)  # type: ignore[arg-type]
+        serve_static(str(tmp_path), port=0, idle_timeout=value)  # type: ignore[arg-type]  # misuse on purpose
 
 
 def test_serve_idle_timeout_int_too_large_for_a_float_is_too_large(tmp_path: Path) -> None:
@@ -1065,7 +1091,7 @@ def test_serve_idle_timeout_int_too_large_for_a_float_is_too_large(tmp_path: Pat
 def test_poll_events_of_the_wrong_type_is_a_type_error(fds: Fds) -> None:
     r, _ = fds.pipe()
     with pytest.raises(TypeError, match=r"poll\(\) events must be an int, not str"):
-        fd.poll([(r, "1")], 0)
+        fd.poll([(r, "1")], 0)  # type: ignore[list-item]  # misuse on purpose
     with pytest.raises(ValueError, match=r"poll\(\) events must be in 0\.\.=65535, got 65536"):
         fd.poll([(r, 65536)], 0)
 
@@ -1084,4 +1110,4 @@ def test_serve_proxy_timeouts_say_the_real_cause(what: str, value: float, messag
     from fdkit._fdkit import serve_proxy
 
     with pytest.raises(ValueError, match=what + " " + message):
-        serve_proxy("127.0.0.1:0", "127.0.0.1:1", **{what: value})
+        serve_proxy("127.0.0.1:0", "127.0.0.1:1", **{what: value})  # type: ignore[arg-type]  # `what` names a float option

@@ -10,6 +10,7 @@ import select
 import stat as stat_mod
 import struct
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -28,16 +29,17 @@ def assert_cloexec(n: int, expected: bool = True) -> None:
 
 
 @pytest.mark.parametrize("kind", ["str", "bytes", "pathlike"])
-def test_open_path_kinds(fds: Fds, tmp_file, kind: str) -> None:
+def test_open_path_kinds(fds: Fds, tmp_file: Callable[[bytes], Path], kind: str) -> None:
     p = tmp_file(b"contents")
-    arg = {"str": str(p), "bytes": os.fsencode(p), "pathlike": p}[kind]
+    kinds: dict[str, str | bytes | Path] = {"str": str(p), "bytes": os.fsencode(p), "pathlike": p}
+    arg = kinds[kind]
     n = fds.own(fd.open(arg, fd.O_RDONLY))
     assert_cloexec(n)
     assert fd.read(n, 100) == b"contents"
     assert os.fstat(n).st_ino == p.stat().st_ino
 
 
-def test_open_pathlike_bytes(fds: Fds, tmp_file) -> None:
+def test_open_pathlike_bytes(fds: Fds, tmp_file: Callable[[bytes], Path]) -> None:
     class BytesPath:
         def __init__(self, p: bytes) -> None:
             self.p = p
@@ -74,7 +76,7 @@ def test_open_create_mode_and_flags(fds: Fds, tmp_path: Path) -> None:
     assert p.read_bytes() == b"hello"
 
 
-def test_open_append_and_trunc(fds: Fds, tmp_file) -> None:
+def test_open_append_and_trunc(fds: Fds, tmp_file: Callable[[bytes], Path]) -> None:
     p = tmp_file(b"abc")
     n = fds.own(fd.open(p, fd.O_WRONLY | fd.O_APPEND))
     fd.write(n, b"def")
@@ -85,7 +87,7 @@ def test_open_append_and_trunc(fds: Fds, tmp_file) -> None:
     assert p.read_bytes() == b"z"
 
 
-def test_open_nonblock_and_cloexec_false(fds: Fds, tmp_file) -> None:
+def test_open_nonblock_and_cloexec_false(fds: Fds, tmp_file: Callable[[bytes], Path]) -> None:
     p = tmp_file(b"")
     n = fds.own(fd.open(p, fd.O_RDONLY | fd.O_NONBLOCK, cloexec=False))
     assert_cloexec(n, False)
@@ -102,7 +104,7 @@ def test_open_default_mode_0777_minus_umask(fds: Fds, tmp_path: Path) -> None:
     assert stat_mod.S_IMODE(p.stat().st_mode) == 0o750
 
 
-def test_read_eof_and_partial(fds: Fds, tmp_file) -> None:
+def test_read_eof_and_partial(fds: Fds, tmp_file: Callable[[bytes], Path]) -> None:
     n = fds.own(fd.open(tmp_file(b"0123456789"), fd.O_RDONLY))
     assert fd.read(n, 4) == b"0123"
     assert fd.read(n, 0) == b""
@@ -138,7 +140,7 @@ def test_readinto_any_writable_buffer(fds: Fds) -> None:
     assert buf.tolist() == [1, 2]
 
 
-def test_readinto_bytearray_and_memoryview(fds: Fds, tmp_file) -> None:
+def test_readinto_bytearray_and_memoryview(fds: Fds, tmp_file: Callable[[bytes], Path]) -> None:
     n = fds.own(fd.open(tmp_file(b"abcdefgh"), fd.O_RDONLY))
     buf = bytearray(3)
     assert fd.readinto(n, buf) == 3
@@ -164,7 +166,7 @@ def test_close_really_closes(fds: Fds) -> None:
 # pread, pwrite, lseek
 
 
-def test_pread_pwrite_leave_position(fds: Fds, tmp_file) -> None:
+def test_pread_pwrite_leave_position(fds: Fds, tmp_file: Callable[[bytes], Path]) -> None:
     p = tmp_file(b"0123456789")
     n = fds.own(fd.open(p, fd.O_RDWR))
     fd.lseek(n, 2)
@@ -180,7 +182,7 @@ def test_pread_pwrite_leave_position(fds: Fds, tmp_file) -> None:
     assert fd.read(n, 2) == b"23"
 
 
-def test_lseek_whences(fds: Fds, tmp_file) -> None:
+def test_lseek_whences(fds: Fds, tmp_file: Callable[[bytes], Path]) -> None:
     n = fds.own(fd.open(tmp_file(b"x" * 100), fd.O_RDONLY))
     assert fd.lseek(n, 10, os.SEEK_SET) == 10
     assert fd.lseek(n, 5, os.SEEK_CUR) == 15
@@ -233,7 +235,8 @@ def test_pipe_write_fills_then_eagain(fds: Fds) -> None:
     _, w = fds.pipe(os.O_NONBLOCK)
     size = fd.fcntl(w, fcntl.F_GETPIPE_SZ)
     total = 0
-    with pytest.raises(BlockingIOError):
+    # PT012: the loop runs until the write that raises.
+    with pytest.raises(BlockingIOError):  # noqa: PT012
         while True:
             total += fd.write(w, b"\0" * 65536)
     assert total == size
@@ -317,7 +320,7 @@ def test_fcntl_getfd_and_dupfd_cloexec(fds: Fds) -> None:
 )
 def test_fcntl_pointer_commands_refused(fds: Fds, cmd: int) -> None:
     r, _ = fds.pipe()
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="fcntl command"):
         fd.fcntl(r, cmd, 12345)
 
 
@@ -441,7 +444,7 @@ def assert_same_stat(mine: fd.StatResult, theirs: os.stat_result) -> None:
         assert type(getattr(mine, name)) is int, name
 
 
-def test_stat_matches_os_stat(tmp_file) -> None:
+def test_stat_matches_os_stat(tmp_file: Callable[[bytes], Path]) -> None:
     p = tmp_file(b"x" * 12345)
     os.utime(p, ns=(1_600_000_000_123_456_789, 1_700_000_000_987_654_321))
     st = fd.stat(p)
@@ -452,7 +455,7 @@ def test_stat_matches_os_stat(tmp_file) -> None:
     assert fd.stat(str(p)) == fd.stat(os.fsencode(p)) == st
 
 
-def test_stat_times_before_the_epoch(tmp_file) -> None:
+def test_stat_times_before_the_epoch(tmp_file: Callable[[bytes], Path]) -> None:
     p = tmp_file(b"")
     os.utime(p, ns=(-1_500_000_000, -1))
     st = fd.stat(p)
@@ -460,7 +463,7 @@ def test_stat_times_before_the_epoch(tmp_file) -> None:
     assert st.st_mtime_ns == os.stat(p).st_mtime_ns == -1
 
 
-def test_fstat_and_lstat(fds: Fds, tmp_file, tmp_path: Path) -> None:
+def test_fstat_and_lstat(fds: Fds, tmp_file: Callable[[bytes], Path], tmp_path: Path) -> None:
     p = tmp_file(b"abc")
     link = tmp_path / "link"
     link.symlink_to(p)

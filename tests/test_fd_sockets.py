@@ -13,12 +13,14 @@ import subprocess
 import sys
 import threading
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from conftest import Fds, wait_for
 from fdkit import fd
+from fdkit.types import InetAddress
 
 
 def py_view(n: int) -> socket.socket:
@@ -133,7 +135,10 @@ def test_inheritance_across_exec(fds: Fds) -> None:
 def test_bind_listen_accept_ipv4(fds: Fds) -> None:
     lfd = fds.sock()
     fd.bind(lfd, ("127.0.0.1", 0))
-    host, port = fd.getsockname(lfd)
+    name = fd.getsockname(lfd)
+    assert isinstance(name, tuple)
+    assert len(name) == 2
+    host, port = name
     assert host == "127.0.0.1"
     assert 0 < port < 65536
     with py_view(lfd) as v:
@@ -185,7 +190,7 @@ def test_bind_localhost_name_resolves(fds: Fds) -> None:
     assert fd.getsockname(s)[0] == "127.0.0.1"
 
 
-def test_accept4_nonblock_flag(fds: Fds, listener: tuple[int, tuple]) -> None:
+def test_accept4_nonblock_flag(fds: Fds, listener: tuple[int, InetAddress]) -> None:
     lfd, addr = listener
     c = fds.client(addr)
     conn, peer = fd.accept4(lfd, socket.SOCK_NONBLOCK)
@@ -197,7 +202,9 @@ def test_accept4_nonblock_flag(fds: Fds, listener: tuple[int, tuple]) -> None:
         fd.recv(conn, 10)
 
 
-def test_accept4_default_blocking_and_cloexec_false(fds: Fds, listener: tuple[int, tuple]) -> None:
+def test_accept4_default_blocking_and_cloexec_false(
+    fds: Fds, listener: tuple[int, InetAddress]
+) -> None:
     lfd, addr = listener
     fds.client(addr)
     fds.client(addr)
@@ -210,7 +217,9 @@ def test_accept4_default_blocking_and_cloexec_false(fds: Fds, listener: tuple[in
     assert_cloexec(b, False)
 
 
-def test_accept_cloexec_on_nonblocking_listener(fds: Fds, nb_listener: tuple[int, tuple]) -> None:
+def test_accept_cloexec_on_nonblocking_listener(
+    fds: Fds, nb_listener: tuple[int, InetAddress]
+) -> None:
     lfd, addr = nb_listener
     with pytest.raises(BlockingIOError):
         fd.accept(lfd)
@@ -227,8 +236,9 @@ def test_connect_nonblocking_in_progress_then_connected(fds: Fds) -> None:
     c = fds.sock(socket.AF_INET, socket.SOCK_STREAM | socket.SOCK_NONBLOCK)
     try:
         fd.connect(c, addr)
+    # PT017: the call may succeed (no exception to expect), so no pytest.raises.
     except BlockingIOError as e:
-        assert e.errno == 115  # EINPROGRESS
+        assert e.errno == 115  # EINPROGRESS  # noqa: PT017
         assert fd.poll([(c, fd.POLLOUT)], 5) == [(c, fd.POLLOUT)]
     assert fd.getsockopt(c, socket.SOL_SOCKET, socket.SO_ERROR) == 0
     conn, peer = fd.accept(lfd)
@@ -240,6 +250,7 @@ def test_ipv6_addresses(fds: Fds, ipv6: None) -> None:
     lfd = fds.sock(socket.AF_INET6)
     fd.bind(lfd, ("::1", 0, 0, 0))
     name = fd.getsockname(lfd)
+    assert isinstance(name, tuple)
     assert len(name) == 4
     assert name[0] == "::1"
     assert name[2:] == (0, 0)
@@ -289,6 +300,8 @@ def test_ipv6_scope_id_roundtrip(fds: Fds, ipv6: None) -> None:
     fd.setsockopt(s, socket.IPPROTO_IP, IP_FREEBIND, 1)
     fd.bind(s, ("fe80::1", 0, 0, lo))
     name = fd.getsockname(s)
+    assert isinstance(name, tuple)
+    assert len(name) == 4
     assert name[0] == "fe80::1"
     assert name[3] == lo
     with py_view(s) as v:
@@ -311,7 +324,9 @@ def test_ipv4_mapped_address_on_dual_stack(fds: Fds, ipv6: None) -> None:
     fd.setsockopt(lfd, socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
     fd.bind(lfd, ("::", 0))
     fd.listen(lfd)
-    port = fd.getsockname(lfd)[1]
+    name = fd.getsockname(lfd)
+    assert isinstance(name, tuple)
+    port = name[1]
     c = fds.client(("127.0.0.1", port))
     conn, peer = fd.accept(lfd)
     fds.own(conn)
@@ -378,6 +393,7 @@ def test_unix_bytes_path_non_utf8(fds: Fds, tmp_path: Path) -> None:
     got = fd.getsockname(lfd)
     with py_view(lfd) as v:
         assert got == v.getsockname()
+    assert isinstance(got, (str, bytes))
     assert os.fsencode(got) == path
 
 
@@ -456,7 +472,8 @@ def test_unix_bind_empty_string_autobinds(fds: Fds) -> None:
     fd.bind(a, "")
     fd.bind(b, "")
     na, nb = fd.getsockname(a), fd.getsockname(b)
-    assert isinstance(na, bytes) and na.startswith(b"\0")
+    assert isinstance(na, bytes)
+    assert na.startswith(b"\0")
     assert len(na) == len(nb) == len(ref_name) > 1
     assert na != nb
 
@@ -487,13 +504,13 @@ def test_shutdown_read_and_both(fds: Fds) -> None:
 # accept_many
 
 
-def test_accept_many_empty_returns_empty_list(nb_listener: tuple[int, tuple]) -> None:
+def test_accept_many_empty_returns_empty_list(nb_listener: tuple[int, InetAddress]) -> None:
     lfd, _ = nb_listener
     assert fd.accept_many(lfd) == []
     assert fd.accept_many(lfd, 1) == []
 
 
-def test_accept_many_drains_pending(fds: Fds, nb_listener: tuple[int, tuple]) -> None:
+def test_accept_many_drains_pending(fds: Fds, nb_listener: tuple[int, InetAddress]) -> None:
     lfd, addr = nb_listener
     clients = [fds.client(addr) for _ in range(10)]
     got = fd.accept_many(lfd)
@@ -508,7 +525,7 @@ def test_accept_many_drains_pending(fds: Fds, nb_listener: tuple[int, tuple]) ->
     assert fd.accept_many(lfd) == []
 
 
-def test_accept_many_respects_max(fds: Fds, nb_listener: tuple[int, tuple]) -> None:
+def test_accept_many_respects_max(fds: Fds, nb_listener: tuple[int, InetAddress]) -> None:
     lfd, addr = nb_listener
     clients = [fds.client(addr) for _ in range(7)]
     sizes = []
@@ -523,7 +540,7 @@ def test_accept_many_respects_max(fds: Fds, nb_listener: tuple[int, tuple]) -> N
     assert sorted(peers) == sorted(fd.getsockname(c) for c in clients)
 
 
-def test_accept_many_flags_and_cloexec(fds: Fds, nb_listener: tuple[int, tuple]) -> None:
+def test_accept_many_flags_and_cloexec(fds: Fds, nb_listener: tuple[int, InetAddress]) -> None:
     lfd, addr = nb_listener
     fds.client(addr)
     fds.client(addr)
@@ -536,7 +553,7 @@ def test_accept_many_flags_and_cloexec(fds: Fds, nb_listener: tuple[int, tuple])
     assert_cloexec(b, False)
 
 
-def test_accept_many_needs_nonblocking_listener(listener: tuple[int, tuple]) -> None:
+def test_accept_many_needs_nonblocking_listener(listener: tuple[int, InetAddress]) -> None:
     lfd, _ = listener
     # A blocking listener would hang once drained: refused up front, nothing pending or not.
     with pytest.raises(ValueError, match="non-blocking"):
@@ -710,7 +727,9 @@ def _recv_exactly(s: int, n: int) -> bytes:
     return b"".join(chunks)
 
 
-def test_sendfile_whole_file_count_none(fds: Fds, tcp_pair: tuple[int, int], tmp_file) -> None:
+def test_sendfile_whole_file_count_none(
+    fds: Fds, tcp_pair: tuple[int, int], tmp_file: Callable[[bytes], Path]
+) -> None:
     c, s = tcp_pair
     data = os.urandom(3 << 20)
     f = fds.own(fd.open(tmp_file(data), fd.O_RDONLY))
@@ -728,7 +747,9 @@ def test_sendfile_whole_file_count_none(fds: Fds, tcp_pair: tuple[int, int], tmp
     assert fd.sendfile(c, f) == 0
 
 
-def test_sendfile_offset_and_count(fds: Fds, tcp_pair: tuple[int, int], tmp_file) -> None:
+def test_sendfile_offset_and_count(
+    fds: Fds, tcp_pair: tuple[int, int], tmp_file: Callable[[bytes], Path]
+) -> None:
     c, s = tcp_pair
     data = bytes(range(256)) * 40
     f = fds.own(fd.open(tmp_file(data), fd.O_RDONLY))
@@ -746,7 +767,9 @@ def test_sendfile_offset_and_count(fds: Fds, tcp_pair: tuple[int, int], tmp_file
     assert fd.sendfile(c, f, 0, 0) == 0
 
 
-def test_sendfile_to_regular_file(fds: Fds, tmp_file, tmp_path: Path) -> None:
+def test_sendfile_to_regular_file(
+    fds: Fds, tmp_file: Callable[[bytes], Path], tmp_path: Path
+) -> None:
     data = os.urandom(200_000)
     src = fds.own(fd.open(tmp_file(data), fd.O_RDONLY))
     dst_path = tmp_path / "dst"
@@ -755,7 +778,9 @@ def test_sendfile_to_regular_file(fds: Fds, tmp_file, tmp_path: Path) -> None:
     assert dst_path.read_bytes() == data
 
 
-def test_sendfile_nonblocking_partial_then_eagain(fds: Fds, tmp_file) -> None:
+def test_sendfile_nonblocking_partial_then_eagain(
+    fds: Fds, tmp_file: Callable[[bytes], Path]
+) -> None:
     """A full non-blocking socket: the bytes that went out, then BlockingIOError, then the rest
     once the reader drains, all in order."""
     c, s = fds.connected()

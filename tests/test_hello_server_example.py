@@ -41,7 +41,7 @@ class Server:
         line = self.proc.stdout.readline() if ready else ""
         if not line.startswith("listening on "):
             self.kill()
-            pytest.fail(f"the server did not start: {line!r} {self.proc.stderr.read()!r}")  # type: ignore[union-attr]
+            pytest.fail(f"the server did not start: {line!r} {self.proc.stderr.read()!r}")  # type: ignore[union-attr]  # stderr=PIPE
         host, port = line.split()[-1].rsplit(":", 1)
         self.addr = (host, int(port))
 

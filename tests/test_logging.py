@@ -20,9 +20,9 @@ import random
 import threading
 import time
 from collections.abc import Callable, Iterator
-from multiprocessing.context import BaseContext
+from multiprocessing.context import ForkContext, ForkServerContext, SpawnContext
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, TypeVar
 
 import pytest
 
@@ -30,7 +30,8 @@ from conftest import bounded, open_fds, wait_for
 from fdkit.atomic_pipe import PIPE_BUF, AtomicPipe
 from fdkit.logging import AtomicPipeHandler, AtomicPipeListener, child_setup, listen
 
-METHODS = ["fork", "spawn", "forkserver"]
+StartMethod = Literal["fork", "spawn", "forkserver"]
+METHODS: list[StartMethod] = ["fork", "spawn", "forkserver"]
 TRANSPORTS = ["fifo", "pair"]
 
 # Python 3.12+ warns when a multi-threaded process forks (the listener's thread is running):
@@ -74,8 +75,27 @@ def make_listener(
     return AtomicPipeListener.pair(*handlers)
 
 
+T = TypeVar("T")
+
+
+def field(r: logging.LogRecord, key: str, kind: type[T]) -> T:
+    """What ``extra=`` set on the record as attribute ``key``, checked to be a ``kind``."""
+    value = getattr(r, key)
+    assert isinstance(value, kind), (key, value)
+    return value
+
+
+def context(method: StartMethod) -> ForkContext | SpawnContext | ForkServerContext:
+    """``multiprocessing.get_context(method)``, typed by the method."""
+    if method == "fork":
+        return multiprocessing.get_context("fork")
+    if method == "spawn":
+        return multiprocessing.get_context("spawn")
+    return multiprocessing.get_context("forkserver")
+
+
 def run_children(
-    ctx: BaseContext,
+    ctx: ForkContext | SpawnContext | ForkServerContext,
     target: Callable[..., None],
     arg_tuples: list[tuple[Any, ...]],
     *,
@@ -94,7 +114,10 @@ def run_children(
         for p in procs:
             p.join(max(0.0, deadline - time.monotonic()))
         codes = [p.exitcode for p in procs]
-        pids = [p.pid for p in procs]
+        pids: list[int] = []
+        for p in procs:
+            assert p.pid is not None  # started
+            pids.append(p.pid)
     finally:
         for p in procs:
             if p.is_alive():
@@ -149,14 +172,18 @@ def child_logs(handler: AtomicPipeHandler, tag: str, n: int, exit_mode: str) -> 
 
 def check_child_records(collect: Collector, tag: str, n: int, pid: int) -> None:
     mine = collect.tagged(tag)
-    assert [r.seq for r in mine] == list(range(n + 1)), f"{tag}: records missing or reordered"
+    assert [field(r, "seq", int) for r in mine] == list(range(n + 1)), (
+        f"{tag}: records missing or reordered"
+    )
     for r in mine[:n]:
-        assert r.getMessage() == f"record {r.seq} of {tag}"
+        assert r.getMessage() == f"record {field(r, 'seq', int)} of {tag}"
         assert (r.name, r.levelno, r.process) == (f"fdkit.test.{tag}", logging.INFO, pid)
-        assert r.args is None and r.exc_info is None
-        for key, value in extras(tag, r.seq).items():
+        assert r.args is None
+        assert r.exc_info is None
+        for key, value in extras(tag, field(r, "seq", int)).items():
             got = getattr(r, key)
-            assert got == value and type(got) is type(value), (tag, r.seq, key, got)
+            assert got == value, (tag, field(r, "seq", int), key, got)
+            assert type(got) is type(value), (tag, field(r, "seq", int), key, got)
     last = mine[n]
     assert (last.levelno, last.getMessage(), last.process) == (
         logging.ERROR,
@@ -164,23 +191,27 @@ def check_child_records(collect: Collector, tag: str, n: int, pid: int) -> None:
         pid,
     )
     # The exception itself came back (without its traceback), and its text in exc_text.
-    assert last.exc_info is not None and last.exc_info[0] is ValueError
+    assert last.exc_info is not None
+    assert last.exc_info[0] is ValueError
     assert str(last.exc_info[1]) == f"boom in {tag}"
     assert last.exc_text is not None
     assert last.exc_text.startswith("Traceback (most recent call last):")
-    assert "in child_logs" in last.exc_text and last.exc_text.endswith(f"ValueError: boom in {tag}")
-    assert last.stack_info is not None and last.stack_info.startswith("Stack (most recent call")
+    assert "in child_logs" in last.exc_text
+    assert last.exc_text.endswith(f"ValueError: boom in {tag}")
+    assert last.stack_info is not None
+    assert last.stack_info.startswith("Stack (most recent call")
     assert "in child_logs" in last.stack_info
-    assert isinstance(last.lock, str) and "lock" in last.lock  # unpicklable: its repr
+    assert "lock" in field(last, "lock", str)
     # The parent's formatters print the child's traceback and stack.
     text = logging.Formatter("%(message)s").format(last)
-    assert f"ValueError: boom in {tag}" in text and "Stack (most recent call" in text
+    assert f"ValueError: boom in {tag}" in text
+    assert "Stack (most recent call" in text
 
 
 @pytest.mark.parametrize("exit_mode", ["return", "os_exit"])
 @pytest.mark.parametrize("method", METHODS)
 @pytest.mark.parametrize("transport", TRANSPORTS)
-def test_child_records_arrive_whole(transport: str, method: str, exit_mode: str) -> None:
+def test_child_records_arrive_whole(transport: str, method: StartMethod, exit_mode: str) -> None:
     """Two children each log 40 records with extra fields and an exception, then exit right
     away: everything is in the parent when the listener has stopped."""
     n = 40
@@ -189,7 +220,7 @@ def test_child_records_arrive_whole(transport: str, method: str, exit_mode: str)
     tags = [f"{method}-{exit_mode}-{k}" for k in range(2)]
     with listener:
         pids = run_children(
-            multiprocessing.get_context(method),
+            context(method),
             child_logs,
             [(handler, tag, n, exit_mode) for tag in tags],
             # The parent's writer goes once the children have theirs: over a pair, EOF then
@@ -202,7 +233,8 @@ def test_child_records_arrive_whole(transport: str, method: str, exit_mode: str)
     for tag, pid in zip(tags, pids, strict=True):
         check_child_records(collect, tag, n, pid)
     assert len(collect.records) == 2 * (n + 1)
-    assert listener.received == 2 * (n + 1) and listener.undecodable == 0
+    assert listener.received == 2 * (n + 1)
+    assert listener.undecodable == 0
 
 
 # ---------------------------------------------------------------------------------------------
@@ -240,11 +272,14 @@ def test_many_children_at_once_nothing_lost_or_mangled(transport: str) -> None:
     assert len(collect.records) == n * len(tags)
     for tag, pid in zip(tags, pids, strict=True):
         mine = collect.tagged(tag)
-        assert [r.seq for r in mine] == list(range(n)), f"{tag}: records missing or reordered"
+        assert [field(r, "seq", int) for r in mine] == list(range(n)), (
+            f"{tag}: records missing or reordered"
+        )
         for r in mine:
-            assert r.process == pid and r.getMessage() == f"{tag} {r.seq}"
-            assert r.data == payload_for(tag, r.seq)
-            assert r.digest == hashlib.sha256(r.data).hexdigest()
+            assert r.process == pid
+            assert r.getMessage() == f"{tag} {field(r, 'seq', int)}"
+            assert field(r, "data", bytes) == payload_for(tag, field(r, "seq", int))
+            assert field(r, "digest", str) == hashlib.sha256(field(r, "data", bytes)).hexdigest()
 
 
 HUGE = "".join(chr(0x41 + i % 26) for i in range(100_000))
@@ -261,15 +296,18 @@ def child_huge(handler: AtomicPipeHandler) -> None:
 
 
 @pytest.mark.parametrize("method", METHODS)
-def test_a_100k_record_with_a_60k_traceback_arrives_whole(method: str) -> None:
+def test_a_100k_record_with_a_60k_traceback_arrives_whole(method: StartMethod) -> None:
     collect = Collector()
     with listen(collect) as handler:
-        [pid] = run_children(multiprocessing.get_context(method), child_huge, [(handler,)])
+        [pid] = run_children(context(method), child_huge, [(handler,)])
     [r] = collect.records
     assert len(r.getMessage()) > 24 * PIPE_BUF  # two dozen chunks at least
-    assert r.getMessage() == HUGE and r.process == pid
-    assert r.exc_text is not None and r.exc_text.endswith("RuntimeError: " + "z" * 60_000)
-    assert r.exc_info is not None and r.exc_info[0] is RuntimeError
+    assert r.getMessage() == HUGE
+    assert r.process == pid
+    assert r.exc_text is not None
+    assert r.exc_text.endswith("RuntimeError: " + "z" * 60_000)
+    assert r.exc_info is not None
+    assert r.exc_info[0] is RuntimeError
 
 
 @pytest.fixture
@@ -312,9 +350,12 @@ def test_threads_of_one_process_log_concurrently(
     assert len(collect.records) == n * threads
     for k in range(threads):
         mine = collect.tagged(f"t{k}")
-        assert [r.seq for r in mine] == list(range(n))
+        assert [field(r, "seq", int) for r in mine] == list(range(n))
         assert len({r.thread for r in mine}) == 1
-        assert all(r.blob == b"%d" % k * (3000 if r.seq % 50 == 0 else 5) for r in mine)
+        assert all(
+            field(r, "blob", bytes) == b"%d" % k * (3000 if field(r, "seq", int) % 50 == 0 else 5)
+            for r in mine
+        )
     # Thread idents can be reused once a thread ends; names are unique per Thread object.
     assert len({r.threadName for r in collect.records}) == threads
 
@@ -369,8 +410,9 @@ def test_fork_while_another_thread_is_writing_does_not_deadlock(
         assert not t.is_alive()
     for tag, pid in zip(tags, pids, strict=True):
         [r] = collect.tagged(tag)
-        assert r.process == pid and r.getMessage() == f"child {tag}"
-    assert [r.seq for r in collect.tagged("hammer")] == list(range(sent))
+        assert r.process == pid
+        assert r.getMessage() == f"child {tag}"
+    assert [field(r, "seq", int) for r in collect.tagged("hammer")] == list(range(sent))
 
 
 def test_logging_reinitialises_handler_locks_in_a_fork_child() -> None:
@@ -379,8 +421,11 @@ def test_logging_reinitialises_handler_locks_in_a_fork_child() -> None:
     handler = AtomicPipeHandler("/nonexistent/fifo")
     held, release = threading.Event(), threading.Event()
 
+    lock = handler.lock
+    assert lock is not None
+
     def hold() -> None:
-        with handler.lock:
+        with lock:
             held.set()
             release.wait(10)
 
@@ -390,7 +435,7 @@ def test_logging_reinitialises_handler_locks_in_a_fork_child() -> None:
         assert held.wait(5)
         pid = os.fork()
         if pid == 0:  # pragma: no cover - the child
-            got = handler.lock.acquire(timeout=2)
+            got = handler.lock is not None and handler.lock.acquire(timeout=2)
             os._exit(0 if got else 1)
         _, status = os.waitpid(pid, 0)
         assert os.waitstatus_to_exitcode(status) == 0
@@ -513,7 +558,8 @@ def test_garbage_on_the_fifo_stops_the_listener_and_writers_fail_fast(
         handler.close()
         listener.stop(timeout=5)
     messages = [r.getMessage() for r in collect.records]
-    assert messages[0] == "before" and len(messages) == 3, messages
+    assert messages[0] == "before", messages
+    assert len(messages) == 3, messages
     assert messages[1].startswith("broken log stream: ")
     assert "cannot be decoded past this point" in messages[2]
 
@@ -545,7 +591,8 @@ def test_stop_drains_and_frees_everything(transport: str) -> None:
 def handle_counting_errors(handler: AtomicPipeHandler, n: int) -> int:
     """Hands ``n`` records to ``handler``; returns how many reached ``handleError``."""
     reported: list[logging.LogRecord] = []
-    handler.handleError = reported.append
+    # This one handler's handleError, replaced to count what reaches it.
+    handler.handleError = reported.append  # type: ignore[method-assign, assignment]
     for i in range(n):
         handler.handle(logging.makeLogRecord({"msg": f"too late {i}"}))
     return len(reported)
@@ -565,7 +612,8 @@ def test_a_writer_fails_fast_once_the_listener_is_gone(tmp_path: Path) -> None:
     os.mkfifo(orphan, 0o600)
     handler = AtomicPipeHandler(orphan)
     outcome = bounded(lambda: handle_counting_errors(handler, 3), timeout=5)
-    assert outcome.get() == 1 and handler.dropped == 3
+    assert outcome.get() == 1
+    assert handler.dropped == 3
     handler.close()
 
 

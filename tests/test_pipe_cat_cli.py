@@ -130,7 +130,8 @@ def test_every_vector_decodes_to_its_manifest(vec: dict[str, Any]) -> None:
     expected = [(kind, payload(spec)) for kind, spec in vec["decodes_to"]]
     r = cat("--json", *mode_args(vec), path)
     if vec["file"] in NORMAL_MODE_BURSTS:
-        assert r.returncode == 1 and r.stdout == b"", r
+        assert r.returncode == 1, r
+        assert r.stdout == b"", r
         assert b"stream ended inside the chunk at byte 0" in r.stderr
         assert len(r.stderr.splitlines()) == 1, r.stderr
         return
@@ -237,7 +238,8 @@ def test_stdin_pipe_from_a_live_writer_is_printed_as_it_comes() -> None:
             writer.write_message(b"x" * 9000)
         out, err = proc.communicate(timeout=10)
     assert proc.returncode == 0, err
-    assert out.startswith(b"message " + me + b" len=9000: xxx") and out.count(b"\n") == 1
+    assert out.startswith(b"message " + me + b" len=9000: xxx")
+    assert out.count(b"\n") == 1
 
 
 def test_stdin_raw_passes_binary_payloads_through() -> None:
@@ -292,7 +294,8 @@ def test_zstd_with_a_dictionary_file(tmp_path: Path) -> None:
     assert events(r.stdout) == [("message", m) for m in messages]
     # Without the dictionary every message fails alone, each named by its writer (this test).
     r = cat("--zstd", str(tmp_path / "stream"))
-    assert r.returncode == 1 and r.stdout == b""
+    assert r.returncode == 1
+    assert r.stdout == b""
     errors = r.stderr.decode().splitlines()
     assert len(errors) == len(messages)
     assert all(f"writer pid {os.getpid()} tid 0" in e and "decompress" in e for e in errors)
@@ -352,9 +355,11 @@ def test_garbage_ends_with_one_error_line_and_never_hangs() -> None:
     garbage = bytes((i * 7919 + 13) % 251 for i in range(1 << 20))
     start = time.monotonic()
     r = cat("-", input=garbage)
-    assert r.returncode == 1 and r.stdout == b""
+    assert r.returncode == 1
+    assert r.stdout == b""
     [error] = r.stderr.decode().splitlines()
-    assert "byte 0" in error and "not an Atomic::Pipe stream" in error
+    assert "byte 0" in error
+    assert "not an Atomic::Pipe stream" in error
     r = cat("--mixed", "--count", "-", input=garbage)
     assert r.returncode in (0, 1)
     assert time.monotonic() - start < 8
@@ -367,7 +372,8 @@ def test_garbage_from_a_writer_that_stays_open_ends_without_eof() -> None:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     ) as proc:
-        assert proc.stdin is not None and proc.stderr is not None
+        assert proc.stdin is not None
+        assert proc.stderr is not None
         proc.stdin.write(b"\xff" * 64)
         proc.stdin.flush()
         # No more input and no EOF: the fatal error alone must end it.
@@ -391,7 +397,8 @@ def test_a_stream_cut_while_the_writer_idles_waits_without_spinning() -> None:
         time.sleep(1.0)
         assert cpu_seconds(proc.pid) - before < 0.2, "pipe-cat spins on a partial frame"
         out, err = proc.communicate(timeout=10)  # closes stdin: EOF
-    assert proc.returncode == 1 and out == b""
+    assert proc.returncode == 1
+    assert out == b""
     assert b"stream ended inside" in err
 
 
@@ -411,16 +418,20 @@ def test_errors_are_one_line(tmp_path: Path) -> None:
         r = cat(*args)
         assert r.returncode == code, (args, r.stderr)
         assert len(r.stderr.decode().strip().splitlines()) == 1, r.stderr
-        assert message in r.stderr.decode() and r.stderr.startswith(b"fdkit pipe-cat: ")
+        assert message in r.stderr.decode()
+        assert r.stderr.startswith(b"fdkit pipe-cat: ")
         assert r.stdout == b""
     r = cat("--raw", "--json", hello)
-    assert r.returncode == 2 and b"not allowed with" in r.stderr
+    assert r.returncode == 2
+    assert b"not allowed with" in r.stderr
 
 
 def test_help() -> None:
     r = subprocess.run([FDKIT, "pipe-cat", "--help"], capture_output=True, timeout=10, check=False)
-    assert r.returncode == 0 and b"usage: fdkit pipe-cat" in r.stdout
-    assert b"--mixed" in r.stdout and b"--dictionary" in r.stdout
+    assert r.returncode == 0
+    assert b"usage: fdkit pipe-cat" in r.stdout
+    assert b"--mixed" in r.stdout
+    assert b"--dictionary" in r.stdout
 
 
 @pytest.mark.parametrize("waiting_in", ["fifo open", "read"])
@@ -439,7 +450,8 @@ def test_ctrl_c_exits_130_quietly(tmp_path: Path, waiting_in: str) -> None:
             assert proc.stdin is not None
             proc.stdin.write(vector("V01_msg_hello.bin"))
             proc.stdin.flush()
-            assert proc.stdout is not None and readable(proc.stdout, 10)
+            assert proc.stdout is not None
+            assert readable(proc.stdout, 10)
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=5)
     assert proc.returncode == 130, err
@@ -454,7 +466,8 @@ def test_closed_stdout_exits_quietly(tmp_path: Path) -> None:
     with started(
         [FDKIT, "pipe-cat", str(stream)], stdout=subprocess.PIPE, stderr=subprocess.PIPE
     ) as proc:
-        assert proc.stdout is not None and proc.stderr is not None
+        assert proc.stdout is not None
+        assert proc.stderr is not None
         assert proc.stdout.readline() == b"message pid=12345 tid=0 len=5: Hello\n"
         proc.stdout.close()  # like `| head -1`
         assert proc.wait(timeout=10) == 141  # 128 + SIGPIPE, as for cat (fdkit.cli.EXIT_EPIPE)

@@ -185,7 +185,8 @@ def closed_port() -> int:
 def test_help_names_the_addresses() -> None:
     r = subprocess.run([FDKIT, "proxy", "--help"], capture_output=True, text=True, check=False)
     assert r.returncode == 0
-    assert "usage: fdkit proxy" in r.stdout and "unix:@NAME" in r.stdout
+    assert "usage: fdkit proxy" in r.stdout
+    assert "unix:@NAME" in r.stdout
 
 
 @pytest.mark.parametrize(
@@ -207,7 +208,8 @@ def test_bad_arguments_fail_in_one_line(args: list[str], message: str) -> None:
     r = run(*args)
     assert r.returncode != 0
     lines = r.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("fdkit proxy: "), r.stderr
+    assert len(lines) == 1, r.stderr
+    assert lines[0].startswith("fdkit proxy: "), r.stderr
     assert message in lines[0], lines[0]
     assert r.stdout == ""
 
@@ -288,7 +290,8 @@ def _thousand(tmp_path: Path, n: int, size: int) -> None:
     total = n * (size + 8)
     assert f"stopped (SIGTERM): {n} connections (peak {n}), {total} B up, {total} B down" in out
     conns = [line for line in p.log() if line.startswith("conn ")]
-    assert len(conns) == n and all(line.endswith(", eof") for line in conns), conns[:5]
+    assert len(conns) == n, conns[:5]
+    assert all(line.endswith(", eof") for line in conns), conns[:5]
 
 
 def test_half_close_reaches_the_upstream_and_replies_still_flow(
@@ -304,7 +307,8 @@ def test_half_close_reaches_the_upstream_and_replies_still_flow(
         c.shutdown(socket.SHUT_WR)
         assert recv_all(c) == b"got 300000"
         line = p.wait_log("conn 1 ")[0]
-        assert ": 300000 B up, 10 B down, " in line and line.endswith(", eof"), line
+        assert ": 300000 B up, 10 B down, " in line, line
+        assert line.endswith(", eof"), line
 
 
 def test_an_upstream_half_close_reaches_the_client_first(
@@ -516,7 +520,8 @@ def test_a_clean_end_is_still_a_clean_eof_with_every_byte(
     up = upstream(send_then_close)
     with fdkit_proxy(tmp_path, "127.0.0.1:0", up.spec) as p, p.connect() as c:
         got, end = read_until_end(c)
-        assert end is None and got == sent, (end, len(got))
+        assert end is None, (end, len(got))
+        assert got == sent, (end, len(got))
         c.shutdown(socket.SHUT_WR)
         assert p.wait_log("conn 1 ")[0].endswith(", eof")
 
@@ -553,7 +558,8 @@ def test_a_recording_that_cannot_be_written_resets_the_client(
         m = START.search(proc.stdout.readline())
         assert m, err_path.read_text()
         p = Proxy(proc, m.group(1), err_path)
-        got, end = b"", None
+        got: bytes = b""
+        end: BaseException | None = None
         try:
             c = p.connect()
         except ConnectionResetError as e:  # the reset can beat a connect that waits in poll
@@ -634,5 +640,6 @@ def test_verbose_logs_the_settings_with_a_timestamp_and_quiet_drops_the_connecti
             c.sendall(b"x")
             assert c.recv(1) == b"x"
         code, out = p.stop()
-    assert code == 0 and "1 connections" in out
+    assert code == 0
+    assert "1 connections" in out
     assert p.log() == []

@@ -150,7 +150,8 @@ def fdkit_serve(
             assert srv.alive(), f"fdkit serve died: {srv.output()[-2000:]}"
             code = srv.stop(signal.SIGTERM)
             assert code == 0, f"exit status {code} on SIGTERM: {srv.output()[-2000:]}"
-            assert "Traceback" not in srv.output() and "panicked" not in srv.output()
+            assert "Traceback" not in srv.output()
+            assert "panicked" not in srv.output()
     finally:
         workers = workers or _tree(proc.pid)
         if proc.poll() is None:
@@ -263,7 +264,8 @@ class Wire:
         headers: dict[str, str] = {}
         for line in lines[1:]:
             k, sep, v = line.partition(":")
-            assert sep and k == k.strip(), f"bad header line {line!r}"
+            assert sep, f"bad header line {line!r}"
+            assert k == k.strip(), f"bad header line {line!r}"
             assert k.lower() not in headers, f"header {k} twice"
             headers[k.lower()] = v.strip()
         code = int(status)
@@ -368,7 +370,8 @@ def test_bad_arguments_fail_with_a_message(site: Path, args: list[str], why: str
     )
     assert r.returncode != 0, (why, r.stdout, r.stderr)
     assert r.stderr.strip(), why
-    assert "Traceback" not in r.stderr and "panicked" not in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr, r.stderr
+    assert "panicked" not in r.stderr, r.stderr
 
 
 def test_an_address_in_use_fails_cleanly(site: Path) -> None:
@@ -382,7 +385,8 @@ def test_an_address_in_use_fails_cleanly(site: Path) -> None:
             check=False,
         )
     assert r.returncode != 0
-    assert "Traceback" not in r.stderr and r.stderr.strip(), r.stderr
+    assert "Traceback" not in r.stderr, r.stderr
+    assert r.stderr.strip(), r.stderr
 
 
 def test_help() -> None:
@@ -528,7 +532,8 @@ def test_404(srv: Serve, target: str) -> None:
     r = get(srv, target)
     assert r.status == 404, r
     check_common_headers(r)
-    assert len(r.body) < 1024 and int(r.headers["content-length"]) == len(r.body)
+    assert len(r.body) < 1024
+    assert int(r.headers["content-length"]) == len(r.body)
 
 
 def test_an_error_keeps_the_connection_usable(srv: Serve) -> None:
@@ -666,7 +671,8 @@ def test_head_has_the_headers_of_get_and_no_body(srv: Serve) -> None:
         )
         head = w.response("HEAD")
         after = w.response()
-    assert head.status == 200 and head.body == b""
+    assert head.status == 200
+    assert head.body == b""
     assert head.headers["content-length"] == str(len(DATA))
     assert head.headers["content-type"].startswith("application/octet-stream")
     assert "last-modified" in head.headers
@@ -752,7 +758,8 @@ def test_range_with_http_client(srv: Serve) -> None:
         assert r.read() == DATA[1000:2000]
         conn.request("HEAD", "/data.bin", headers={"Range": "bytes=0-9"})
         r = conn.getresponse()
-        assert r.status in (200, 206) and r.read() == b""
+        assert r.status in (200, 206)
+        assert r.read() == b""
     finally:
         conn.close()
 
@@ -1149,7 +1156,8 @@ class TestCurl:
 
     def test_get_and_status_codes(self, srv: Serve) -> None:
         r = self.curl(srv, "-o", "-", self.url(srv, "/data.bin"))
-        assert r.returncode == 0 and r.stdout == DATA
+        assert r.returncode == 0
+        assert r.stdout == DATA
         for path, code in [("/nope", "404"), ("/sub", "301"), ("/hallo.txt", "200")]:
             r = self.curl(srv, "-o", "/dev/null", "-w", "%{http_code}", self.url(srv, path))
             assert r.stdout.decode() == code, path
@@ -1160,7 +1168,8 @@ class TestCurl:
     def test_head_and_range(self, srv: Serve) -> None:
         r = self.curl(srv, "-I", self.url(srv, "/data.bin"))
         head = r.stdout.decode().lower()
-        assert head.startswith("http/1.1 200") and f"content-length: {len(DATA)}" in head
+        assert head.startswith("http/1.1 200")
+        assert f"content-length: {len(DATA)}" in head
         r = self.curl(srv, "-r", "100-199", "-o", "-", self.url(srv, "/data.bin"))
         assert r.stdout == DATA[100:200]
         r = self.curl(srv, "-r", "200000-", "-o", "/dev/null", "-w", "%{http_code}",
@@ -1227,7 +1236,8 @@ def test_an_idle_keep_alive_connection_is_dropped(idle_srv: Serve) -> None:
         s.sendall(b"GET /hallo.txt HTTP/1.1\r\nHost: x\r\n\r\n")
         assert Wire(s).response().body == HALLO
         took = _closed_after(s, 5)
-    assert took is not None and took > 0.5, took
+    assert took is not None, took
+    assert took > 0.5, took
 
 
 def test_slowloris_a_header_trickled_byte_by_byte_is_dropped(idle_srv: Serve) -> None:
@@ -1456,7 +1466,9 @@ def _send_slowly_then(
             got += chunk
         head_bytes, _, rest = bytes(got).partition(b"\r\n\r\n")
         body = bytearray(rest)
-        length = int(re.search(rb"(?i)content-length:\s*(\d+)", head_bytes).group(1))  # type: ignore[union-attr]
+        m = re.search(rb"(?i)content-length:\s*(\d+)", head_bytes)
+        assert m is not None, head_bytes
+        length = int(m.group(1))
         while len(body) < 256_000:
             chunk = c.recv(16384)
             assert chunk, f"closed after {len(body)} body bytes"
@@ -1578,7 +1590,8 @@ def test_graceful_stop_finishes_a_large_response(
             # The idle keep-alive connection was closed, not left hanging.
             assert Wire(idle).closed(2)
         out = s.output()
-        assert "Traceback" not in out and "panicked" not in out
+        assert "Traceback" not in out
+        assert "panicked" not in out
         others = [ln for ln in out.splitlines() if ln.strip() and not START.search(ln)]
         assert others, f"no summary line: {out!r}"
 
@@ -1649,7 +1662,8 @@ def test_quiet_still_serves(site: Path) -> None:
                     assert Wire(c).response().body == HALLO
                 break
             except ConnectionRefusedError:
-                assert proc.poll() is None and time.monotonic() < deadline
+                assert proc.poll() is None
+                assert time.monotonic() < deadline
                 time.sleep(0.02)
         os.kill(proc.pid, signal.SIGTERM)
         out, err = proc.communicate(timeout=10)

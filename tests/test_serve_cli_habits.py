@@ -143,7 +143,8 @@ def test_positional_port_and_the_current_directory(site: Path) -> None:
 def test_directory_and_bind_options(site: Path, tmp_path: Path) -> None:
     """``-d DIR -b ADDRESS PORT``, from another directory; ``--directory`` and ``--bind``."""
     with serving(["-d", str(site), "-b", "127.0.0.1", "0"], tmp_path, tmp_path / "logs") as s:
-        assert s.directory == str(site) and s.host == "127.0.0.1"
+        assert s.directory == str(site)
+        assert s.host == "127.0.0.1"
         assert s.get("/hallo.txt") == (200, b"hallo\n")
     with serving(
         ["--directory", str(site), "--bind", "127.0.0.1", "--port", "0"],
@@ -167,7 +168,8 @@ def test_bind_ipv6_loopback(site: Path) -> None:
             data = b""
             while chunk := c.recv(4096):
                 data += chunk
-        assert data.startswith(b"HTTP/1.1 200 ") and data.endswith(b"hallo\n")
+        assert data.startswith(b"HTTP/1.1 200 ")
+        assert data.endswith(b"hallo\n")
 
 
 def test_dir_positional_and_host_port_still_work(site: Path, tmp_path: Path) -> None:
@@ -275,7 +277,9 @@ def test_listing_escapes_names_and_never_shows_the_outside(site: Path, engine: s
             '<li><a href="with%20space.txt">with space.txt</a></li>',
             '<li><a href="Zdir/">Zdir/</a></li>',
         ]
-        assert "<script>" not in page and "link-out" not in page and "secret" not in page
+        assert "<script>" not in page
+        assert "link-out" not in page
+        assert "secret" not in page
         # Each link leads where it says.
         assert s.get("/files/%3Cscript%3Ealert%281%29.txt") == (200, b"x")
         assert s.get("/files/with%20space.txt") == (200, b"x")
@@ -284,7 +288,8 @@ def test_listing_escapes_names_and_never_shows_the_outside(site: Path, engine: s
         assert s.get("/sub/") == (200, b"<p>sub index</p>\n")
         # The root is listed, without the symlink to the outside.
         status, body = s.get("/")
-        assert status == 200 and b'<a href="files/">files/</a>' in body
+        assert status == 200
+        assert b'<a href="files/">files/</a>' in body
         assert b"outside-dir" not in body
         # A symlink to a directory outside is not followed; traversal never lists the outside.
         for target in (
@@ -297,7 +302,8 @@ def test_listing_escapes_names_and_never_shows_the_outside(site: Path, engine: s
         ):
             status, body = s.get(target)
             assert status in (400, 403, 404), (target, status)
-            assert SECRET not in body and b"secret" not in body, target
+            assert SECRET not in body, target
+            assert b"secret" not in body, target
 
 
 @pytest.mark.parametrize("engine", ENGINES)

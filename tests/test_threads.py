@@ -28,18 +28,22 @@ from conftest import (
     wait_for,
 )
 from fdkit import fd
+from fdkit.types import InetAddress
 
 WATCHDOG_DELAY = 4.0
 
 
-def start_watchdog(code: str, **kwargs: object) -> subprocess.Popen[bytes]:
+def start_watchdog(
+    code: str, *, pass_fds: tuple[int, ...] = (), close_fds: bool = True
+) -> subprocess.Popen[bytes]:
     """A child Python that sleeps WATCHDOG_DELAY seconds, then runs ``code``."""
     script = f"import time, os, socket, sys\ntime.sleep({WATCHDOG_DELAY})\n{code}"
     return subprocess.Popen(
         [sys.executable, "-c", script],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
-        **kwargs,  # type: ignore[call-overload]
+        pass_fds=pass_fds,
+        close_fds=close_fds,
     )
 
 
@@ -78,7 +82,7 @@ def wait_in_syscall(t: Blocked, names: set[int], what: str) -> None:
     wait_for(lambda: syscall_of(tid) in names, 5, f"{what} thread to block in its syscall")
 
 
-def test_accept_releases_gil(fds: Fds, listener: tuple[int, tuple]) -> None:
+def test_accept_releases_gil(fds: Fds, listener: tuple[int, InetAddress]) -> None:
     lfd, (host, port) = listener
     watchdog = start_watchdog(f"socket.create_connection(({host!r}, {port})).close()")
     t = Blocked(lambda: fd.accept(lfd))
@@ -99,7 +103,8 @@ def test_accept_releases_gil(fds: Fds, listener: tuple[int, tuple]) -> None:
         t.join(5)
         assert not t.is_alive()
         assert t.error is None, t.error
-        conn, peer = t.result  # type: ignore[misc]
+        assert isinstance(t.result, tuple)
+        conn, peer = t.result
         assert peer == fd.getsockname(c) == fd.getpeername(conn)
     finally:
         if t.is_alive():  # a failed assertion above: let the thread go before cleaning up
@@ -125,9 +130,11 @@ def test_two_threads_blocked_in_read(fds: Fds) -> None:
         wait_in_syscall(t1, names, "first read")
         wait_in_syscall(t2, names, "second read")
         # Both are in read(2) at the same time, and this thread still runs.
-        assert t1.tid is not None and t2.tid is not None
+        assert t1.tid is not None
+        assert t2.tid is not None
         assert syscall_of(t1.tid) in names
-        assert t1.is_alive() and t2.is_alive()
+        assert t1.is_alive()
+        assert t2.is_alive()
         assert time.monotonic() - t1.started_at < WATCHDOG_DELAY, "the main thread was stalled"
 
         fd.write(w2, b"two")

@@ -15,7 +15,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -140,7 +140,8 @@ def test_socket_connect_accept_send_recv_shutdown_close_on_loopback(ring: Ring, 
     lfd, addr = fds.listener()
     ring.socket(socket.AF_INET, socket.SOCK_STREAM, 1)
     c = one(ring)
-    assert c.op == "socket" and c.error is None
+    assert c.op == "socket"
+    assert c.error is None
     cfd = fds.own(c.result)
     assert fd.get_cloexec(cfd)
 
@@ -166,7 +167,7 @@ def test_socket_connect_accept_send_recv_shutdown_close_on_loopback(ring: Ring, 
     fds.forget(sfd)
     ring.close_fd(sfd, 8)
     assert one(ring).result == 0
-    with pytest.raises(OSError) as e:
+    with pytest.raises(OSError, match="Bad file descriptor") as e:
         fd.fstat(sfd)
     assert e.value.errno == errno.EBADF
 
@@ -178,7 +179,8 @@ def test_errors_are_oserrors_with_errno_and_subclass(ring: Ring, fds: Fds) -> No
     ring.recv(r, 8, 1)
     c = one(ring)
     assert c.result == -errno.EBADF
-    assert isinstance(c.error, OSError) and c.error.errno == errno.EBADF
+    assert isinstance(c.error, OSError)
+    assert c.error.errno == errno.EBADF
     assert c.data is None
 
     lfd, addr = fds.listener()
@@ -212,7 +214,9 @@ def test_splice_and_tee_between_pipes(ring: Ring, fds: Fds) -> None:
     assert read_exact(13, r3) == b"spliced bytes"
     c, s = fds.connected()
     ring.splice(c, s, 10, 3)
-    assert one(ring).error.errno == errno.EINVAL  # type: ignore[union-attr]
+    error = one(ring).error
+    assert error is not None
+    assert error.errno == errno.EINVAL
 
 
 def test_send_zc_reports_the_result_then_the_notification(ring: Ring, fds: Fds) -> None:
@@ -221,8 +225,11 @@ def test_send_zc_reports_the_result_then_the_notification(ring: Ring, fds: Fds) 
     data = payload(100_000, 3)
     ring.send_zc(c, data, 11)
     got = wait_n(ring, 2)
-    assert got[0].result == len(data) and got[0].more and not got[0].notif
-    assert got[1].notif and not got[1].more
+    assert got[0].result == len(data)
+    assert got[0].more
+    assert not got[0].notif
+    assert got[1].notif
+    assert not got[1].more
     assert read_exact(len(data), s) == data
 
 
@@ -254,7 +261,9 @@ def test_multishot_accept_of_1000_connections(ring: Ring, fds: Fds) -> None:
         while len(got) < len(clients):
             assert time.monotonic() < deadline, f"accepted {accepted + len(got)}"
             for c in ring.wait(timeout=0.5):
-                assert c.user_data == 77 and c.more and c.error is None, c
+                assert c.user_data == 77, c
+                assert c.more, c
+                assert c.error is None, c
                 got.append(fds.own(c.result))
         accepted += len(got)
         for n in clients + got:
@@ -263,7 +272,8 @@ def test_multishot_accept_of_1000_connections(ring: Ring, fds: Fds) -> None:
     ring.cancel(77, 78)
     target, cancel = wait_n(ring, 2)
     assert (target.user_data, target.more) == (77, False)
-    assert target.error is not None and target.error.errno == errno.ECANCELED
+    assert target.error is not None
+    assert target.error.errno == errno.ECANCELED
     assert (cancel.user_data, cancel.op, cancel.result) == (78, "cancel", 0)
 
 
@@ -288,7 +298,8 @@ def test_provided_buffer_exhaustion_then_rearm_loses_no_data(ring: Ring, fds: Fd
                 assert comp.buffer_id in (0, 1)
                 received += comp.data
             if not comp.more:
-                assert comp.error is not None and comp.error.errno == errno.ENOBUFS, comp
+                assert comp.error is not None, comp
+                assert comp.error.errno == errno.ENOBUFS, comp
                 enobufs += 1
                 ring.recv_multishot(s, 3, 9)  # re-arm: the data waits in the socket
     assert bytes(received) == sent
@@ -304,7 +315,8 @@ def test_provided_buffer_exhaustion_then_rearm_loses_no_data(ring: Ring, fds: Fd
 def test_cancel_completes_after_its_targets(ring: Ring, fds: Fds) -> None:
     ring.cancel(12345, 1)
     c = one(ring)
-    assert c.error is not None and c.error.errno == errno.ENOENT
+    assert c.error is not None
+    assert c.error.errno == errno.ENOENT
     _, s = fds.connected()
     ring.recv(s, 8, 5)
     ring.recv(s, 8, 5)
@@ -313,7 +325,8 @@ def test_cancel_completes_after_its_targets(ring: Ring, fds: Fds) -> None:
     got = wait_n(ring, 3)
     assert [x.user_data for x in got] == [5, 5, 6]
     assert all(x.error is not None and x.error.errno == errno.ECANCELED for x in got[:2])
-    assert got[2].result == 0 and got[2].error is None
+    assert got[2].result == 0
+    assert got[2].error is None
     assert ring.in_flight == 0
 
 
@@ -322,7 +335,8 @@ def test_timeout_expires_with_etime_and_wait_honours_its_timeout(ring: Ring) -> 
     ring.timeout(0.05, 1)
     c = one(ring)
     took = time.monotonic() - t
-    assert c.error is not None and c.error.errno == errno.ETIME
+    assert c.error is not None
+    assert c.error.errno == errno.ETIME
     assert 0.045 <= took < 2, took
 
     ring.timeout(3600, 2)
@@ -331,7 +345,8 @@ def test_timeout_expires_with_etime_and_wait_honours_its_timeout(ring: Ring) -> 
     assert 0.095 <= time.monotonic() - t < 2
     ring.cancel(2, 3)
     target, cancel = wait_n(ring, 2)
-    assert target.error is not None and target.error.errno == errno.ECANCELED
+    assert target.error is not None
+    assert target.error.errno == errno.ECANCELED
     assert (cancel.user_data, cancel.result) == (3, 0)
 
 
@@ -341,7 +356,8 @@ def test_timeout_with_a_count_completes_after_that_many_completions(ring: Ring) 
     ring.nop(3)
     got = wait_n(ring, 3)
     by_ud = {c.user_data: c for c in got}
-    assert by_ud[1].result == 0 and by_ud[1].error is None
+    assert by_ud[1].result == 0
+    assert by_ud[1].error is None
 
 
 # -- the queues ---------------------------------------------------------------------------
@@ -422,7 +438,9 @@ def test_closing_a_ring_with_ops_in_flight_cancels_and_reaps_them(fds: Fds) -> N
     t = time.monotonic()
     ring.close()
     assert time.monotonic() - t < 2
-    assert ring.closed and ring.fd == -1 and ring.in_flight == 0
+    assert ring.closed
+    assert ring.fd == -1
+    assert ring.in_flight == 0
     ring.close()  # twice is harmless
     # The fds the ops used are untouched.
     fd.write(w, b"still open")
@@ -453,7 +471,8 @@ def test_context_manager_closes(fds: Fds) -> None:
     with Ring(8) as ring:
         ring.nop(1)
         assert repr(ring).startswith("<Ring fd=")
-    assert ring.closed and repr(ring) == "<Ring closed>"
+    assert ring.closed
+    assert repr(ring) == "<Ring closed>"
 
 
 # -- threads and signals ------------------------------------------------------------------
@@ -567,26 +586,27 @@ def test_ctrl_c_interrupts_a_blocked_wait() -> None:
         (lambda: Ring(0), ValueError),
         (lambda: Ring(-1), ValueError),
         (lambda: Ring(1 << 20), ValueError),
-        (lambda: Ring("8"), TypeError),  # type: ignore[arg-type]
+        (lambda: Ring("8"), TypeError),  # type: ignore[arg-type]  # misuse on purpose
         (lambda: Ring(8, cq_entries=4), ValueError),
     ],
 )
-def test_bad_ring_arguments_raise(call: object, exc: type[Exception]) -> None:
+def test_bad_ring_arguments_raise(call: Callable[[], object], exc: type[Exception]) -> None:
     with pytest.raises(exc):
-        call()  # type: ignore[operator]
+        call()
 
 
 def test_misuse_raises_and_never_crashes(ring: Ring, fds: Fds) -> None:
     c, _s = fds.connected()
-    bad = [
+    bad: list[tuple[Callable[[], object], type[Exception]]] = [
         (lambda: ring.recv(-1, 10, 1), ValueError),
         (lambda: ring.recv(c, -5, 1), ValueError),
         (lambda: ring.recv(c, 1 << 40, 1), ValueError),
         (lambda: ring.recv(c, 10, -1), ValueError),
         (lambda: ring.recv(c, 10, 2**64), ValueError),
-        (lambda: ring.recv(c, 10, "1"), TypeError),
-        (lambda: ring.send(c, 123, 1), TypeError),
-        (lambda: ring.send(c, "text", 1), TypeError),
+        # Wrong types on purpose: the binding must say TypeError.
+        (lambda: ring.recv(c, 10, "1"), TypeError),  # type: ignore[arg-type]  # misuse on purpose
+        (lambda: ring.send(c, 123, 1), TypeError),  # type: ignore[arg-type]  # misuse on purpose
+        (lambda: ring.send(c, "text", 1), TypeError),  # type: ignore[arg-type]  # misuse on purpose
         (lambda: ring.provide_buffers(1, 3, 16), ValueError),
         (lambda: ring.provide_buffers(1, 4, 0), ValueError),
         (lambda: ring.provide_buffers(1 << 16, 4, 16), ValueError),
@@ -602,7 +622,7 @@ def test_misuse_raises_and_never_crashes(ring: Ring, fds: Fds) -> None:
     ]
     for call, exc in bad:
         with pytest.raises(exc):
-            call()  # type: ignore[no-untyped-call]
+            call()
     ring.provide_buffers(1, 4, 16)
     with pytest.raises(ValueError, match="already"):
         ring.provide_buffers(1, 4, 16)
@@ -618,7 +638,9 @@ def test_the_rings_own_fd_as_an_argument_is_refused_by_the_kernel(ring: Ring) ->
     ring.splice(ring.fd, ring.fd, 10, 4)
     got = {c.user_data: c for c in wait_n(ring, 4)}
     assert all(got[ud].error is not None for ud in (1, 2, 3, 4)), got
-    assert got[3].error.errno == errno.EBADF  # type: ignore[union-attr]
+    error = got[3].error
+    assert error is not None
+    assert error.errno == errno.EBADF
     ring.nop(5)
     assert one(ring).user_data == 5  # and the ring still works
 

@@ -17,12 +17,12 @@ import socket
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from conftest import Fds, Feeder, Sink, payload, sha256, unix_stream_pair
 from fdkit import fd, zerocopy
+from fdkit.types import TransferStats
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -145,7 +145,7 @@ def may_fall_back(src: str, dst: str, count: int | None) -> bool:
     return cross_fs or src == "zero" or dst == "null"
 
 
-def check_stats(stats: dict[str, Any] | None, moved: int, planned: str, may_fall: bool) -> None:
+def check_stats(stats: TransferStats | None, moved: int, planned: str, may_fall: bool) -> None:
     """The stats agree with the return value, and every fallback is explained and chained:
     ``planned → … → stats["path"]``."""
     assert stats is not None
@@ -155,7 +155,8 @@ def check_stats(stats: dict[str, Any] | None, moved: int, planned: str, may_fall
     fallbacks = stats["fallbacks"]
     for f in fallbacks:
         assert set(f) == {"from", "to", "errno", "reason"}
-        assert isinstance(f["reason"], str) and f["reason"], f
+        assert isinstance(f["reason"], str), f
+        assert f["reason"], f
         assert f["errno"] is None or isinstance(f["errno"], int)
     chain = [f["from"] for f in fallbacks] + [stats["path"]]
     assert all(f["to"] == nxt for f, nxt in zip(fallbacks, chain[1:], strict=True)), stats
@@ -177,7 +178,7 @@ def run_case(
     fds: Fds,
     tmp: Path,
     shm: Path,
-) -> tuple[int, dict[str, Any] | None]:
+) -> tuple[int, TransferStats | None]:
     data = payload(size)
     src = make_source(src_kind, data, fds, tmp, shm)
     dst = make_destination(dst_kind, fds, tmp, shm)
@@ -221,7 +222,8 @@ def test_matrix_with_count(
     check_stats(stats, moved, planned, may_fall_back(src_kind, dst_kind, size))
     if size <= SMALL_TRANSFER:
         # No fstat, no plan: nothing to remember either.
-        assert stats is not None and not stats["remembered"]
+        assert stats is not None
+        assert not stats["remembered"]
 
 
 @pytest.mark.parametrize("size", [0, 1, 100_003], ids=str)
@@ -293,4 +295,5 @@ def test_transfer_stats_is_per_thread(fds: Fds) -> None:
     t.join(5)
     assert seen == [None], "another thread's stats leaked into a fresh thread"
     stats = zerocopy.transfer_stats()
-    assert stats is not None and stats["bytes"] == 3
+    assert stats is not None
+    assert stats["bytes"] == 3

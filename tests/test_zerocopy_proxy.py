@@ -352,24 +352,25 @@ def test_proxy_argument_errors(fds: Fds, tmp_path: Path) -> None:
     r, w = fds.pipe()
     f = fds.own(fd.open(tmp_path / "f", fd.O_RDWR | fd.O_CREAT, 0o600))
     for x, y in ((r, b), (a, w), (f, b)):
-        with pytest.raises(OSError) as e:
+        with pytest.raises(OSError, match="Socket operation on non-socket") as e:
             zerocopy.proxy(x, y)
         assert e.value.errno == 88, e.value  # ENOTSOCK
-    with pytest.raises(OSError) as e:
+    with pytest.raises(OSError, match="Bad file descriptor") as e:
         zerocopy.proxy(a, 4999)
     assert e.value.errno == 9  # EBADF
     for bad in (0, -1, float("nan"), float("inf"), -0.5):
-        with pytest.raises(ValueError):
+        with pytest.raises(ValueError, match="idle_timeout"):
             zerocopy.proxy(a, b, idle_timeout=bad)
     for bad_type in ("1", b"1", [1]):
         with pytest.raises(TypeError):
-            zerocopy.proxy(a, b, idle_timeout=bad_type)  # type: ignore[arg-type]
-    with pytest.raises(ValueError):
+            zerocopy.proxy(a, b, idle_timeout=bad_type)  # type: ignore[arg-type]  # misuse on purpose
+    with pytest.raises(ValueError, match="fd must be a non-negative int"):
         zerocopy.proxy(-1, b)
     with pytest.raises(TypeError):
-        zerocopy.proxy("a", b)  # type: ignore[arg-type]
+        zerocopy.proxy("a", b)  # type: ignore[arg-type]  # misuse on purpose
     # Nothing was changed by the refused calls.
-    assert fd.get_blocking(a) and fd.get_blocking(b)
+    assert fd.get_blocking(a)
+    assert fd.get_blocking(b)
 
 
 def test_proxy_on_a_listening_socket_fails_cleanly(fds: Fds) -> None:
@@ -404,9 +405,10 @@ def test_relay_recording_equals_relayed_bytes(
         dst = fds.own(fd.open(tmp_path / "dst", flags, 0o600))
     record: int | None = None
     if record_kind == "pipe":
-        rec_r, record = fds.pipe()
+        rec_r, rec_w = fds.pipe()
+        record = rec_w
         sinks.append(Sink(rec_r, keep=True))
-        closers.append(lambda: fds.close(record))  # type: ignore[arg-type]
+        closers.append(lambda: fds.close(rec_w))
     elif record_kind != "none":
         flags = fd.O_WRONLY | fd.O_CREAT | (fd.O_APPEND if record_kind == "append_file" else 0)
         record = fds.own(fd.open(tmp_path / "rec", flags, 0o600))
@@ -536,19 +538,22 @@ def test_relay_argument_errors(fds: Fds) -> None:
     fd.shutdown(far, socket.SHUT_WR)
     # A closed recording fd is EBADF (once there is something to record), not a hang.
     out = bounded(lambda: zerocopy.relay(src, dst, record_fd=4999), timeout=5)
-    assert isinstance(out.error, OSError) and out.error.errno == 9, out.result
+    assert isinstance(out.error, OSError), out.result
+    assert out.error.errno == 9, out.result
     out = bounded(lambda: zerocopy.relay(4999, dst), timeout=5)
-    assert isinstance(out.error, OSError) and out.error.errno == 9, out.result
+    assert isinstance(out.error, OSError), out.result
+    assert out.error.errno == 9, out.result
     out = bounded(lambda: zerocopy.relay(src, 4999), timeout=5)
-    assert isinstance(out.error, OSError) and out.error.errno == 9, out.result
-    with pytest.raises(ValueError):
+    assert isinstance(out.error, OSError), out.result
+    assert out.error.errno == 9, out.result
+    with pytest.raises(ValueError, match="fd must be a non-negative int"):
         zerocopy.relay(src, dst, record_fd=-1)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="fd must be a non-negative int"):
         zerocopy.relay(src, 2**31)
     with pytest.raises(TypeError):
-        zerocopy.relay(src, dst, record_fd="3")  # type: ignore[arg-type]
+        zerocopy.relay(src, dst, record_fd="3")  # type: ignore[arg-type]  # misuse on purpose
     with pytest.raises(TypeError):
-        zerocopy.relay(src)  # type: ignore[call-arg]
+        zerocopy.relay(src)  # type: ignore[call-arg]  # misuse on purpose
 
 
 # ---------------------------------------------------------------------------------------------
@@ -610,7 +615,8 @@ def test_proxy_passes_a_fin_on_as_a_fin(side: str, fds: Fds) -> None:
     proxy.start()
     send_then(gone, sent, reset=False)
     sink.finish(10)
-    assert sink.eof and bytes(sink.kept) == sent
+    assert sink.eof
+    assert bytes(sink.kept) == sent
     fd.shutdown(other, socket.SHUT_WR)
     proxy.wait(10)
     assert proxy.error is None, proxy.error

@@ -6,6 +6,7 @@ Submodules:
     fdkit.logging  log records from child processes to the parent through one atomic pipe.
     fdkit.uring  io_uring: availability, the ops this kernel supports, and the Ring API.
     fdkit.serve(dir, ...)  the static file server (fdkit.static_server), hot loop in Rust.
+    fdkit.types  Literal and TypedDict types for annotating code that uses fdkit.
     fdkit.zerocopy  transfer (the best kernel path between two fds), Pipe, proxy, relay.
 """
 

@@ -1,33 +1,106 @@
 # Type stubs for the native module, written by hand and checked by `mypy.stubtest` (make lint).
 from collections.abc import Callable, Iterable, Iterator
 from os import PathLike
-from typing import Any, ClassVar, Literal, final, overload
+from socket import AddressFamily
+from typing import Any, ClassVar, Literal, NewType, TypeAlias, final, overload
 
 from _typeshed import ReadableBuffer, WriteableBuffer
 
+from fdkit.types import (
+    Address,
+    AtomicPipeMode,
+    CompletionOp,
+    Engine,
+    Inet6Address,
+    InetAddress,
+    ListenInfo,
+    MixedEvent,
+    ProtocolErrorKind,
+    ProxyStats,
+    ServeStaticStats,
+    TransferStats,
+    ZstdCodec,
+)
+
 __version__: str
 
-_Path = str | bytes | PathLike[str] | PathLike[bytes]
-_Address = tuple[str, int] | tuple[str, int, int] | tuple[str, int, int, int] | str | bytes
-_StatTuple = tuple[int, int, int, int, int, int, int, int, int, int, int, int, int]
+_Path: TypeAlias = str | bytes | PathLike[str] | PathLike[bytes]
+_Inet4Address: TypeAlias = InetAddress
+_Inet6Address: TypeAlias = Inet6Address
+_Address: TypeAlias = Address
+
+# A socket fd is a plain int at run time. `socket()` called with a literal AF_INET or AF_INET6
+# returns one of these subtypes of int, so that `accept`, `accept_many`, `getsockname` and
+# `getpeername` on it can say the address's shape: `for conn, (host, port) in accept_many(...)`
+# then type-checks. With any other family (or an int from elsewhere) the address is `_Address`.
+_Inet4Fd = NewType("_Inet4Fd", int)
+_Inet6Fd = NewType("_Inet6Fd", int)
+_AF_INET: TypeAlias = Literal[AddressFamily.AF_INET, 2]
+_AF_INET6: TypeAlias = Literal[AddressFamily.AF_INET6, 10]
+_StatTuple: TypeAlias = tuple[int, int, int, int, int, int, int, int, int, int, int, int, int]
 
 # Sockets
-def socket(family: int = 2, type: int = 1, proto: int = 0, *, cloexec: bool = True) -> int: ...
+@overload
+def socket(
+    family: _AF_INET = 2, type: int = 1, proto: int = 0, *, cloexec: bool = True
+) -> _Inet4Fd: ...
+@overload
+def socket(
+    family: _AF_INET6, type: int = 1, proto: int = 0, *, cloexec: bool = True
+) -> _Inet6Fd: ...
+@overload
+def socket(family: int, type: int = 1, proto: int = 0, *, cloexec: bool = True) -> int: ...
 def socketpair(
     family: int = 1, type: int = 1, proto: int = 0, *, cloexec: bool = True
 ) -> tuple[int, int]: ...
 def bind(fd: int, address: _Address) -> None: ...
 def listen(fd: int, backlog: int = 4096) -> None: ...
+@overload
+def accept(fd: _Inet4Fd) -> tuple[_Inet4Fd, _Inet4Address]: ...
+@overload
+def accept(fd: _Inet6Fd) -> tuple[_Inet6Fd, _Inet6Address]: ...
+@overload
 def accept(fd: int) -> tuple[int, _Address]: ...
+@overload
+def accept4(
+    fd: _Inet4Fd, flags: int = 0, *, cloexec: bool = True
+) -> tuple[_Inet4Fd, _Inet4Address]: ...
+@overload
+def accept4(
+    fd: _Inet6Fd, flags: int = 0, *, cloexec: bool = True
+) -> tuple[_Inet6Fd, _Inet6Address]: ...
+@overload
 def accept4(fd: int, flags: int = 0, *, cloexec: bool = True) -> tuple[int, _Address]: ...
+@overload
+def accept_many(
+    fd: _Inet4Fd, max: int = 64, flags: int = ..., *, cloexec: bool = True
+) -> list[tuple[_Inet4Fd, _Inet4Address]]: ...
+@overload
+def accept_many(
+    fd: _Inet6Fd, max: int = 64, flags: int = ..., *, cloexec: bool = True
+) -> list[tuple[_Inet6Fd, _Inet6Address]]: ...
+@overload
 def accept_many(
     fd: int, max: int = 64, flags: int = ..., *, cloexec: bool = True
 ) -> list[tuple[int, _Address]]: ...
 def connect(fd: int, address: _Address) -> None: ...
 def shutdown(fd: int, how: int) -> None: ...
+@overload
+def getsockname(fd: _Inet4Fd) -> _Inet4Address: ...
+@overload
+def getsockname(fd: _Inet6Fd) -> _Inet6Address: ...
+@overload
 def getsockname(fd: int) -> _Address: ...
+@overload
+def getpeername(fd: _Inet4Fd) -> _Inet4Address: ...
+@overload
+def getpeername(fd: _Inet6Fd) -> _Inet6Address: ...
+@overload
 def getpeername(fd: int) -> _Address: ...
-def getsockopt(fd: int, level: int, optname: int, buflen: int | None = None) -> int | bytes: ...
+@overload
+def getsockopt(fd: int, level: int, optname: int, buflen: None = None) -> int: ...
+@overload
+def getsockopt(fd: int, level: int, optname: int, buflen: int) -> bytes: ...
 def setsockopt(fd: int, level: int, optname: int, value: int | ReadableBuffer) -> None: ...
 
 # Reading and writing
@@ -90,7 +163,7 @@ class Completion:
     @property
     def data(self) -> bytes | None: ...
     @property
-    def op(self) -> str: ...
+    def op(self) -> CompletionOp: ...
 
 @final
 class Ring:
@@ -159,7 +232,7 @@ def transfer(
     src_offset: int | None = None,
     dst_offset: int | None = None,
 ) -> int: ...
-def transfer_stats() -> dict[str, Any] | None: ...
+def transfer_stats() -> TransferStats | None: ...
 def proxy(a_fd: int, b_fd: int, *, idle_timeout: float | None = None) -> tuple[int, int]: ...
 def relay(src_fd: int, dst_fd: int, *, record_fd: int | None = None) -> int: ...
 def pipe_pool_clear() -> int: ...
@@ -206,7 +279,7 @@ def serve_proxy(
     pipe_size: int | None = None,
     quiet: bool = False,
     on_listen: Callable[[str, str], object] | None = None,
-) -> dict[str, int]: ...
+) -> ProxyStats: ...
 
 # The static file server (fdkit serve)
 
@@ -215,25 +288,25 @@ def serve_static(
     *,
     host: str = "127.0.0.1",
     port: int = 8000,
-    engine: str = "auto",
+    engine: Engine = "auto",
     idle_timeout: float = 30.0,
     max_connections: int = 10000,
     reuse_port: bool = False,
     quiet: bool = False,
-    on_listen: Callable[[dict[str, Any]], object] | None = None,
+    on_listen: Callable[[ListenInfo], object] | None = None,
     listing: bool = False,
     access_log: bool = False,
-) -> dict[str, int]: ...
+) -> ServeStaticStats: ...
 
 # Atomic pipe messages (fdkit.atomic_pipe)
 
 class ProtocolError(ValueError):
     writer: tuple[int, int] | None
     offset: int
-    kind: str
+    kind: ProtocolErrorKind
     fatal: bool
 
-_Dictionary = ReadableBuffer | str | PathLike[str] | PathLike[bytes] | None
+_Dictionary: TypeAlias = ReadableBuffer | str | PathLike[str] | PathLike[bytes] | None
 
 @final
 class AtomicPipe:
@@ -242,18 +315,18 @@ class AtomicPipe:
     def pair(
         *,
         mixed_data_mode: bool = ...,
-        compression: str | None = ...,
+        compression: ZstdCodec | None = ...,
         level: int = ...,
         dictionary: _Dictionary = ...,
         keep_compressed: bool = ...,
     ) -> tuple[AtomicPipe, AtomicPipe]: ...
     @staticmethod
     def from_fd(
-        mode: str,
+        mode: AtomicPipeMode,
         fd: int,
         *,
         mixed_data_mode: bool = ...,
-        compression: str | None = ...,
+        compression: ZstdCodec | None = ...,
         level: int = ...,
         dictionary: _Dictionary = ...,
         keep_compressed: bool = ...,
@@ -263,7 +336,7 @@ class AtomicPipe:
         path: _Path,
         *,
         mixed_data_mode: bool = ...,
-        compression: str | None = ...,
+        compression: ZstdCodec | None = ...,
         level: int = ...,
         dictionary: _Dictionary = ...,
         keep_compressed: bool = ...,
@@ -273,14 +346,14 @@ class AtomicPipe:
         path: _Path,
         *,
         mixed_data_mode: bool = ...,
-        compression: str | None = ...,
+        compression: ZstdCodec | None = ...,
         level: int = ...,
         dictionary: _Dictionary = ...,
         keep_compressed: bool = ...,
     ) -> AtomicPipe: ...
     def fileno(self) -> int: ...
     @property
-    def mode(self) -> str: ...
+    def mode(self) -> Literal["r", "w"]: ...
     @property
     def closed(self) -> bool: ...
     def write_message(self, data: ReadableBuffer) -> None: ...
@@ -314,17 +387,17 @@ class AtomicPipe:
     def mixed_data_mode(self) -> bool: ...
     def get_line_burst_or_data(
         self, peek_line: bool = False, timeout: float | None = None
-    ) -> tuple[str, bytes] | None: ...
+    ) -> tuple[MixedEvent, bytes] | None: ...
     def set_compression(
         self,
-        codec: str | None = "zstd",
+        codec: ZstdCodec | None = "zstd",
         *,
         level: int | None = None,
         dictionary: _Dictionary = None,
         keep_compressed: bool = False,
     ) -> None: ...
     @property
-    def compression(self) -> str | None: ...
+    def compression(self) -> ZstdCodec | None: ...
     @property
     def blocking(self) -> bool: ...
     @blocking.setter

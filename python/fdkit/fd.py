@@ -16,7 +16,7 @@ from __future__ import annotations
 import os as _os
 import select as _select
 import socket as _socket
-from typing import NamedTuple
+from typing import Final, NamedTuple
 
 from fdkit._fdkit import (
     accept,
@@ -60,35 +60,36 @@ from fdkit._fdkit import fstat as _fstat
 from fdkit._fdkit import lstat as _lstat
 from fdkit._fdkit import stat as _stat
 
-# The constants callers pass, re-exported so `from fdkit import fd` is enough.
-AF_INET = _socket.AF_INET
-AF_INET6 = _socket.AF_INET6
-AF_UNIX = _socket.AF_UNIX
-SOCK_STREAM = _socket.SOCK_STREAM
-SOCK_DGRAM = _socket.SOCK_DGRAM
-SOCK_NONBLOCK = _socket.SOCK_NONBLOCK
-SOCK_CLOEXEC = _socket.SOCK_CLOEXEC
-NONBLOCK = SOCK_NONBLOCK
-CLOEXEC = SOCK_CLOEXEC
-SOL_SOCKET = _socket.SOL_SOCKET
-SO_REUSEADDR = _socket.SO_REUSEADDR
-SO_REUSEPORT = _socket.SO_REUSEPORT
-SHUT_RD = _socket.SHUT_RD
-SHUT_WR = _socket.SHUT_WR
-SHUT_RDWR = _socket.SHUT_RDWR
-O_RDONLY = _os.O_RDONLY
-O_WRONLY = _os.O_WRONLY
-O_RDWR = _os.O_RDWR
-O_CREAT = _os.O_CREAT
-O_EXCL = _os.O_EXCL
-O_TRUNC = _os.O_TRUNC
-O_APPEND = _os.O_APPEND
-O_NONBLOCK = _os.O_NONBLOCK
-O_CLOEXEC = _os.O_CLOEXEC
-POLLIN = _select.POLLIN
-POLLOUT = _select.POLLOUT
-POLLERR = _select.POLLERR
-POLLHUP = _select.POLLHUP
+# The constants callers pass, re-exported so `from fdkit import fd` is enough. `Final` keeps
+# their literal types: `socket(AF_INET)` is then known to give an IPv4 socket (see the stub).
+AF_INET: Final = _socket.AF_INET
+AF_INET6: Final = _socket.AF_INET6
+AF_UNIX: Final = _socket.AF_UNIX
+SOCK_STREAM: Final = _socket.SOCK_STREAM
+SOCK_DGRAM: Final = _socket.SOCK_DGRAM
+SOCK_NONBLOCK: Final = _socket.SOCK_NONBLOCK
+SOCK_CLOEXEC: Final = _socket.SOCK_CLOEXEC
+NONBLOCK: Final = SOCK_NONBLOCK
+CLOEXEC: Final = SOCK_CLOEXEC
+SOL_SOCKET: Final = _socket.SOL_SOCKET
+SO_REUSEADDR: Final = _socket.SO_REUSEADDR
+SO_REUSEPORT: Final = _socket.SO_REUSEPORT
+SHUT_RD: Final = _socket.SHUT_RD
+SHUT_WR: Final = _socket.SHUT_WR
+SHUT_RDWR: Final = _socket.SHUT_RDWR
+O_RDONLY: Final = _os.O_RDONLY
+O_WRONLY: Final = _os.O_WRONLY
+O_RDWR: Final = _os.O_RDWR
+O_CREAT: Final = _os.O_CREAT
+O_EXCL: Final = _os.O_EXCL
+O_TRUNC: Final = _os.O_TRUNC
+O_APPEND: Final = _os.O_APPEND
+O_NONBLOCK: Final = _os.O_NONBLOCK
+O_CLOEXEC: Final = _os.O_CLOEXEC
+POLLIN: Final = _select.POLLIN
+POLLOUT: Final = _select.POLLOUT
+POLLERR: Final = _select.POLLERR
+POLLHUP: Final = _select.POLLHUP
 
 
 class StatResult(NamedTuple):

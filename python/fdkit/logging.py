@@ -51,7 +51,7 @@ import threading
 import traceback
 import weakref
 from collections.abc import Iterator
-from typing import Any, Literal
+from typing import Any, Literal, Self
 
 from fdkit.atomic_pipe import AtomicPipe, ProtocolError
 
@@ -496,7 +496,7 @@ class AtomicPipeListener:
             self._pair_writer = None
         self._finalizer()
 
-    def __enter__(self) -> AtomicPipeListener:
+    def __enter__(self) -> Self:
         if self._thread is None:
             self.start()
         return self

@@ -16,11 +16,12 @@ import signal
 import socket
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from types import FrameType
-from typing import Any
+from typing import Any, cast
 
 from fdkit._fdkit import serve_static
+from fdkit.types import Engine, ListenInfo, ServeStats
 
 __all__ = ["serve"]
 
@@ -42,14 +43,14 @@ def serve(
     host: str = "127.0.0.1",
     port: int = 8000,
     workers: int = 1,
-    engine: str = "auto",
+    engine: Engine = "auto",
     idle_timeout: float = 30.0,
     max_connections: int = 10000,
     quiet: bool = False,
     on_listen: Callable[[str, int], object] | None = None,
     listing: bool = False,
     access_log: bool = False,
-) -> dict[str, Any]:
+) -> ServeStats:
     """Serve the files under ``directory`` over HTTP/1.1 until SIGINT or SIGTERM.
 
     GET and HEAD, keep-alive and pipelining, ``Range`` (one range), ``If-Modified-Since``,
@@ -64,16 +65,15 @@ def serve(
     Blocks until stopped (in the main thread, SIGTERM stops it like Ctrl-C), finishes the
     responses in flight, and returns the counters: ``requests``, ``connections``,
     ``timeouts``, ``refused``, ``peak_connections``, ``max_connections``, plus ``engine`` and
-    ``stopped_by`` (``"SIGINT"``, ``"SIGTERM"``).
+    ``stopped_by`` (``"SIGINT"``, ``"SIGTERM"``), and ``workers`` when ``workers > 1``
+    (:class:`fdkit.types.ServeStats`).
     """
-    info: dict[str, Any] = {}
 
     def ready(i: dict[str, Any]) -> None:
-        info.update(i)
         if on_listen is not None:
             on_listen(i["host"], i["port"])
 
-    return _serve(
+    stats = _serve(
         directory,
         host=host,
         port=port,
@@ -86,6 +86,9 @@ def serve(
         listing=listing,
         access_log=access_log,
     )
+    # Built from the native server's stats dict plus the keys added here; the keys are checked
+    # against ServeStats by tests/test_types.py.
+    return cast(ServeStats, stats)
 
 
 def _serve(
@@ -94,7 +97,7 @@ def _serve(
     host: str,
     port: int,
     workers: int,
-    engine: str,
+    engine: Engine,
     idle_timeout: float,
     max_connections: int,
     quiet: bool,
@@ -121,7 +124,7 @@ def _serve(
     return _supervise(directory, host, port, workers, kwargs, on_ready)
 
 
-def _with_sigterm(run: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+def _with_sigterm(run: Callable[[], Mapping[str, Any]]) -> dict[str, Any]:
     """Runs ``run`` with SIGTERM raising (main thread only); returns its stats either way."""
     main = threading_is_main()
     previous = signal.signal(signal.SIGTERM, _on_sigterm) if main else None
@@ -155,7 +158,7 @@ def _serve_here(
 ) -> dict[str, Any]:
     engine: list[str] = []
 
-    def listening(info: dict[str, Any]) -> None:
+    def listening(info: ListenInfo) -> None:
         engine.append(info["engine"])
         on_ready({**info, "workers": 1})
 
@@ -199,7 +202,7 @@ def _worker(
         signal.signal(signal.SIGINT, once)
         signal.signal(signal.SIGTERM, once)
 
-        def listening(info: dict[str, Any]) -> None:
+        def listening(info: ListenInfo) -> None:
             os.write(wfd, (json.dumps({"ready": info}) + "\n").encode())
 
         try:

@@ -22,19 +22,18 @@ All of them release the GIL for the whole call and stop on Ctrl-C.
 
 from __future__ import annotations
 
-from typing import Any
-
 from fdkit._fdkit import Pipe, pipe_pool_clear, pipe_pool_idle, proxy, relay, transfer
 from fdkit._fdkit import transfer_stats as _transfer_stats
+from fdkit.types import TransferStats
 
 
-def transfer_stats() -> dict[str, Any] | None:
+def transfer_stats() -> TransferStats | None:
     """The calling thread's last :func:`transfer`, or None before the first.
 
     ``{"path": "splice_via_pipe", "bytes": 1048576, "remembered": False,
     "fallbacks": [{"from": "sendfile", "to": "splice_via_pipe", "errno": 22,
     "reason": "refused by the kernel"}]}``. Paths: ``copy_file_range``, ``sendfile``,
-    ``splice``, ``splice_via_pipe``, ``read_write``.
+    ``splice``, ``splice_via_pipe``, ``read_write`` (:class:`fdkit.types.TransferStats`).
     """
     return _transfer_stats()
 

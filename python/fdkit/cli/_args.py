@@ -11,7 +11,7 @@ import math
 MAX_SECONDS = 9_223_372_036
 
 
-def positive(text: str, what: str, kind: type[int] | type[float]) -> int | float:
+def positive(text: str, what: str, kind: type[int | float]) -> int | float:
     """``text`` as a positive ``kind``; ``ValueError`` naming ``what`` and ``text`` otherwise.
     A float option is a duration in seconds: above :data:`MAX_SECONDS` is "too large"."""
     try:

@@ -19,6 +19,7 @@ from typing import Any
 
 from fdkit.cli import _log
 from fdkit.cli._args import positive
+from fdkit.types import ProxyStats
 
 ADDRESS_HELP = "HOST:PORT, [V6]:PORT, unix:/PATH or unix:@NAME (abstract)"
 
@@ -42,7 +43,7 @@ def _size(text: str) -> int:
     return int(digits) * scale
 
 
-def _summary(how: str, stats: dict[str, int] | None) -> str:
+def _summary(how: str, stats: ProxyStats | None) -> str:
     if stats is None:
         return f"fdkit proxy: stopped ({how}) before serving"
     return (
@@ -96,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
     # of a non-interactive shell, `nohup`): Python then leaves SIG_IGN in place, and Ctrl-C
     # or `kill -INT` would do nothing. SIGINT and SIGTERM both stop it cleanly, as serve does.
     previous_int = signal.signal(signal.SIGINT, signal.default_int_handler)
-    stats: dict[str, int] | None
+    stats: ProxyStats | None
     try:
         stats = serve_proxy(
             args.listen,

@@ -1,0 +1,163 @@
+"""The closed sets of strings fdkit takes and returns, and the shapes of the dicts it returns.
+
+Import them to annotate your own code::
+
+    from fdkit.types import Engine, ServeStats, TransferStats
+
+The dicts are plain ``dict`` objects at run time; these ``TypedDict`` classes say which keys
+they carry (a test checks the keys the native code produces against them, so they cannot
+drift).
+"""
+
+# No `from __future__ import annotations` here: Python 3.11 only sees NotRequired in a
+# TypedDict whose annotations are real objects (ServeStats.__optional_keys__).
+from typing import Literal, NotRequired, TypedDict
+
+__all__ = [
+    "Address",
+    "AtomicPipeMode",
+    "CompletionOp",
+    "Engine",
+    "EngineName",
+    "Inet6Address",
+    "InetAddress",
+    "ListenInfo",
+    "MixedEvent",
+    "ProtocolErrorKind",
+    "ProxyStats",
+    "ServeStaticStats",
+    "ServeStats",
+    "StoppedBy",
+    "TransferFallback",
+    "TransferPath",
+    "TransferStats",
+    "ZstdCodec",
+]
+
+#: An IPv4 socket address: ``(host, port)``.
+InetAddress = tuple[str, int]
+
+#: An IPv6 socket address: ``(host, port, flowinfo, scope_id)``.
+Inet6Address = tuple[str, int, int, int]
+
+#: A socket address as ``fdkit.fd`` takes and returns it, spelled as in :mod:`socket`: IPv4,
+#: IPv6 (``(host, port, flowinfo)`` is accepted too), or an AF_UNIX path (``str``/``bytes``,
+#: a leading NUL for the abstract namespace). An IPv4 or IPv6 socket made by ``fd.socket``
+#: with a literal family is typed so that its addresses are ``InetAddress``/``Inet6Address``.
+Address = InetAddress | tuple[str, int, int] | Inet6Address | str | bytes
+
+#: ``AtomicPipe.from_fd(mode, fd)``: ``'r'``/``'w'``, or Perl's ``'<&'``/``'>&'``
+#: (``'<&='``/``'>&='``). ``AtomicPipe.mode`` reports ``'r'`` or ``'w'``.
+AtomicPipeMode = Literal["r", "w", "<&", ">&", "<&=", ">&="]
+
+#: The one compression codec an atomic pipe speaks (``compression=``, ``set_compression``).
+ZstdCodec = Literal["zstd"]
+
+#: What ``AtomicPipe.get_line_burst_or_data`` says it returned.
+MixedEvent = Literal["message", "burst", "line"]
+
+#: ``ProtocolError.kind``: what was wrong with the stream (``"protocol_error"`` for a kind
+#: newer than this list).
+ProtocolErrorKind = Literal[
+    "truncated_chunk",
+    "truncated_burst",
+    "incomplete_message",
+    "chunk_too_large",
+    "chunk_out_of_order",
+    "missing_frame_end",
+    "bad_burst",
+    "bad_compressed_data",
+    "protocol_error",
+]
+
+#: ``serve(engine=...)``: ``"auto"`` picks io_uring where the kernel allows it, else epoll;
+#: ``"uring"`` (or ``"io_uring"``) insists on io_uring.
+Engine = Literal["auto", "uring", "io_uring", "epoll"]
+
+#: The engine a server actually runs, as its stats and ``on_listen`` info name it.
+EngineName = Literal["io_uring", "epoll"]
+
+#: How ``serve`` was stopped (None when the server returned on its own).
+StoppedBy = Literal["SIGINT", "SIGTERM"]
+
+#: The paths ``zerocopy.transfer`` can take (``transfer_stats()["path"]``).
+TransferPath = Literal["copy_file_range", "sendfile", "splice", "splice_via_pipe", "read_write"]
+
+#: ``Completion.op``: the ``Ring`` method that queued the operation (multishot accept and
+#: ``recv_multishot`` have their own names; ``close_fd`` reports ``"close"``).
+CompletionOp = Literal[
+    "nop",
+    "socket",
+    "accept",
+    "accept_multishot",
+    "connect",
+    "recv",
+    "recv_multishot",
+    "send",
+    "send_zc",
+    "read",
+    "write",
+    "splice",
+    "tee",
+    "shutdown",
+    "close",
+    "poll_add",
+    "timeout",
+    "cancel",
+]
+
+# One path ``transfer`` left for the next one, and why. "from" is a keyword: the functional
+# form is the only way to spell this TypedDict.
+TransferFallback = TypedDict(
+    "TransferFallback",
+    {"from": TransferPath, "to": TransferPath, "errno": int | None, "reason": str},
+)
+
+
+class TransferStats(TypedDict):
+    """``zerocopy.transfer_stats()``: the calling thread's last ``transfer``."""
+
+    path: TransferPath
+    bytes: int
+    remembered: bool
+    fallbacks: list[TransferFallback]
+
+
+class ServeStaticStats(TypedDict):
+    """The counters one static server returns when it stops."""
+
+    requests: int
+    connections: int
+    timeouts: int
+    refused: int
+    peak_connections: int
+    max_connections: int
+
+
+class ServeStats(ServeStaticStats):
+    """``fdkit.serve(...)``: the counters (added up across workers), the engine and what
+    stopped it; ``workers`` only when ``workers > 1``."""
+
+    engine: EngineName | None
+    stopped_by: StoppedBy | None
+    workers: NotRequired[int]
+
+
+class ListenInfo(TypedDict):
+    """What ``serve_static(on_listen=...)`` is called with once the socket listens."""
+
+    host: str
+    port: int
+    engine: EngineName
+    fallback: str | None
+
+
+class ProxyStats(TypedDict):
+    """``serve_proxy(...)``: the forwarding proxy's counters when it stops."""
+
+    connections: int
+    bytes_up: int
+    bytes_down: int
+    upstream_failures: int
+    peak_connections: int
+    max_connections: int
