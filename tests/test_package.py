@@ -1,0 +1,48 @@
+"""The package as a user installs it: which fdkit this run tests, its version, licences, types.
+
+`make test` runs these in the source tree on the editable build of python/; `make test-wheels`
+runs them outside the tree on each wheel installed in a fresh venv.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import sysconfig
+from pathlib import Path
+
+import fdkit
+
+ROOT = Path(__file__).resolve().parent.parent
+SOURCE_TREE = (ROOT / "crates").is_dir()
+
+
+def test_the_fdkit_under_test_is_the_one_this_run_means() -> None:
+    where = Path(fdkit.__file__).resolve()
+    if SOURCE_TREE:
+        # the editable build: a stale wheel in the venv would hide this tree's changes
+        assert where.is_relative_to(ROOT / "python"), where
+    else:
+        site = {Path(sysconfig.get_path(k)).resolve() for k in ("purelib", "platlib")}
+        assert any(where.is_relative_to(s) for s in site), (where, site)
+
+
+def test_version_is_the_installed_distribution_version() -> None:
+    # __version__ is compiled into the extension, the distribution's from the same Cargo.toml:
+    # they differ when the extension is stale or came from another build
+    assert fdkit.__version__ == importlib.metadata.version("fdkit")
+
+
+def test_the_distribution_carries_both_licences() -> None:
+    dist = importlib.metadata.distribution("fdkit")
+    licences = {Path(str(f)).name for f in dist.files or () if "/licenses/" in str(f)}
+    assert {"LICENSE-MIT", "LICENSE-APACHE"} <= licences, sorted(map(str, dist.files or ()))
+    for name in ("LICENSE-MIT", "LICENSE-APACHE"):
+        text = (dist.locate_file(f"{dist.name}-{dist.version}.dist-info/licenses/{name}")).read_text()
+        assert "the fdkit developers" in text or "Apache License" in text
+    assert set(dist.metadata.get_all("License-File") or ()) >= {"LICENSE-MIT", "LICENSE-APACHE"}
+
+
+def test_the_package_ships_its_types() -> None:
+    pkg = Path(fdkit.__file__).parent
+    assert (pkg / "py.typed").is_file()
+    assert (pkg / "_fdkit.pyi").is_file()
