@@ -129,11 +129,11 @@ wheels: $(WHEEL_STAMPS) ## release wheels for CPython 3.11, 3.12, 3.13 (manylinu
 
 .PHONY: test-wheels
 test-wheels: $(WHEEL_STAMPS) ## each wheel in a fresh venv of its Python, outside the tree: pytest on the installed fdkit
-	@set -o pipefail; failed=""; \
+	@set -o pipefail; failed=""; tmp=""; trap 'rm -rf "$$tmp"' EXIT; \
 	for ver in $(WHEEL_PYTHONS); do \
 	  tag=cp$$(echo $$ver | tr -d .); $(FIND_PYTHON); \
 	  whl=$$(ls $(WHEEL_DIR)/fdkit-*-$$tag-$$tag-*.whl); \
-	  tmp=$$(mktemp -d -t fdkit-wheel-$$tag.XXXXXX); \
+	  tmp=$$(mktemp -d -t fdkit-wheel-$$tag.XXXXXX); chmod 755 "$$tmp"; \
 	  echo "test-wheels: $$whl in $$tmp/venv ($$py)"; \
 	  "$$py" -m venv "$$tmp/venv" \
 	  && "$$tmp/venv/bin/python" -m pip install --quiet --disable-pip-version-check \

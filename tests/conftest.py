@@ -27,8 +27,9 @@ PROC_FD = "/proc/self/fd"
 # `make test` runs this suite in the source tree, on the editable build of python/; `make
 # test-wheels` copies tests/ (with examples/ and bench/) out of the tree and runs it on a wheel
 # installed in a fresh venv. There fdkit must come from that venv, and the tests marked
-# source_tree (they run the Makefile, read the README) skip.
-SOURCE_TREE = (Path(__file__).resolve().parent.parent / "crates").is_dir()
+# source_tree (they run the Makefile, read the README) skip. An unpacked sdist (no Makefile)
+# counts as installed too: its tests run against the wheel built from it.
+SOURCE_TREE = (Path(__file__).resolve().parent.parent / "Makefile").is_file()
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:

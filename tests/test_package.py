@@ -13,7 +13,7 @@ from pathlib import Path
 import fdkit
 
 ROOT = Path(__file__).resolve().parent.parent
-SOURCE_TREE = (ROOT / "crates").is_dir()
+SOURCE_TREE = (ROOT / "Makefile").is_file()  # a checkout; an unpacked sdist has none
 
 
 def test_the_fdkit_under_test_is_the_one_this_run_means() -> None:
