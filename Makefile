@@ -86,12 +86,18 @@ bench: setup bench-tools ## the full benchmarks (minutes); BENCH="accept" to pic
 # package, requirements-wheels.txt) is the C compiler and linker, so this machine's newer glibc
 # does not leak into the wheel; auditwheel checks each one. Each interpreter is pyenv's newest
 # 3.X.* or python3.X on PATH, whichever runs first. `make wheels WHEEL_PYTHONS=3.12` builds one.
+# zig's own libunwind must not replace libgcc_s: CPython (< 3.14) ends a daemon thread that wants
+# the GIL back during finalization with pthread_exit, whose forced unwind runs in glibc's
+# libgcc_s through our Rust frames; their personality routine, resolved against a second,
+# static unwinder, crashed the process (SIGSEGV at exit). The wheel links the system
+# libgcc_s.so.1, which every manylinux policy allows.
+LIBGCC_S := $(shell $${CC:-cc} -print-file-name=libgcc_s.so.1 2>/dev/null)
 WHEEL_PYTHONS := 3.11 3.12 3.13
 WHEEL_COMPAT := manylinux2014
 WHEEL_DIR := target/wheels
 STAMP_WHEEL_TOOLS := $(VENV)/.wheel-tools-installed
 WHEEL_STAMPS := $(foreach v,$(WHEEL_PYTHONS),$(WHEEL_DIR)/.built-$(v))
-WHEEL_INPUTS := $(RUST_SOURCES) Cargo.lock pyproject.toml README.md LICENSE-MIT LICENSE-APACHE \
+WHEEL_INPUTS := $(RUST_SOURCES) Cargo.lock pyproject.toml README.md LICENSE-MIT LICENSE-APACHE Makefile \
 	$(shell find python -name '*.py' -o -name '*.pyi' -o -name py.typed 2>/dev/null)
 # The tree as the tests see it from an installed wheel: what tests/ reads beside itself.
 WHEEL_TEST_FILES := tests examples bench pyproject.toml
@@ -113,7 +119,9 @@ $(STAMP_WHEEL_TOOLS): $(STAMP_DEPS) requirements-wheels.txt
 $(WHEEL_DIR)/.built-%: $(STAMP_WHEEL_TOOLS) $(WHEEL_INPUTS)
 	@set -eo pipefail; ver=$*; tag=cp$(subst .,,$*); $(FIND_PYTHON); \
 	echo "wheels: CPython $$ver ($$py)"; \
+	case "$(LIBGCC_S)" in /*) ;; *) echo "wheels: no libgcc_s.so.1 (from \`cc -print-file-name\`)" >&2; exit 1;; esac; \
 	mkdir -p $(WHEEL_DIR); rm -f $(WHEEL_DIR)/fdkit-*-$$tag-$$tag-*.whl; \
+	RUSTFLAGS="$${RUSTFLAGS:-} -C link-arg=$(LIBGCC_S)" \
 	$(VENV)/bin/maturin build --release --strip --zig --compatibility $(WHEEL_COMPAT) \
 	  --interpreter "$$py" --out $(WHEEL_DIR); \
 	whl=$$(ls $(WHEEL_DIR)/fdkit-*-$$tag-$$tag-*.whl); \

@@ -7,7 +7,10 @@ runs them outside the tree on each wheel installed in a fresh venv.
 from __future__ import annotations
 
 import importlib.metadata
+import subprocess
+import sys
 import sysconfig
+import textwrap
 from pathlib import Path
 
 import fdkit
@@ -46,3 +49,35 @@ def test_the_package_ships_its_types() -> None:
     pkg = Path(fdkit.__file__).parent
     assert (pkg / "py.typed").is_file()
     assert (pkg / "_fdkit.pyi").is_file()
+
+
+def test_a_daemon_thread_in_a_native_call_survives_interpreter_exit() -> None:
+    """CPython before 3.14 ends a daemon thread that wants the GIL back during finalization with
+    pthread_exit; its forced unwind runs through the extension's Rust frames. It must unwind
+    with the system's libgcc_s: a wheel linked with a second, static unwinder (zig's libunwind)
+    died here with SIGSEGV after the program had finished."""
+    code = textwrap.dedent(
+        """
+        import gc, os, threading, time
+        from fdkit import fd
+
+        r, w = os.pipe()
+
+        class SlowTeardown:
+            def __del__(self, sleep=time.sleep, write=os.write):
+                sleep(1.0)  # finalizing: meanwhile the poll below returns and wants the GIL
+                write(1, b"finalized\\n")
+
+        gc.disable()
+        slow = SlowTeardown()
+        slow.cycle = slow  # collected (so __del__ runs) only by finalization's last collection
+        del slow
+        threading.Thread(target=lambda: fd.poll([(r, fd.POLLIN)], 0.3), daemon=True).start()
+        time.sleep(0.1)
+        print("exiting", flush=True)
+        """
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=30, check=False
+    )
+    assert (proc.returncode, proc.stdout) == (0, "exiting\nfinalized\n"), proc.stderr
