@@ -38,7 +38,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     where = Path(fdkit.__file__).resolve()
     site = {Path(sysconfig.get_path(k)).resolve() for k in ("purelib", "platlib")}
     if not any(where.is_relative_to(s) for s in site):
-        raise pytest.UsageError(f"testing fdkit from {where}, not the one installed in {sorted(site)}")
+        raise pytest.UsageError(f"testing fdkit from {where}, not the one installed in {site}")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
