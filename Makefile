@@ -16,7 +16,7 @@ RUST_SOURCES := $(shell find crates -name '*.rs' -o -name Cargo.toml 2>/dev/null
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
 
-$(STAMP_DEPS): requirements-dev.txt
+$(STAMP_DEPS): requirements-dev.txt requirements-test.txt
 	python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -r requirements-dev.txt
@@ -88,6 +88,84 @@ bench: setup bench-tools ## the full benchmarks (minutes); BENCH="accept" to pic
 ifneq ($(JSON),)
 .SILENT:
 endif
+
+# --- release wheels --------------------------------------------------------------------------
+# One wheel per CPython in WHEEL_PYTHONS, stripped, manylinux2014 (glibc 2.17): zig (the ziglang
+# package, requirements-wheels.txt) is the C compiler and linker, so this machine's newer glibc
+# does not leak into the wheel; auditwheel checks each one. Each interpreter is pyenv's newest
+# 3.X.* or python3.X on PATH, whichever runs first. `make wheels WHEEL_PYTHONS=3.12` builds one.
+# zig's own libunwind must not replace libgcc_s: CPython (< 3.14) ends a daemon thread that wants
+# the GIL back during finalization with pthread_exit, whose forced unwind runs in glibc's
+# libgcc_s through our Rust frames; their personality routine, resolved against a second,
+# static unwinder, crashed the process (SIGSEGV at exit). The wheel links the system
+# libgcc_s.so.1, which every manylinux policy allows.
+LIBGCC_S := $(shell $${CC:-cc} -print-file-name=libgcc_s.so.1 2>/dev/null)
+WHEEL_PYTHONS := 3.11 3.12 3.13
+WHEEL_COMPAT := manylinux2014
+WHEEL_DIR := target/wheels
+STAMP_WHEEL_TOOLS := $(VENV)/.wheel-tools-installed
+WHEEL_STAMPS := $(foreach v,$(WHEEL_PYTHONS),$(WHEEL_DIR)/.built-$(v))
+WHEEL_INPUTS := $(RUST_SOURCES) Cargo.lock pyproject.toml README.md LICENSE-MIT LICENSE-APACHE Makefile \
+	$(shell find python -name '*.py' -o -name '*.pyi' -o -name py.typed 2>/dev/null)
+# The tree as the tests see it from an installed wheel: what tests/ reads beside itself.
+WHEEL_TEST_FILES := tests examples bench pyproject.toml
+# Sets $$py to a working, GIL-enabled CPython $$ver, or fails naming what it looked for.
+define FIND_PYTHON
+py=""; \
+for c in $$(ls -d "$${PYENV_ROOT:-$$HOME/.pyenv}"/versions/$$ver.*/bin/python$$ver 2>/dev/null | sort -rV) \
+         $$(type -ap python$$ver); do \
+  if "$$c" -c 'import sys, sysconfig; raise SystemExit("%d.%d" % sys.version_info[:2] != sys.argv[1] or bool(sysconfig.get_config_var("Py_GIL_DISABLED")))' "$$ver" 2>/dev/null; \
+  then py=$$c; break; fi; \
+done; \
+if [ -z "$$py" ]; then echo "no CPython $$ver here (looked for pyenv's versions/$$ver.* and python$$ver on PATH)" >&2; exit 1; fi
+endef
+
+$(STAMP_WHEEL_TOOLS): $(STAMP_DEPS) requirements-wheels.txt
+	$(PY) -m pip install --quiet -r requirements-wheels.txt
+	touch $@
+
+$(WHEEL_DIR)/.built-%: $(STAMP_WHEEL_TOOLS) $(WHEEL_INPUTS)
+	@set -eo pipefail; ver=$*; tag=cp$(subst .,,$*); $(FIND_PYTHON); \
+	echo "wheels: CPython $$ver ($$py)"; \
+	case "$(LIBGCC_S)" in /*) ;; *) echo "wheels: no libgcc_s.so.1 (from \`cc -print-file-name\`)" >&2; exit 1;; esac; \
+	mkdir -p $(WHEEL_DIR); rm -f $(WHEEL_DIR)/fdkit-*-$$tag-$$tag-*.whl; \
+	RUSTFLAGS="$${RUSTFLAGS:-} -C link-arg=$(LIBGCC_S)" \
+	$(VENV)/bin/maturin build --release --strip --zig --compatibility $(WHEEL_COMPAT) \
+	  --interpreter "$$py" --out $(WHEEL_DIR); \
+	whl=$$(ls $(WHEEL_DIR)/fdkit-*-$$tag-$$tag-*.whl); \
+	$(VENV)/bin/auditwheel show "$$whl" | tee $(WHEEL_DIR)/auditwheel-$$tag.txt; \
+	tr -s ' \n' '  ' < $(WHEEL_DIR)/auditwheel-$$tag.txt \
+	  | grep -Eq 'consistent with the following platform tag: "manylinux_2_(17|28)_' \
+	  || { echo "wheels: $$whl is not manylinux2014 or manylinux_2_28" >&2; exit 1; }
+	@touch $@
+
+.PHONY: wheels
+wheels: $(WHEEL_STAMPS) ## release wheels for CPython 3.11, 3.12, 3.13 (manylinux2014, stripped) in target/wheels
+	@ls -l $(WHEEL_DIR)/*.whl
+
+.PHONY: test-wheels
+test-wheels: $(WHEEL_STAMPS) ## each wheel in a fresh venv of its Python, outside the tree: pytest on the installed fdkit
+	@set -o pipefail; failed=""; tmp=""; trap 'rm -rf "$$tmp"' EXIT; \
+	for ver in $(WHEEL_PYTHONS); do \
+	  tag=cp$$(echo $$ver | tr -d .); $(FIND_PYTHON); \
+	  whl=$$(ls $(WHEEL_DIR)/fdkit-*-$$tag-$$tag-*.whl); \
+	  tmp=$$(mktemp -d -t fdkit-wheel-$$tag.XXXXXX); chmod 755 "$$tmp"; \
+	  echo "test-wheels: $$whl in $$tmp/venv ($$py)"; \
+	  "$$py" -m venv "$$tmp/venv" \
+	  && "$$tmp/venv/bin/python" -m pip install --quiet --disable-pip-version-check \
+	       -r requirements-test.txt "$$whl" \
+	  && cp -r $(wildcard $(WHEEL_TEST_FILES)) "$$tmp/" \
+	  && ( cd "$$tmp" && env -u VIRTUAL_ENV -u PYTHONPATH \
+	       PATH="$$tmp/venv/bin:$(subst $(abspath $(VENV))/bin:,,$(PATH))" \
+	       venv/bin/python -m pytest -p no:cacheprovider $(PYTEST_ARGS) ) \
+	  || failed="$$failed $$ver"; \
+	  rm -rf "$$tmp"; \
+	done; \
+	if [ -n "$$failed" ]; then echo "test-wheels: failed for CPython$$failed" >&2; exit 1; fi
+
+.PHONY: sdist
+sdist: $(STAMP_DEPS) ## the source distribution (crates, package, tests, examples, licences) in target/wheels
+	$(VENV)/bin/maturin sdist --out $(WHEEL_DIR)
 
 .PHONY: fmt
 fmt: ## format Rust and Python sources in place

@@ -12,16 +12,43 @@ import os
 import signal
 import socket
 import subprocess
+import sysconfig
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
+import fdkit
 from fdkit import fd, zerocopy
 from fdkit.types import Address, InetAddress
 
 PROC_FD = "/proc/self/fd"
+
+# `make test` runs this suite in the source tree, on the editable build of python/; `make
+# test-wheels` copies tests/ (with examples/ and bench/) out of the tree and runs it on a wheel
+# installed in a fresh venv. There fdkit must come from that venv, and the tests marked
+# source_tree (they run the Makefile, read the README) skip. An unpacked sdist (no Makefile)
+# counts as installed too: its tests run against the wheel built from it.
+SOURCE_TREE = (Path(__file__).resolve().parent.parent / "Makefile").is_file()
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    if SOURCE_TREE:
+        return
+    where = Path(fdkit.__file__).resolve()
+    site = {Path(sysconfig.get_path(k)).resolve() for k in ("purelib", "platlib")}
+    if not any(where.is_relative_to(s) for s in site):
+        raise pytest.UsageError(f"testing fdkit from {where}, not the one installed in {site}")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if SOURCE_TREE:
+        return
+    skip = pytest.mark.skip(reason="needs the source tree; this run tests an installed wheel")
+    for item in items:
+        if item.get_closest_marker("source_tree"):
+            item.add_marker(skip)
 
 
 def open_fds() -> dict[int, str]:

@@ -770,6 +770,7 @@ def _missing_packages() -> list[str]:
     ]
 
 
+@pytest.mark.source_tree
 @pytest.mark.skipif(MAKE is None, reason="no make")
 def test_make_bench_tools_installs_what_is_missing_as_root(tmp_path: Path) -> None:
     proc = _bench_tools(_fake_bin(tmp_path, uid=0))
@@ -779,6 +780,7 @@ def test_make_bench_tools_installs_what_is_missing_as_root(tmp_path: Path) -> No
     assert calls == [f"apt-get install -y -qq --no-install-recommends {missing}"]
 
 
+@pytest.mark.source_tree
 @pytest.mark.skipif(MAKE is None, reason="no make")
 def test_make_bench_tools_as_a_user_uses_passwordless_sudo(tmp_path: Path) -> None:
     proc = _bench_tools(_fake_bin(tmp_path, uid=1000, sudo=True))
@@ -791,6 +793,7 @@ def test_make_bench_tools_as_a_user_uses_passwordless_sudo(tmp_path: Path) -> No
     ]
 
 
+@pytest.mark.source_tree
 @pytest.mark.skipif(MAKE is None, reason="no make")
 def test_make_bench_tools_as_a_user_only_prints_the_command(tmp_path: Path) -> None:
     proc = _bench_tools(_fake_bin(tmp_path, uid=1000))  # no usable sudo on this PATH
@@ -800,6 +803,7 @@ def test_make_bench_tools_as_a_user_only_prints_the_command(tmp_path: Path) -> N
     assert f"to install them run: sudo apt-get install -y {missing}" in proc.stdout
 
 
+@pytest.mark.source_tree
 @pytest.mark.skipif(MAKE is None, reason="no make")
 def test_make_bench_tools_without_apt_does_not_fail(tmp_path: Path) -> None:
     proc = _bench_tools(_fake_bin(tmp_path, uid=0, apt=False))
@@ -808,6 +812,7 @@ def test_make_bench_tools_without_apt_does_not_fail(tmp_path: Path) -> None:
     assert not (tmp_path / "calls").exists()
 
 
+@pytest.mark.source_tree
 @pytest.mark.skipif(MAKE is None, reason="no make")
 def test_make_bench_tools_with_the_tools_present_does_nothing(tmp_path: Path) -> None:
     proc = _bench_tools(_fake_bin(tmp_path, uid=0, tools=True))
@@ -816,6 +821,7 @@ def test_make_bench_tools_with_the_tools_present_does_nothing(tmp_path: Path) ->
     assert not (tmp_path / "calls").exists()
 
 
+@pytest.mark.source_tree
 @pytest.mark.skipif(MAKE is None, reason="no make")
 def test_make_test_does_not_need_bench_tools() -> None:
     """`make test` must work on a machine without apt: it does not depend on bench-tools,
