@@ -10,8 +10,8 @@ import subprocess
 import sys
 import textwrap
 
-from conftest import Fds
 from fdkit import fd
+from helpers import Fds
 
 EMFILE_CHILD = textwrap.dedent(
     """

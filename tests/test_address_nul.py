@@ -15,9 +15,9 @@ import uuid
 import pytest
 
 import fdkit
-from conftest import Fds, ipv6_loopback
 from fdkit import fd, uring
 from fdkit._fdkit import serve_proxy, serve_static
+from helpers import Fds, ipv6_loopback
 
 HOSTS = [
     "127.0.0.1\0.example.com",

@@ -17,8 +17,8 @@ import time
 
 import pytest
 
-from conftest import payload
 from fdkit.atomic_pipe import AtomicPipe
+from helpers import payload
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import Fds, wait_for
 from fdkit import fd
+from helpers import Fds, wait_for
 
 
 def py_view(n: int) -> socket.socket:

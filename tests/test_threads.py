@@ -20,14 +20,14 @@ from pathlib import Path
 
 import pytest
 
-from conftest import (
+from fdkit import fd
+from helpers import (
     Fds,
     interrupt_expecting_keyboard_interrupt,
     syscall_numbers,
     syscall_of,
     wait_for,
 )
-from fdkit import fd
 
 WATCHDOG_DELAY = 4.0
 

@@ -21,8 +21,8 @@ from typing import Any
 
 import pytest
 
-from conftest import Fds, Feeder, Sink, payload, sha256, unix_stream_pair
 from fdkit import fd, zerocopy
+from helpers import Fds, Feeder, Sink, payload, sha256, unix_stream_pair
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -1,7 +1,7 @@
 """``zerocopy.transfer`` semantics: counts, offsets, EOF, peers that go away, non-blocking fds
 without busy loops, forced fallbacks, and bad arguments.
 
-Every call that could hang on a bug runs under :func:`conftest.bounded`; the other ends of
+Every call that could hang on a bug runs under :func:`helpers.bounded`; the other ends of
 pipes and sockets are threads with bounded joins.
 """
 
@@ -23,7 +23,8 @@ from typing import Any
 
 import pytest
 
-from conftest import (
+from fdkit import fd, zerocopy
+from helpers import (
     Fds,
     Feeder,
     Sink,
@@ -33,7 +34,6 @@ from conftest import (
     sha256,
     unix_stream_pair,
 )
-from fdkit import fd, zerocopy
 
 pytestmark = pytest.mark.timeout(30)
 
