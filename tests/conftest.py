@@ -1,5 +1,6 @@
 """Shared fixtures and hooks for the fdkit tests: an fd leak check around every test module, an
-fd tracker that closes what a test leaves open, loopback listeners and connected pairs.
+fd tracker that closes what a test leaves open, loopback listeners and connected pairs, and
+skips for lack of io_uring turned into failures under ``FDKIT_REQUIRE_URING=1``.
 Helpers that tests import live in ``helpers/`` (``from helpers import Fds``), not here.
 
 Everything here uses the real kernel: real sockets on 127.0.0.1 / ::1, real pipes, real files.
@@ -8,9 +9,10 @@ Everything here uses the real kernel: real sockets on 127.0.0.1 / ::1, real pipe
 from __future__ import annotations
 
 import gc
+import os
 import shutil
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
 
 import pytest
@@ -125,3 +127,31 @@ def engine(request: pytest.FixtureRequest) -> str:
     name: str = request.param
     _engine_args(name)
     return name
+
+
+# --- hooks ---------------------------------------------------------------------------------
+
+#: Every skip for lack of io_uring gives a reason that starts with this.
+URING_UNAVAILABLE = "io_uring unavailable"
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    """With ``FDKIT_REQUIRE_URING=1`` (``make test`` sets it on a machine that has io_uring), a
+    test skipped because io_uring is unavailable fails instead: io_uring vanishing (a seccomp
+    profile, a kernel setting, a broken probe) must not turn the io_uring tests into silent
+    skips."""
+    report = yield
+    if (
+        report.skipped
+        and os.environ.get("FDKIT_REQUIRE_URING") == "1"
+        and not hasattr(report, "wasxfail")
+        and isinstance(report.longrepr, tuple)
+        and URING_UNAVAILABLE in report.longrepr[2]
+    ):
+        report.outcome = "failed"
+        reason = report.longrepr[2].removeprefix("Skipped: ")
+        report.longrepr = f"FDKIT_REQUIRE_URING=1, but the test skipped: {reason}"
+    return report

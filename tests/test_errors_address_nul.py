@@ -85,7 +85,9 @@ def test_abstract_names_keep_their_nul_bytes(fds: Fds) -> None:
     fds.own(fd.accept(lfd)[0])
 
 
-@pytest.mark.skipif(not uring.available()[0], reason="io_uring unavailable")
+@pytest.mark.skipif(
+    not uring.available()[0], reason=f"io_uring unavailable: {uring.available()[1]}"
+)
 def test_ring_connect_refuses_a_nul_in_the_host(fds: Fds) -> None:
     lfd, (_, port) = fds.listener()
     s = fds.sock()
