@@ -1,20 +1,19 @@
-"""Shared fixtures for the fdkit tests: an fd leak check around every test module, an fd
-tracker that closes what a test leaves open, loopback listeners and connected pairs.
+"""Shared fixtures and hooks for the fdkit tests: an fd leak check around every test module, an
+fd tracker that closes what a test leaves open, loopback listeners and connected pairs, and
+skips for lack of io_uring turned into failures under ``FDKIT_REQUIRE_URING=1``.
+Helpers that tests import live in ``helpers/`` (``from helpers import Fds``), not here.
 
 Everything here uses the real kernel: real sockets on 127.0.0.1 / ::1, real pipes, real files.
 """
 
 from __future__ import annotations
 
-import errno
 import gc
 import os
-import signal
-import socket
-import subprocess
+import shutil
 import sysconfig
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
 
 import pytest
@@ -22,8 +21,8 @@ import pytest
 import fdkit
 from fdkit import fd, zerocopy
 from fdkit.types import Address, InetAddress
-
-PROC_FD = "/proc/self/fd"
+from helpers import Fds, ipv6_loopback, open_fds
+from helpers.serve import ENGINES, _engine_args
 
 # `make test` runs this suite in the source tree, on the editable build of python/; `make
 # test-wheels` copies tests/ (with examples/ and bench/) out of the tree and runs it on a wheel
@@ -49,27 +48,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if item.get_closest_marker("source_tree"):
             item.add_marker(skip)
-
-
-def open_fds() -> dict[int, str]:
-    """The fds open in this process, each with what it points to (``readlink``).
-
-    Listing ``/proc/self/fd`` opens a directory fd that shows up in the listing and is closed
-    by the time the listing returns: an entry whose link can no longer be read was that
-    directory fd (or an fd another thread closed meanwhile) and is left out.
-    """
-    out: dict[int, str] = {}
-    for name in os.listdir(PROC_FD):
-        try:
-            out[int(name)] = os.readlink(f"{PROC_FD}/{name}")
-        except FileNotFoundError:
-            continue
-    return out
-
-
-def is_open(n: int) -> bool:
-    """Whether ``n`` is an open fd in this process (without touching it)."""
-    return os.path.lexists(f"{PROC_FD}/{n}")
 
 
 def _settled_fds() -> dict[int, str]:
@@ -107,83 +85,6 @@ def _no_fd_leaks(request: pytest.FixtureRequest) -> Iterator[None]:
             f"fds closed that the module did not own {sorted(lost.items())}",
             pytrace=False,
         )
-
-
-class Fds:
-    """The fds one test owns: closed at the end of the test unless the test closed them.
-
-    Tests close through :meth:`close` so that the tracker never closes a number twice (a
-    second close could hit an fd something else has been given meanwhile).
-    """
-
-    def __init__(self) -> None:
-        self.owned: list[int] = []
-
-    def own(self, *fds: int) -> int:
-        """Registers fds the test created; returns the first, for ``x = fds.own(fd.socket())``."""
-        for n in fds:
-            assert isinstance(n, int), n
-            assert n >= 0, n
-            assert n not in self.owned, f"fd {n} registered twice"
-            self.owned.append(n)
-        return fds[0]
-
-    def close(self, n: int) -> None:
-        """Closes a registered fd now (and forgets it)."""
-        self.owned.remove(n)
-        fd.close(n)
-
-    def forget(self, n: int) -> None:
-        """Drops an fd the test closed some other way (e.g. by ``dup2`` over it)."""
-        self.owned.remove(n)
-
-    def close_all(self) -> None:
-        errors = []
-        while self.owned:
-            n = self.owned.pop()
-            try:
-                fd.close(n)
-            except OSError as e:
-                errors.append((n, e))
-        assert not errors, f"closing the test's fds failed: {errors}"
-
-    # Builders: each registers what it creates.
-
-    def sock(self, *args: int, **kwargs: bool) -> int:
-        return self.own(fd.socket(*args, **kwargs))
-
-    def pipe(self, flags: int = 0, **kwargs: bool) -> tuple[int, int]:
-        r, w = fd.pipe(flags, **kwargs)
-        self.own(r, w)
-        return r, w
-
-    def listener(
-        self, family: int = socket.AF_INET, *, blocking: bool = True, backlog: int = 128
-    ) -> tuple[int, Address]:
-        """A TCP listener on loopback, port 0: ``(fd, address)``."""
-        host = "127.0.0.1" if family == socket.AF_INET else "::1"
-        lfd = self.sock(family, socket.SOCK_STREAM)
-        fd.setsockopt(lfd, socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        fd.bind(lfd, (host, 0))
-        fd.listen(lfd, backlog)
-        if not blocking:
-            fd.set_blocking(lfd, False)
-        return lfd, fd.getsockname(lfd)
-
-    def connected(self, family: int = socket.AF_INET) -> tuple[int, int]:
-        """A connected TCP pair on loopback: ``(client, server)``; the listener is closed."""
-        lfd, addr = self.listener(family)
-        c = self.sock(family, socket.SOCK_STREAM)
-        fd.connect(c, addr)
-        s, _ = fd.accept(lfd)
-        self.own(s)
-        self.close(lfd)
-        return c, s
-
-    def client(self, addr: Address, family: int = socket.AF_INET) -> int:
-        c = self.sock(family, socket.SOCK_STREAM)
-        fd.connect(c, addr)
-        return c
 
 
 @pytest.fixture
@@ -236,239 +137,10 @@ def tmp_file(tmp_path: Path) -> Callable[[bytes], Path]:
     return make
 
 
-def ipv6_loopback() -> bool:
-    """Whether ``::1`` can be bound here."""
-    if not socket.has_ipv6:
-        return False
-    try:
-        with socket.socket(socket.AF_INET6, socket.SOCK_STREAM) as s:
-            s.bind(("::1", 0))
-    except OSError:
-        return False
-    return True
-
-
 @pytest.fixture
 def ipv6() -> None:
     if not ipv6_loopback():
         pytest.skip("no IPv6 on loopback (::1 cannot be bound)")
-
-
-def wait_for(cond: Callable[[], bool], timeout: float = 5.0, what: str = "condition") -> None:
-    """Polls ``cond`` until true; fails the test after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.005)
-
-
-def interrupt_expecting_keyboard_interrupt(
-    child: subprocess.Popen[str], pid: int, what: str, within: float = 5.0
-) -> str:
-    """Sends SIGINT to ``pid``; the child must exit 42 (its KeyboardInterrupt handler) within
-    ``within`` seconds. Returns its stdout. The caller still kills the child in ``finally``."""
-    sent = time.monotonic()
-    os.kill(pid, signal.SIGINT)
-    try:
-        out, err = child.communicate(timeout=within)
-    except subprocess.TimeoutExpired:
-        pytest.fail(f"{what}: the child did not react to SIGINT within {within:g} s", pytrace=False)
-    assert time.monotonic() - sent < within
-    assert child.returncode == 42, (child.returncode, out, err)
-    return out
-
-
-def syscall_of(tid: int, pid: int | None = None) -> int | None:
-    """The number of the syscall thread ``tid`` is blocked in, or None if it is running.
-
-    Reads ``/proc/<pid>/task/<tid>/syscall`` (first field: the syscall number, ``running`` or
-    ``-1`` when not in a syscall).
-    """
-    pid = os.getpid() if pid is None else pid
-    try:
-        with open(f"/proc/{pid}/task/{tid}/syscall") as f:
-            first = f.read().split(maxsplit=1)[0]
-    except (FileNotFoundError, ProcessLookupError, IndexError):
-        return None
-    except PermissionError:
-        pytest.skip("/proc/<pid>/syscall is not readable here")
-    try:
-        n = int(first)
-    except ValueError:
-        return None
-    return n if n >= 0 else None
-
-
-# x86_64 and aarch64 syscall numbers for the calls the blocking tests wait in.
-SYSCALLS = {
-    "x86_64": {
-        "read": {0},
-        "accept": {43, 288},
-        "poll": {7, 271},
-        "recv": {45},
-        "send": {44},
-        "sendfile": {40},
-        "connect": {42},
-        "open": {2, 257},
-    },
-    "aarch64": {
-        "read": {63},
-        "accept": {202, 242},
-        "poll": {73},
-        "recv": {207},
-        "send": {206},
-        "sendfile": {71},
-        "connect": {203},
-        "open": {56},
-    },
-}
-
-
-def syscall_numbers(name: str) -> set[int]:
-    machine = os.uname().machine
-    if machine not in SYSCALLS:
-        pytest.skip(f"syscall numbers for {machine} not known to the tests")
-    return SYSCALLS[machine][name]
-
-
-def errno_name(n: int) -> str:
-    return errno.errorcode.get(n, str(n))
-
-
-# ---------------------------------------------------------------------------------------------
-# fdkit.zerocopy: payloads, the far ends of pipes and sockets, unix stream pairs, tmpfs files
-# (appended section)
-
-import functools  # noqa: E402
-import hashlib  # noqa: E402
-import random  # noqa: E402
-import shutil  # noqa: E402
-import threading  # noqa: E402
-import uuid  # noqa: E402
-from typing import Any  # noqa: E402
-
-
-@functools.lru_cache(maxsize=32)
-def payload(n: int, seed: int = 0) -> bytes:
-    """``n`` pseudo-random bytes, the same for the same ``(n, seed)``: a stream no copy path
-    could fake by repeating, dropping or reordering chunks."""
-    return random.Random(seed * 1_000_003 + n).randbytes(n)
-
-
-def sha256(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
-class Feeder(threading.Thread):
-    """The far end of a source: writes ``data`` to ``fd`` a chunk at a time (pausing between
-    chunks when asked), then runs ``then`` (a close or a shutdown). An OSError (the other side
-    went away) ends it and is kept in ``error``."""
-
-    def __init__(
-        self,
-        fd_: int,
-        data: bytes,
-        *,
-        then: Callable[[], None] | None = None,
-        chunk: int = 256 << 10,
-        pause: float = 0.0,
-    ) -> None:
-        super().__init__(daemon=True)
-        self.fd, self.data, self.then, self.chunk, self.pause = fd_, data, then, chunk, pause
-        self.sent = 0
-        self.error: OSError | None = None
-
-    def run(self) -> None:
-        view = memoryview(self.data)
-        try:
-            while self.sent < len(view):
-                try:
-                    self.sent += fd.write(self.fd, view[self.sent : self.sent + self.chunk])
-                except BlockingIOError:
-                    fd.poll([(self.fd, fd.POLLOUT)], 1.0)
-                    continue
-                if self.pause:
-                    time.sleep(self.pause)
-        except OSError as e:
-            self.error = e
-        finally:
-            if self.then is not None:
-                try:
-                    self.then()
-                except OSError as e:
-                    self.error = self.error or e
-
-    def finish(self, timeout: float = 10.0) -> Feeder:
-        """Waits for the feeder (bounded) and checks it wrote everything."""
-        self.join(timeout)
-        assert not self.is_alive(), f"the feeder is stuck after {self.sent} bytes"
-        assert self.error is None, self.error
-        assert self.sent == len(self.data)
-        return self
-
-
-class Sink(threading.Thread):
-    """The far end of a destination: reads ``fd`` until EOF (pausing between reads when
-    asked), hashing what arrives and keeping it when ``keep``. An OSError ends it and is kept
-    in ``error``."""
-
-    def __init__(
-        self, fd_: int, *, keep: bool = False, chunk: int = 256 << 10, pause: float = 0.0
-    ) -> None:
-        super().__init__(daemon=True)
-        self.fd, self.keep, self.chunk, self.pause = fd_, keep, chunk, pause
-        self.hash = hashlib.sha256()
-        self.received = 0
-        self.kept = bytearray()
-        self.eof = False
-        self.error: OSError | None = None
-
-    def run(self) -> None:
-        try:
-            while True:
-                try:
-                    data = fd.read(self.fd, self.chunk)
-                except BlockingIOError:
-                    fd.poll([(self.fd, fd.POLLIN)], 1.0)
-                    continue
-                if not data:
-                    self.eof = True
-                    return
-                self.hash.update(data)
-                self.received += len(data)
-                if self.keep:
-                    self.kept += data
-                if self.pause:
-                    time.sleep(self.pause)
-        except OSError as e:
-            self.error = e
-
-    def finish(self, timeout: float = 10.0) -> Sink:
-        """Waits for EOF (bounded) and checks nothing failed on the way."""
-        self.join(timeout)
-        assert not self.is_alive(), f"no EOF on the sink after {self.received} bytes"
-        assert self.error is None, self.error
-        return self
-
-    @property
-    def digest(self) -> str:
-        return self.hash.hexdigest()
-
-
-def unix_stream_pair(fds: Fds) -> tuple[int, int]:
-    """A connected AF_UNIX stream pair made by listen/connect/accept on an abstract address
-    (unlike ``socketpair``): ``(client, server)``; the listener is closed."""
-    name = f"\0fdkit-zc-{uuid.uuid4().hex}"
-    lfd = fds.sock(socket.AF_UNIX, socket.SOCK_STREAM)
-    fd.bind(lfd, name)
-    fd.listen(lfd, 8)
-    c = fds.sock(socket.AF_UNIX, socket.SOCK_STREAM)
-    fd.connect(c, name)
-    s, _ = fd.accept(lfd)
-    fds.own(s)
-    fds.close(lfd)
-    return c, s
 
 
 @pytest.fixture
@@ -484,43 +156,38 @@ def shm_dir() -> Iterator[Path]:
         shutil.rmtree(d, ignore_errors=True)
 
 
-class Outcome:
-    """What a call run by :func:`bounded` did: its result or its exception, and how long."""
-
-    def __init__(self) -> None:
-        self.result: Any = None
-        self.error: BaseException | None = None
-        self.elapsed = 0.0
-
-    def get(self) -> Any:
-        """The result, or the call's exception re-raised."""
-        if self.error is not None:
-            raise self.error
-        return self.result
+@pytest.fixture(scope="module", params=list(ENGINES))
+def engine(request: pytest.FixtureRequest) -> str:
+    """The ``fdkit serve`` engine, each in turn: ``epoll`` and ``uring`` (skipped without
+    io_uring, with the reason)."""
+    name: str = request.param
+    _engine_args(name)
+    return name
 
 
-def bounded(
-    call: Callable[[], Any], timeout: float = 10.0, unblock: Callable[[], object] | None = None
-) -> Outcome:
-    """Runs ``call`` in a thread and waits at most ``timeout`` seconds for it: a call that
-    hangs fails the test (after ``unblock`` was given a chance to free it) instead of hanging
-    the suite."""
-    out = Outcome()
+# --- hooks ---------------------------------------------------------------------------------
 
-    def run() -> None:
-        start = time.monotonic()
-        try:
-            out.result = call()
-        except BaseException as e:
-            out.error = e
-        out.elapsed = time.monotonic() - start
+#: Every skip for lack of io_uring gives a reason that starts with this.
+URING_UNAVAILABLE = "io_uring unavailable"
 
-    t = threading.Thread(target=run, daemon=True)
-    t.start()
-    t.join(timeout)
-    if t.is_alive():
-        if unblock is not None:
-            unblock()
-        t.join(5)
-        pytest.fail(f"the call did not return within {timeout} s", pytrace=False)
-    return out
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    """With ``FDKIT_REQUIRE_URING=1`` (``make test`` sets it on a machine that has io_uring), a
+    test skipped because io_uring is unavailable fails instead: io_uring vanishing (a seccomp
+    profile, a kernel setting, a broken probe) must not turn the io_uring tests into silent
+    skips."""
+    report = yield
+    if (
+        report.skipped
+        and os.environ.get("FDKIT_REQUIRE_URING") == "1"
+        and not hasattr(report, "wasxfail")
+        and isinstance(report.longrepr, tuple)
+        and URING_UNAVAILABLE in report.longrepr[2]
+    ):
+        report.outcome = "failed"
+        reason = report.longrepr[2].removeprefix("Skipped: ")
+        report.longrepr = f"FDKIT_REQUIRE_URING=1, but the test skipped: {reason}"
+    return report

@@ -16,11 +16,11 @@ from typing import Any
 
 import pytest
 
-from conftest import is_open
 from fdkit import atomic_pipe
 from fdkit.atomic_pipe import PIPE_BUF, AtomicPipe, ProtocolError
 from fdkit.types import AtomicPipeMode
-from test_atomic_pipe_wire import chunks
+from helpers import is_open
+from helpers.wire import chunks
 
 pytestmark = pytest.mark.timeout(30)
 

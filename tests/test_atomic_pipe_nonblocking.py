@@ -18,8 +18,8 @@ from collections.abc import Callable
 
 import pytest
 
-from conftest import payload
 from fdkit.atomic_pipe import AtomicPipe
+from helpers import payload
 
 pytestmark = pytest.mark.timeout(30)
 

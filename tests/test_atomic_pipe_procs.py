@@ -18,9 +18,9 @@ from typing import Any
 
 import pytest
 
-from conftest import syscall_numbers, syscall_of, wait_for
 from fdkit.atomic_pipe import AtomicPipe
-from test_atomic_pipe_wire import HEADER, decode, header_offsets, wire_of
+from helpers import syscall_numbers, syscall_of, wait_for
+from helpers.wire import HEADER, decode, header_offsets, wire_of
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -22,8 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fdkit.atomic_pipe import AtomicPipe
-from test_atomic_pipe_protocol import KINDS
-from test_atomic_pipe_wire import HEADER, Item, burst, chunks, decode, decode_partial, wire_of
+from helpers.wire import HEADER, KINDS, Item, burst, chunks, decode, decode_partial, wire_of
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -2,7 +2,7 @@
 ``ProtocolError`` (a ``ValueError``) naming the writer and the byte offset, and only after
 every complete message was returned. Waiting on a partial frame costs no CPU.
 
-Streams are built with the wire model (``test_atomic_pipe_wire.chunks``) and fed into real
+Streams are built with the wire model (``helpers.wire.chunks``) and fed into real
 pipes, one byte per write as well as all at once.
 """
 
@@ -15,21 +15,11 @@ import time
 import pytest
 
 from fdkit.atomic_pipe import AtomicPipe, ProtocolError
-from test_atomic_pipe_wire import HEADER, burst, chunks, decode_partial
+from helpers.wire import HEADER, KINDS, burst, chunks, decode_partial
 
 pytestmark = pytest.mark.timeout(30)
 
 A, B = (4242, 0), (4343, 77)  # two writer identities
-KINDS = {
-    "truncated_chunk",
-    "incomplete_message",
-    "chunk_too_large",
-    "chunk_out_of_order",
-    "truncated_burst",
-    "missing_frame_end",
-    "bad_burst",
-    "bad_compressed_data",
-}
 PIECES = pytest.mark.parametrize("piece", [1, 1 << 16], ids=["1B-writes", "64K-writes"])
 
 

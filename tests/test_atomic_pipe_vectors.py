@@ -21,9 +21,9 @@ from typing import Any
 
 import pytest
 
-from conftest import payload
 from fdkit.atomic_pipe import AtomicPipe, ProtocolError
-from test_atomic_pipe_wire import (
+from helpers import payload
+from helpers.wire import (
     HEADER,
     Item,
     decode,

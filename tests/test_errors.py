@@ -22,9 +22,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import Fds, is_open
 from fdkit import fd
 from fdkit.types import InetAddress
+from helpers import Fds, is_open
 
 
 def raises_errno(exc_type: type[OSError], code: int, call: Callable[[], object]) -> OSError:

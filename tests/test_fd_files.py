@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import Fds, is_open
 from fdkit import fd
+from helpers import Fds, is_open
 
 
 def assert_cloexec(n: int, expected: bool = True) -> None:

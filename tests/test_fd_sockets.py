@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import Fds, wait_for
 from fdkit import fd
 from fdkit.types import InetAddress
+from helpers import Fds, wait_for
 
 
 def py_view(n: int) -> socket.socket:

@@ -26,9 +26,9 @@ from typing import Any, Literal, TypeVar
 
 import pytest
 
-from conftest import bounded, open_fds, wait_for
 from fdkit.atomic_pipe import PIPE_BUF, AtomicPipe
 from fdkit.logging import AtomicPipeHandler, AtomicPipeListener, child_setup, listen
+from helpers import bounded, open_fds, wait_for
 
 StartMethod = Literal["fork", "spawn", "forkserver"]
 METHODS: list[StartMethod] = ["fork", "spawn", "forkserver"]

@@ -24,12 +24,11 @@ from pathlib import Path
 
 import pytest
 
-from test_serve import (
+from helpers.serve import (
     Response,
     Serve,
     Wire,
     _engine_args,
-    engine,  # noqa: F401 (a fixture)
     exchange,
     fdkit_serve,
     get,
@@ -55,7 +54,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def srv(site: Path, engine: str) -> Iterator[Serve]:  # noqa: F811
+def srv(site: Path, engine: str) -> Iterator[Serve]:
     with fdkit_serve(site, *_engine_args(engine), "--workers", "1") as s:
         yield s
 

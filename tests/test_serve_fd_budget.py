@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from test_serve import ENGINES, Serve, Wire, _engine_args, _tree, fdkit_serve
+from helpers.serve import ENGINES, Serve, Wire, _engine_args, _tree, fdkit_serve
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -21,13 +21,12 @@ from pathlib import Path
 
 import pytest
 
-from test_serve import (
+from helpers.serve import (
     HALLO,
     SUB_INDEX,
     Serve,
     Wire,
     _engine_args,
-    engine,  # noqa: F401 (a fixture)
     exchange,
     fdkit_serve,
     get,
@@ -41,7 +40,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def srv(site: Path, engine: str) -> Iterator[Serve]:  # noqa: F811
+def srv(site: Path, engine: str) -> Iterator[Serve]:
     # The default idle timeout (30 s) is also the header deadline: an answer within a second
     # cannot be that deadline firing.
     with fdkit_serve(site, *_engine_args(engine), "--workers", "1") as s:

@@ -20,15 +20,15 @@ from pathlib import Path
 
 import pytest
 
-from conftest import (
+from fdkit import fd
+from fdkit.types import InetAddress
+from helpers import (
     Fds,
     interrupt_expecting_keyboard_interrupt,
     syscall_numbers,
     syscall_of,
     wait_for,
 )
-from fdkit import fd
-from fdkit.types import InetAddress
 
 WATCHDOG_DELAY = 4.0
 

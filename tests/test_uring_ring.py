@@ -20,7 +20,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import (
+from fdkit import fd, uring
+from fdkit.uring import Completion, Ring
+from helpers import (
     Fds,
     interrupt_expecting_keyboard_interrupt,
     is_open,
@@ -28,8 +30,6 @@ from conftest import (
     syscall_of,
     wait_for,
 )
-from fdkit import fd, uring
-from fdkit.uring import Completion, Ring
 
 _ok, _reason = uring.available()
 pytestmark = pytest.mark.skipif(not _ok, reason=f"io_uring unavailable: {_reason}")

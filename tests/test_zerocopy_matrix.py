@@ -20,9 +20,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import Fds, Feeder, Sink, payload, sha256, unix_stream_pair
 from fdkit import fd, zerocopy
 from fdkit.types import TransferStats
+from helpers import Fds, Feeder, Sink, payload, sha256, unix_stream_pair
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import Fds, Feeder, Sink, bounded, is_open, open_fds, payload, sha256
 from fdkit import fd, zerocopy
+from helpers import Fds, Feeder, Sink, bounded, is_open, open_fds, payload, sha256
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import Fds, Feeder, Sink, bounded, open_fds, payload, wait_for
 from fdkit import fd, zerocopy
+from helpers import Fds, Feeder, Sink, bounded, open_fds, payload, wait_for
 
 pytestmark = pytest.mark.timeout(30)
 

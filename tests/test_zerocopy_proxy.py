@@ -2,7 +2,7 @@
 direction, optionally recorded with tee).
 
 The layout for a proxy test: ``client ⇄ a ⇄ proxy ⇄ b ⇄ server``; the proxy runs in a thread
-under :func:`conftest.bounded`-style bounded joins, clients and servers are threads too.
+under :func:`helpers.bounded`-style bounded joins, clients and servers are threads too.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from conftest import Fds, Feeder, Sink, bounded, payload, sha256, unix_stream_pair
 from fdkit import fd, zerocopy
+from helpers import Fds, Feeder, Sink, bounded, payload, sha256, unix_stream_pair
 
 pytestmark = pytest.mark.timeout(30)
 

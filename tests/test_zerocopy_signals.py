@@ -18,7 +18,8 @@ import time
 
 import pytest
 
-from conftest import (
+from fdkit import fd, zerocopy
+from helpers import (
     Fds,
     bounded,
     interrupt_expecting_keyboard_interrupt,
@@ -26,7 +27,6 @@ from conftest import (
     syscall_of,
     wait_for,
 )
-from fdkit import fd, zerocopy
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -1,7 +1,7 @@
 """``zerocopy.transfer`` semantics: counts, offsets, EOF, peers that go away, non-blocking fds
 without busy loops, forced fallbacks, and bad arguments.
 
-Every call that could hang on a bug runs under :func:`conftest.bounded`; the other ends of
+Every call that could hang on a bug runs under :func:`helpers.bounded`; the other ends of
 pipes and sockets are threads with bounded joins.
 """
 
@@ -23,7 +23,9 @@ from typing import Any
 
 import pytest
 
-from conftest import (
+from fdkit import fd, zerocopy
+from fdkit.types import TransferStats
+from helpers import (
     Fds,
     Feeder,
     Sink,
@@ -33,8 +35,6 @@ from conftest import (
     sha256,
     unix_stream_pair,
 )
-from fdkit import fd, zerocopy
-from fdkit.types import TransferStats
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -259,7 +259,7 @@ fn relays_bytes_both_ways_and_logs_the_connection() {
 #[test]
 fn ipv6_listener_and_upstream() {
     if TcpListener::bind("[::1]:0").is_err() {
-        eprintln!("skipped: no IPv6 loopback");
+        common::skip("no IPv6 loopback");
         return;
     }
     let l = TcpListener::bind("[::1]:0").unwrap();

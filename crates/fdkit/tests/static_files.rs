@@ -1,7 +1,7 @@
 //! The static file server against real sockets on 127.0.0.1 (port 0), on both engines: every
 //! status, keep-alive, pipelining, ranges, HEAD, conditional requests, traversal attempts,
-//! slow clients, graceful stop. The io_uring engine is skipped (with the reason printed) where
-//! the kernel cannot run it.
+//! slow clients, graceful stop. The io_uring engine is skipped (`SKIPPED <test>: <why>` on
+//! stderr) where the kernel cannot run it, or fails with `FDKIT_REQUIRE_URING=1`.
 
 use fdkit::servers::static_files::{EngineChoice, ServeConfig, ServeStats, StaticServer};
 use std::io::{Read, Write};
@@ -11,6 +11,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
+
+mod common;
 
 struct Server {
     addr: SocketAddr,
@@ -72,8 +74,8 @@ fn start_with(
     let server = match StaticServer::bind(config) {
         Ok(s) => s,
         Err(e) if engine == EngineChoice::Uring => {
-            println!("skipped: {e}");
             let _ = std::fs::remove_dir_all(&dir);
+            common::uring_unavailable(e);
             return None;
         }
         Err(e) => panic!("bind: {e}"),

@@ -3,7 +3,8 @@
 //! dry, cancel ordering, timeouts, completion queue overflow, a full submission queue, and
 //! closing a ring with ops in flight.
 //!
-//! Each test skips (printing why) when io_uring or the op it needs is missing here.
+//! Each test skips (printing `SKIPPED <test>: <why>` on stderr) when io_uring or the op it needs
+//! is missing here; with `FDKIT_REQUIRE_URING=1` a missing io_uring fails the test instead.
 
 use fdkit::fd::{self, AddressFamily, Errno, OFlags, SocketFlags, SocketType};
 use fdkit::uring::{probe, Completion, KernelVersion, OpKind, Ring, RingOptions};
@@ -14,7 +15,7 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{client, data, listener, tcp_pair};
+use common::{client, data, listener, require_uring, skip, tcp_pair};
 
 /// A ring, or None (with the reason printed) when io_uring or one of `ops` is unavailable.
 fn ring_for(ops: &[&str]) -> Option<Ring> {
@@ -22,14 +23,13 @@ fn ring_for(ops: &[&str]) -> Option<Ring> {
 }
 
 fn ring_with(ops: &[&str], options: RingOptions) -> Option<Ring> {
-    let p = probe();
-    if !p.available {
-        eprintln!("skipped: io_uring unavailable: {:?}", p.reason);
+    if !require_uring() {
         return None;
     }
+    let p = probe();
     for op in ops {
         if !p.ops.iter().any(|o| o.name == *op && o.supported) {
-            eprintln!("skipped: this kernel lacks io_uring op {op}");
+            skip(format_args!("this kernel lacks io_uring op {op}"));
             return None;
         }
     }
@@ -41,10 +41,10 @@ fn ring_with(ops: &[&str], options: RingOptions) -> Option<Ring> {
 fn kernel_at_least(major: u32, minor: u32, what: &str) -> bool {
     let kernel = KernelVersion::running();
     if !kernel.at_least(major, minor) {
-        eprintln!(
-            "skipped: {what} needs Linux {major}.{minor}+, this is {}",
+        skip(format_args!(
+            "{what} needs Linux {major}.{minor}+, this is {}",
             kernel.release
-        );
+        ));
         return false;
     }
     true
@@ -318,8 +318,11 @@ fn a_full_submission_queue_is_submitted_and_the_push_retried() {
 fn a_full_queue_that_cannot_be_submitted_is_a_clear_error() {
     // A SINGLE_ISSUER ring refuses io_uring_enter from any thread but its creator (EEXIST):
     // once its queue is full, a push must fail with an error, and nothing may crash.
+    if !require_uring() {
+        return;
+    }
     if !probe().defer_taskrun {
-        eprintln!("skipped: SINGLE_ISSUER|DEFER_TASKRUN rings unsupported here");
+        skip("SINGLE_ISSUER|DEFER_TASKRUN rings unsupported here");
         return;
     }
     let Some(ring) = ring_with(
@@ -395,7 +398,7 @@ fn multishot_recv_survives_an_exhausted_buffer_ring_without_losing_data() {
         return;
     };
     if let Err(e) = ring.provide_buffers(5, 2, 16) {
-        eprintln!("skipped: provided-buffer rings unavailable: {e}");
+        skip(format_args!("provided-buffer rings unavailable: {e}"));
         return;
     }
     let (c, s) = tcp_pair();
@@ -596,8 +599,11 @@ fn completion_queue_overflow_loses_nothing() {
 
 #[test]
 fn completion_queue_overflow_loses_nothing_with_defer_taskrun() {
+    if !require_uring() {
+        return;
+    }
     if !probe().defer_taskrun {
-        eprintln!("skipped: DEFER_TASKRUN unsupported here");
+        skip("DEFER_TASKRUN unsupported here");
         return;
     }
     let Some(mut ring) = ring_with(

@@ -64,3 +64,44 @@ pub fn unix_pair() -> (OwnedFd, OwnedFd) {
     )
     .unwrap()
 }
+
+/// Says that the running test skipped, and why, so that the run shows it: `SKIPPED <test>:
+/// <reason>` goes straight to the process's stderr (libtest captures only `print!`/`eprint!`
+/// of passing tests, so an `eprintln!` skip note would vanish from the summary).
+pub fn skip(reason: impl std::fmt::Display) {
+    use std::io::Write;
+    let thread = std::thread::current();
+    let test = thread.name().unwrap_or("?");
+    let _ = writeln!(std::io::stderr().lock(), "SKIPPED {test}: {reason}");
+}
+
+/// Whether `FDKIT_REQUIRE_URING=1` is set: `make test` sets it on a machine that has io_uring,
+/// so that a test which would skip for lack of io_uring fails instead.
+pub fn uring_required() -> bool {
+    std::env::var_os("FDKIT_REQUIRE_URING").is_some_and(|v| v == "1")
+}
+
+/// Skips the running test because io_uring cannot be used here (see [`skip`]), or panics when
+/// [`uring_required`]: the caller returns early after it.
+pub fn uring_unavailable(reason: impl std::fmt::Display) {
+    assert!(
+        !uring_required(),
+        "FDKIT_REQUIRE_URING=1, but io_uring is unavailable: {reason}"
+    );
+    let reason = reason.to_string();
+    if reason.starts_with("io_uring unavailable") {
+        skip(reason);
+    } else {
+        skip(format_args!("io_uring unavailable: {reason}"));
+    }
+}
+
+/// Whether io_uring can be used here (`fdkit::uring::probe`); when it cannot, the test is
+/// reported skipped, or fails under `FDKIT_REQUIRE_URING=1` (see [`uring_unavailable`]).
+pub fn require_uring() -> bool {
+    let p = fdkit::uring::probe();
+    if !p.available {
+        uring_unavailable(p.reason.as_deref().unwrap_or("no reason given"));
+    }
+    p.available
+}

@@ -15,9 +15,9 @@ import uuid
 import pytest
 
 import fdkit
-from conftest import Fds, ipv6_loopback
 from fdkit import fd, uring
 from fdkit._fdkit import serve_proxy, serve_static
+from helpers import Fds, ipv6_loopback
 
 HOSTS = [
     "127.0.0.1\0.example.com",
@@ -89,7 +89,9 @@ def test_abstract_names_keep_their_nul_bytes(fds: Fds) -> None:
     fds.own(fd.accept(lfd)[0])
 
 
-@pytest.mark.skipif(not uring.available()[0], reason="io_uring unavailable")
+@pytest.mark.skipif(
+    not uring.available()[0], reason=f"io_uring unavailable: {uring.available()[1]}"
+)
 def test_ring_connect_refuses_a_nul_in_the_host(fds: Fds) -> None:
     lfd, addr = fds.listener()
     assert isinstance(addr, tuple)

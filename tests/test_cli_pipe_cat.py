@@ -25,8 +25,8 @@ from typing import Any
 
 import pytest
 
-from conftest import syscall_numbers, syscall_of
 from fdkit.atomic_pipe import AtomicPipe
+from helpers import syscall_numbers, syscall_of
 
 FDKIT = shutil.which("fdkit", path=os.path.dirname(sys.executable)) or "fdkit"
 VECTORS_DIR = Path(__file__).parent / "vectors" / "atomic_pipe_vectors"

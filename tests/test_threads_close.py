@@ -533,9 +533,8 @@ def test_stress_close_races_pipe_calls_and_never_touches_a_reused_fd() -> None:
 # ---------------------------------------------------------------------------------------------
 # Ring
 
-needs_uring = pytest.mark.skipif(
-    not uring.available(), reason="io_uring is not available (kernel or seccomp)"
-)
+URING_OK, URING_REASON = uring.available()
+needs_uring = pytest.mark.skipif(not URING_OK, reason=f"io_uring unavailable: {URING_REASON}")
 
 
 @needs_uring

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from test_copy_cli import final_line, run_on_terminal
+from helpers.terminal import final_line, run_on_terminal
 
 FDKIT = shutil.which("fdkit", path=os.path.dirname(sys.executable)) or "fdkit"
 

@@ -10,9 +10,9 @@ import subprocess
 import sys
 import textwrap
 
-from conftest import Fds
 from fdkit import fd
 from fdkit.types import Address
+from helpers import Fds
 
 EMFILE_CHILD = textwrap.dedent(
     """
