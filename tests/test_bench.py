@@ -702,6 +702,7 @@ def _fake_bin(
     return bin_
 
 
+@pytest.mark.source_tree
 def test_fdkit_bench_never_runs_apt_get(tmp_path: Path) -> None:
     """The issue: with wrk missing, `fdkit bench serve --quick` ran `apt-get update` and
     `apt-get install` as root. A fake apt-get first on PATH must never be called; the run
@@ -883,6 +884,7 @@ def _fdkit(
     )
 
 
+@pytest.mark.source_tree
 def test_the_package_alone_carries_no_harness_and_says_where_it_is(tmp_path: Path) -> None:
     """Installed without a source tree, `fdkit bench` prints one line naming `make bench` in a
     checkout and fails; its --help still works. (It ran the packaged harness before.)"""
@@ -909,6 +911,7 @@ def test_the_package_alone_carries_no_harness_and_says_where_it_is(tmp_path: Pat
     assert "usage: fdkit bench" in helped.stdout
 
 
+@pytest.mark.source_tree
 def test_installed_fdkit_bench_runs_the_harness_of_the_checkout_it_is_in(tmp_path: Path) -> None:
     """The same installed package, run inside a clone (here its tests/ directory), finds the
     clone's bench/ and runs it against the fdkit it imports."""

@@ -37,6 +37,7 @@ def readme_blocks() -> list[str]:
     return re.findall(r"^```python\n(.*?)^```$", text, flags=re.S | re.M)
 
 
+@pytest.mark.source_tree
 def test_every_readme_block_is_an_example_file_word_for_word() -> None:
     blocks = readme_blocks()
     assert blocks, "no ```python block in the README"
