@@ -18,10 +18,12 @@ import sys
 import time
 from collections.abc import Callable, Mapping
 from types import FrameType
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from fdkit._fdkit import serve_static
-from fdkit.types import Engine, ListenInfo, ServeStats
+
+if TYPE_CHECKING:  # only for annotations: importing fdkit.types costs every program
+    from fdkit.types import Engine, ListenInfo, ServeStats
 
 __all__ = ["serve"]
 
@@ -88,7 +90,7 @@ def serve(
     )
     # Built from the native server's stats dict plus the keys added here; the keys are checked
     # against ServeStats by tests/test_types.py.
-    return cast(ServeStats, stats)
+    return cast("ServeStats", stats)
 
 
 def _serve(

@@ -22,9 +22,13 @@ All of them release the GIL for the whole call and stop on Ctrl-C.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from fdkit._fdkit import Pipe, pipe_pool_clear, pipe_pool_idle, proxy, relay, transfer
 from fdkit._fdkit import transfer_stats as _transfer_stats
-from fdkit.types import TransferStats
+
+if TYPE_CHECKING:  # only for annotations: importing fdkit.types costs every program
+    from fdkit.types import TransferStats
 
 
 def transfer_stats() -> TransferStats | None:
