@@ -82,8 +82,10 @@ def test_doctor_reports_this_kernel() -> None:
 
 
 @pytest.mark.source_tree
-def test_bench_rejects_an_unknown_name_in_one_line() -> None:
-    r = run("bench", "no-such-bench")
+@pytest.mark.parametrize("quiet", [[], ["-q"]], ids=["plain", "quiet"])
+def test_bench_rejects_an_unknown_name_in_one_line(quiet: list[str]) -> None:
+    """Even with -q (which drops the harness's remarks): an error is never hidden."""
+    r = run("bench", *quiet, "no-such-bench")
     assert r.returncode == 2
     assert "unknown benchmark" in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
