@@ -51,7 +51,7 @@ def engine_available() -> Engine:
     return "io_uring"
 
 
-class EventLoop(asyncio.unix_events._UnixSelectorEventLoop):  # type: ignore[name-defined,misc]
+class EventLoop(asyncio.SelectorEventLoop):
     """An asyncio event loop; ``engine`` names what it runs on (``"io_uring"`` or ``"epoll"``)."""
 
     engine: Engine
@@ -81,13 +81,13 @@ class EventLoop(asyncio.unix_events._UnixSelectorEventLoop):  # type: ignore[nam
         self, sock: Any, protocol: Any, waiter: Any = None, *, extra: Any = None, server: Any = None
     ) -> Any:
         if self._reactor is None:
-            return super()._make_socket_transport(
+            return super()._make_socket_transport(  # type: ignore[misc]
                 sock, protocol, waiter, extra=extra, server=server
             )
         return RingSocketTransport(self, sock, protocol, waiter, extra, server)
 
     def _open_stream(self, fd: int, transport: RingSocketTransport) -> int:
-        self._check_closed()
+        self._check_closed()  # type: ignore[attr-defined]
         sid: int = self._reactor.open_stream(fd)
         self._streams[sid] = transport
         self._fd_streams[fd] = sid
@@ -108,22 +108,23 @@ class EventLoop(asyncio.unix_events._UnixSelectorEventLoop):  # type: ignore[nam
             and not args
             and getattr(callback, "__func__", None) is RingSocketTransport._read_ready
         ):
-            self._check_closed()
+            self._check_closed()  # type: ignore[attr-defined]
             self._reactor.resume(transport._stream)
             return None
-        return super()._add_reader(fd, callback, *args)
+        return super()._add_reader(fd, callback, *args)  # type: ignore[misc]
 
     def _remove_reader(self, fd: Any) -> bool:
         sid = self._fd_streams.get(fd)
         if sid is not None and self._reactor is not None and not self._reactor.closed:
             self._reactor.pause(sid)
-        return bool(super()._remove_reader(fd))
+        return bool(super()._remove_reader(fd))  # type: ignore[misc]
 
     def _process_events(self, event_list: list[tuple[selectors.SelectorKey, int]]) -> None:
         if self._reactor is not None:
-            pending = self._selector.stream_events
+            selector: Any = self._selector  # type: ignore[attr-defined]
+            pending = selector.stream_events
             if pending:
-                self._selector.stream_events = []
+                selector.stream_events = []
                 streams = self._streams
                 for kind, sid, value in pending:
                     transport = streams.get(sid)
@@ -135,7 +136,7 @@ class EventLoop(asyncio.unix_events._UnixSelectorEventLoop):  # type: ignore[nam
                         transport._ring_eof()
                     else:
                         transport._ring_error(value)
-        super()._process_events(event_list)
+        super()._process_events(event_list)  # type: ignore[misc]
 
     def close(self) -> None:
         super().close()

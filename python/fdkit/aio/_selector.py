@@ -17,8 +17,10 @@ from fdkit._fdkit import Reactor
 READY = 0
 
 
-class RingSelector(selectors._BaseSelectorImpl):  # type: ignore[name-defined,misc]
+class RingSelector(selectors._BaseSelectorImpl):
     """A selector whose ``select()`` is one io_uring_enter(2) on ``reactor``."""
+
+    _fd_to_key: dict[int, selectors.SelectorKey]
 
     def __init__(self, reactor: Reactor) -> None:
         super().__init__()
@@ -43,7 +45,7 @@ class RingSelector(selectors._BaseSelectorImpl):  # type: ignore[name-defined,mi
 
     def modify(self, fileobj: Any, events: int, data: Any = None) -> selectors.SelectorKey:
         try:
-            key = self._fd_to_key[self._fileobj_lookup(fileobj)]
+            key: selectors.SelectorKey = self._fd_to_key[self._fileobj_lookup(fileobj)]  # type: ignore[attr-defined]
         except KeyError:
             raise KeyError(f"{fileobj!r} is not registered") from None
         if events != key.events:
