@@ -3,15 +3,21 @@
 from __future__ import annotations
 
 import asyncio
+import errno
 import os
 import selectors
+import socket
+from asyncio import constants, selector_events, trsock
+from asyncio.log import logger
 from typing import Any, Literal
 
 from fdkit.aio._transports import RingSocketTransport
 
 Engine = Literal["io_uring", "epoll"]
 
-DATA, EOF, ERROR = 1, 2, 3
+DATA, EOF, ERROR, ACCEPTED, ACCEPT_ERROR = 1, 2, 3, 4, 5
+_ACCEPT_CONNECTION = selector_events.BaseSelectorEventLoop._accept_connection  # type: ignore[attr-defined]
+_OUT_OF_RESOURCES = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
 
 _engine_reason: str | None = None
 
@@ -60,6 +66,10 @@ class EventLoop(asyncio.SelectorEventLoop):
         self._reactor = _make_reactor()
         self._streams: dict[int, RingSocketTransport] = {}
         self._fd_streams: dict[int, int] = {}
+        # Listeners: id -> the arguments asyncio gave _accept_connection; fd -> id.
+        self._listeners: dict[int, tuple[Any, ...]] = {}
+        self._fd_listeners: dict[int, int] = {}
+        self._multishot_accept = True
         if self._reactor is None:
             self.engine = "epoll"
             super().__init__(selectors.EpollSelector())
@@ -111,9 +121,32 @@ class EventLoop(asyncio.SelectorEventLoop):
             self._check_closed()  # type: ignore[attr-defined]
             self._reactor.resume(transport._stream)
             return None
+        if (
+            self._reactor is not None
+            and self._multishot_accept
+            and transport is self
+            and getattr(callback, "__func__", None) is _ACCEPT_CONNECTION
+            and len(args) >= 5
+            and isinstance(fd, int)
+            and fd not in self._fd_listeners
+        ):
+            # A server's listening socket: one multishot accept instead of readiness +
+            # accept(2) per connection; what follows the accept is asyncio's own.
+            self._check_closed()
+            lid: int = self._reactor.listen(fd)
+            self._listeners[lid] = args
+            self._fd_listeners[fd] = lid
+            return None
         return super()._add_reader(fd, callback, *args)  # type: ignore[misc]
 
     def _remove_reader(self, fd: Any) -> bool:
+        lid = self._fd_listeners.pop(fd, None)
+        if lid is not None:
+            self._listeners.pop(lid, None)
+            if self._reactor is not None and not self._reactor.closed:
+                self._reactor.stop_listening(lid)
+            super()._remove_reader(fd)  # type: ignore[misc]
+            return True
         sid = self._fd_streams.get(fd)
         if sid is not None and self._reactor is not None and not self._reactor.closed:
             self._reactor.pause(sid)
@@ -127,6 +160,9 @@ class EventLoop(asyncio.SelectorEventLoop):
                 selector.stream_events = []
                 streams = self._streams
                 for kind, sid, value in pending:
+                    if kind >= ACCEPTED:
+                        self._listener_event(kind, sid, value)
+                        continue
                     transport = streams.get(sid)
                     if transport is None:
                         continue
@@ -138,7 +174,59 @@ class EventLoop(asyncio.SelectorEventLoop):
                         transport._ring_error(value)
         super()._process_events(event_list)  # type: ignore[misc]
 
+    def _listener_event(self, kind: int, lid: int, value: int) -> None:
+        args = self._listeners.get(lid)
+        if kind == ACCEPTED:
+            if args is None:
+                os.close(value)
+            else:
+                self._accepted(args, value)
+            return
+        if args is None:
+            return
+        del self._listeners[lid]
+        sock = args[1]
+        if self._fd_listeners.get(sock.fileno()) == lid:
+            del self._fd_listeners[sock.fileno()]
+        if value in _OUT_OF_RESOURCES:
+            # asyncio's own answer: say so, stop accepting, try again a moment later.
+            exc = OSError(value, os.strerror(value))
+            self.call_exception_handler(
+                {
+                    "message": "socket.accept() out of system resource",
+                    "exception": exc,
+                    "socket": trsock.TransportSocket(sock),
+                }
+            )
+            self.call_later(constants.ACCEPT_RETRY_DELAY, self._start_serving, *args)  # type: ignore[attr-defined]
+        else:
+            # No multishot accept here (EINVAL on old kernels): asyncio's readiness path.
+            self._multishot_accept = False
+            super()._add_reader(sock.fileno(), self._accept_connection, *args)  # type: ignore[misc,attr-defined]
+
+    def _accepted(self, args: tuple[Any, ...], fd: int) -> None:
+        protocol_factory, sock, sslcontext, server = args[:4]
+        try:
+            conn = socket.socket(sock.family, sock.type, sock.proto, fileno=fd)
+        except OSError:
+            os.close(fd)
+            return
+        try:
+            conn.setblocking(False)
+            addr = conn.getpeername()
+        except OSError:  # gone before we looked: asyncio's accept(2) would not have seen it
+            conn.close()
+            return
+        if self._debug:  # type: ignore[attr-defined]
+            logger.debug("%r got a new connection from %r: %r", server, addr, conn)
+        accept = self._accept_connection2(  # type: ignore[attr-defined]
+            protocol_factory, conn, {"peername": addr}, sslcontext, server, *args[5:]
+        )
+        self.create_task(accept)
+
     def close(self) -> None:
         super().close()
+        self._listeners.clear()
+        self._fd_listeners.clear()
         self._streams.clear()
         self._fd_streams.clear()

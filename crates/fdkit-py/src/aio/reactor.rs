@@ -10,15 +10,19 @@ use fdkit::aio::{Event, Interest, Reactor, ReactorOptions};
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList};
+use std::os::fd::IntoRawFd;
 use std::sync::{Mutex, MutexGuard, TryLockError};
 use std::time::Duration;
 
 /// The event kinds in `poll()`'s list: `(READY, fd, mask)`, `(DATA, stream, bytes)`,
-/// `(EOF, stream, None)`, `(ERROR, stream, errno)`.
+/// `(EOF, stream, None)`, `(ERROR, stream, errno)`, `(ACCEPTED, listener, fd)` (the caller
+/// owns `fd`), `(ACCEPT_ERROR, listener, errno)`.
 const READY: u8 = 0;
 const DATA: u8 = 1;
 const EOF: u8 = 2;
 const ERROR: u8 = 3;
+const ACCEPTED: u8 = 4;
+const ACCEPT_ERROR: u8 = 5;
 
 /// The io_uring engine of `fdkit.aio`: selector interest (level-triggered, from one-shot
 /// polls) and streams (multishot receive on provided buffers), one io_uring_enter(2) per
@@ -120,6 +124,16 @@ impl PyReactor {
         self.with(|r| r.close_stream(id))
     }
 
+    /// Accept on listening socket `fd` (multishot) until `stop_listening`; returns its id.
+    fn listen(&self, fd: Fd) -> PyResult<u64> {
+        self.with(|r| r.listen(fd.0))
+    }
+
+    /// Stop accepting on listener `id` (connections still on their way are closed).
+    fn stop_listening(&self, id: u64) -> PyResult<()> {
+        self.with(|r| r.stop_listening(id))
+    }
+
     /// Ops queued or in flight.
     fn in_flight(&self) -> PyResult<usize> {
         self.with(|r| r.in_flight())
@@ -158,6 +172,12 @@ impl PyReactor {
                 Event::Eof { stream } => (EOF, stream, py.None()).into_pyobject(py)?,
                 Event::Error { stream, errno } => {
                     (ERROR, stream, errno.raw_os_error()).into_pyobject(py)?
+                }
+                Event::Accepted { listener, fd } => {
+                    (ACCEPTED, listener, fd.into_raw_fd()).into_pyobject(py)?
+                }
+                Event::AcceptError { listener, errno } => {
+                    (ACCEPT_ERROR, listener, errno.raw_os_error()).into_pyobject(py)?
                 }
             };
             list.append(item)?;
