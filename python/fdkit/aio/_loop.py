@@ -22,10 +22,12 @@ _OUT_OF_RESOURCES = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
 _engine_reason: str | None = None
 
 
-def _make_reactor() -> Any:
+def _make_reactor(engine: Engine | None = None, options: dict[str, int] | None = None) -> Any:
     """A reactor, or None (and the reason kept) where io_uring cannot serve the loop."""
     global _engine_reason
-    if os.environ.get("FDKIT_AIO_ENGINE") == "epoll":
+    if engine == "epoll":
+        return None
+    if engine is None and os.environ.get("FDKIT_AIO_ENGINE") == "epoll":
         _engine_reason = "FDKIT_AIO_ENGINE=epoll"
         return None
     from fdkit import uring
@@ -39,7 +41,7 @@ def _make_reactor() -> Any:
         _engine_reason = "this kernel's io_uring has no recv"
         return None
     try:
-        return Reactor()
+        return Reactor(**(options or {}))
     except OSError as exc:  # provided-buffer rings need Linux 5.19, multishot recv 6.0
         _engine_reason = f"io_uring reactor setup failed: {exc}"
         return None
@@ -61,17 +63,29 @@ class EventLoop(asyncio.SelectorEventLoop):
     """An asyncio event loop; ``engine`` names what it runs on (``"io_uring"`` or ``"epoll"``)."""
 
     engine: Engine
+    #: Reactor settings (ring entries, provided buffers and their size): tests shrink them.
+    _reactor_options: dict[str, int] = {}
 
-    def __init__(self) -> None:
-        self._reactor = _make_reactor()
+    def __init__(self, *, engine: Engine | None = None) -> None:
+        """``engine``: ``"io_uring"`` requires it (OSError where it cannot run), ``"epoll"``
+        picks epoll, None (the default) takes io_uring where this kernel lets us."""
+        self._closed = True  # until asyncio's __init__ runs: a refused loop is not "unclosed"
+        if engine not in (None, "io_uring", "epoll"):
+            raise ValueError(f"engine must be 'io_uring', 'epoll' or None, not {engine!r}")
+        self._reactor = _make_reactor(engine, self._reactor_options)
+        if engine == "io_uring" and self._reactor is None:
+            raise OSError(errno.ENOSYS, f"io_uring engine unavailable: {_engine_reason}")
         self._streams: dict[int, RingSocketTransport] = {}
         self._fd_streams: dict[int, int] = {}
         # Listeners: id -> the arguments asyncio gave _accept_connection; fd -> id.
         self._listeners: dict[int, tuple[Any, ...]] = {}
         self._fd_listeners: dict[int, int] = {}
         self._multishot_accept = True
+        #: Why the loop runs on epoll (None on io_uring).
+        self.engine_reason: str | None = None
         if self._reactor is None:
             self.engine = "epoll"
+            self.engine_reason = "engine='epoll' was asked for" if engine else _engine_reason
             super().__init__(selectors.EpollSelector())
         else:
             from fdkit.aio._selector import RingSelector
