@@ -9,24 +9,24 @@ flight reaps them; without io_uring the same loop runs on epoll and says why.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import os
 import socket
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
 import fdkit.aio
 from fdkit import uring
 from fdkit.aio import EventLoop
-from tests.conftest import URING_UNAVAILABLE
 
 HERE = Path(__file__).resolve().parent
 _ok, _why = uring.available()
-needs_uring = pytest.mark.skipif(not _ok, reason=f"{URING_UNAVAILABLE}: {_why}")
+needs_uring = pytest.mark.skipif(not _ok, reason=f"io_uring unavailable: {_why}")
 
 
 def run(coro: Any, loop_cls: type[EventLoop] = EventLoop) -> Any:
@@ -80,7 +80,8 @@ def test_without_io_uring_the_loop_runs_on_epoll_and_says_why() -> None:
         pytest.skip("no seccomp filter for this architecture")
     assert r.returncode == 0, r.stderr
     engine, reason, data = eval(r.stdout)
-    assert engine == "epoll" and data == b"hello"
+    assert engine == "epoll"
+    assert data == b"hello"
     assert "ENOSYS" in reason or "io_uring" in reason, reason
 
 
@@ -117,7 +118,7 @@ def test_pause_reading_holds_bytes_in_flight_and_resume_delivers_them_in_order()
             return proto[0]
 
         server = await loop.create_server(factory, "127.0.0.1", 0)
-        a, w = await asyncio.open_connection(*server.sockets[0].getsockname())
+        _r, w = await asyncio.open_connection(*server.sockets[0].getsockname())
         w.write(payload)
         writer_done = asyncio.ensure_future(w.drain())
         while not proto or not proto[0].chunks:
@@ -145,7 +146,7 @@ def test_pause_reading_holds_bytes_in_flight_and_resume_delivers_them_in_order()
 
 
 class _TinyBuffers(EventLoop):
-    _reactor_options = {"buffers": 2, "buffer_size": 512}
+    _reactor_options: ClassVar[dict[str, int]] = {"buffers": 2, "buffer_size": 512}
 
 
 @needs_uring
@@ -220,10 +221,8 @@ def test_a_closed_connections_late_bytes_never_reach_the_next_owner_of_its_fd() 
         while "A" not in fds:
             await asyncio.sleep(0.001)
         # A's peer keeps sending into the closed connection (bytes that may be in flight).
-        try:
+        with contextlib.suppress(OSError):
             ca.send(b"a" * 65536, socket.MSG_DONTWAIT)
-        except OSError:
-            pass
         await asyncio.sleep(0.01)
         cb = socket.create_connection(addr)
         cb.sendall(b"B" * 10)

@@ -9,7 +9,7 @@ import selectors
 import socket
 from asyncio import constants, selector_events, trsock
 from asyncio.log import logger
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from fdkit.aio._transports import RingSocketTransport
 
@@ -64,7 +64,7 @@ class EventLoop(asyncio.SelectorEventLoop):
 
     engine: Engine
     #: Reactor settings (ring entries, provided buffers and their size): tests shrink them.
-    _reactor_options: dict[str, int] = {}
+    _reactor_options: ClassVar[dict[str, int]] = {}
 
     def __init__(self, *, engine: Engine | None = None) -> None:
         """``engine``: ``"io_uring"`` requires it (OSError where it cannot run), ``"epoll"``
