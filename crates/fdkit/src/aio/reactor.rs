@@ -375,6 +375,38 @@ impl Reactor {
         self.pending.retain(|e| !is_for(e, stream));
     }
 
+    /// Whether `e` may be handed to its stream's owner now, for callers that dispatch a
+    /// [`poll`](Reactor::poll)'s events one by one while user code runs between them: an
+    /// event of a stream paused (or closed) meanwhile is held (or dropped) here and `None`
+    /// comes back; one that would overtake bytes held or pending for its stream queues behind
+    /// them. Events of other kinds come back as they are.
+    pub fn deliverable(&mut self, e: Event) -> Option<Event> {
+        let id = match &e {
+            Event::Data { stream, .. } | Event::Eof { stream } | Event::Error { stream, .. } => {
+                *stream
+            }
+            _ => return Some(e),
+        };
+        let s = self.streams.get_mut(&id)?;
+        if !s.want {
+            s.held.push_back(e);
+            return None;
+        }
+        if self.pending.iter().any(|p| is_for(p, id)) {
+            self.pending.push_back(e);
+            return None;
+        }
+        Some(e)
+    }
+
+    /// Puts events a dispatcher could not hand over (its callback raised and it must stop)
+    /// back at the head of the queue, in order, for the next [`poll`](Reactor::poll).
+    pub fn requeue(&mut self, events: impl DoubleEndedIterator<Item = Event>) {
+        for e in events.rev() {
+            self.pending.push_front(e);
+        }
+    }
+
     fn arm_streams(&mut self) -> Result<()> {
         let ids = std::mem::take(&mut self.rearm_streams);
         for id in ids {
