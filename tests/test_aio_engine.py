@@ -301,3 +301,90 @@ def test_servers_accept_through_multishot_accept() -> None:
         return len(got)
 
     assert run(main()) == 300
+
+
+class _SmallBuffers(EventLoop):
+    _reactor_options: ClassVar[dict[str, int]] = {"buffers": 64, "buffer_size": 1024}
+
+
+@needs_uring
+def test_pause_reading_inside_data_received_stops_the_rest_of_the_batch() -> None:
+    """1 KiB buffers: one wait reaps many chunks of one stream. A protocol that pauses in
+    data_received must get no further call until it resumes, and lose nothing."""
+    payload = os.urandom(2 * 1024 * 1024)
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        done = loop.create_future()
+
+        class Pausing(asyncio.Protocol):
+            def __init__(self) -> None:
+                self.paused = False
+                self.early = 0
+                self.chunks: list[bytes] = []
+
+            def connection_made(self, transport: Any) -> None:
+                self.transport = transport
+
+            def data_received(self, data: bytes) -> None:
+                if self.paused:
+                    self.early += 1
+                self.chunks.append(data)
+                self.paused = True
+                self.transport.pause_reading()
+                loop.call_soon(self.resume)
+
+            def resume(self) -> None:
+                self.paused = False
+                self.transport.resume_reading()
+
+            def eof_received(self) -> None:
+                done.set_result(self)
+
+        server = await loop.create_server(Pausing, "127.0.0.1", 0)
+        peer = socket.create_connection(server.sockets[0].getsockname())
+        peer.setblocking(False)
+        await loop.sock_sendall(peer, payload)
+        peer.shutdown(socket.SHUT_WR)
+        p = await asyncio.wait_for(done, 30)
+        assert p.early == 0
+        assert b"".join(p.chunks) == payload
+        assert len(p.chunks) > 100
+        peer.close()
+        p.transport.close()
+        server.close()
+        await server.wait_closed()
+
+    run(main(), _SmallBuffers)
+
+
+@needs_uring
+def test_a_data_received_that_raises_goes_to_the_exception_handler_and_the_loop_goes_on() -> None:
+    contexts: list[dict[str, Any]] = []
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        loop.set_exception_handler(lambda _l, ctx: contexts.append(ctx))
+        lost = loop.create_future()
+
+        class Boom(asyncio.Protocol):
+            def data_received(self, data: bytes) -> None:
+                raise ZeroDivisionError("boom")
+
+            def connection_lost(self, exc: BaseException | None) -> None:
+                lost.set_result(exc)
+
+        server = await loop.create_server(Boom, "127.0.0.1", 0)
+        peer = socket.create_connection(server.sockets[0].getsockname())
+        peer.sendall(b"x")
+        exc = await asyncio.wait_for(lost, 10)
+        assert isinstance(exc, ZeroDivisionError)
+        await asyncio.sleep(0)
+        peer.close()
+        server.close()
+        await server.wait_closed()
+
+    run(main())
+    assert len(contexts) == 1
+    assert contexts[0]["message"] == "Fatal error: protocol.data_received() call failed."
+    assert isinstance(contexts[0]["exception"], ZeroDivisionError)

@@ -15,7 +15,7 @@ from fdkit.aio._transports import RingSocketTransport
 
 Engine = Literal["io_uring", "epoll"]
 
-DATA, EOF, ERROR, ACCEPTED, ACCEPT_ERROR = 1, 2, 3, 4, 5
+EOF, ERROR, ACCEPTED, ACCEPT_ERROR, SINK_ERROR = 2, 3, 4, 5, 6
 _ACCEPT_CONNECTION = selector_events.BaseSelectorEventLoop._accept_connection  # type: ignore[attr-defined]
 _OUT_OF_RESOURCES = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
 
@@ -110,9 +110,9 @@ class EventLoop(asyncio.SelectorEventLoop):
             )
         return RingSocketTransport(self, sock, protocol, waiter, extra, server)
 
-    def _open_stream(self, fd: int, transport: RingSocketTransport) -> int:
+    def _open_stream(self, fd: int, transport: RingSocketTransport, sink: Any) -> int:
         self._check_closed()  # type: ignore[attr-defined]
-        sid: int = self._reactor.open_stream(fd)
+        sid: int = self._reactor.open_stream(fd, sink)
         self._streams[sid] = transport
         self._fd_streams[fd] = sid
         return sid
@@ -174,18 +174,18 @@ class EventLoop(asyncio.SelectorEventLoop):
                 selector.stream_events = []
                 streams = self._streams
                 for kind, sid, value in pending:
-                    if kind >= ACCEPTED:
+                    if kind in (ACCEPTED, ACCEPT_ERROR):
                         self._listener_event(kind, sid, value)
                         continue
                     transport = streams.get(sid)
                     if transport is None:
                         continue
-                    if kind == DATA:
-                        transport._ring_data(value)
-                    elif kind == EOF:
+                    if kind == EOF:
                         transport._ring_eof()
-                    else:
+                    elif kind == ERROR:
                         transport._ring_error(value)
+                    elif kind == SINK_ERROR:
+                        transport._ring_sink_error(value)
         super()._process_events(event_list)  # type: ignore[misc]
 
     def _listener_event(self, kind: int, lid: int, value: int) -> None:

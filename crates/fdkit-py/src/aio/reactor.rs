@@ -17,11 +17,9 @@ use std::os::fd::IntoRawFd;
 use std::sync::{Mutex, MutexGuard, TryLockError};
 use std::time::Duration;
 
-/// The event kinds in `poll()`'s list: `(READY, fd, mask)`, `(DATA, stream, bytes)`,
-/// `(EOF, stream, None)`, `(ERROR, stream, errno)`, `(ACCEPTED, listener, fd)` (the caller
+/// The event kinds in `poll()`'s list: `(READY, fd, mask)`, `(EOF, stream, None)`, `(ERROR, stream, errno)`, `(ACCEPTED, listener, fd)` (the caller
 /// owns `fd`), `(ACCEPT_ERROR, listener, errno)`.
 const READY: u8 = 0;
-const DATA: u8 = 1;
 const EOF: u8 = 2;
 const ERROR: u8 = 3;
 const ACCEPTED: u8 = 4;
