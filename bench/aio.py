@@ -364,7 +364,7 @@ def _left_out(workload: str, failed: dict[str, str]) -> list[Result]:
     """Records the rows of the contenders in ``failed`` as skipped (all when fdkit is)."""
     for key, why in failed.items():
         ids = planned_ids([workload]) if key == "fdkit" else row_ids(workload, key)
-        skip(BENCH, ids, f"{LABELS[key]} failed: {why}")
+        skip(BENCH, ids, f"{LABELS[key]}: {why}")
     return []
 
 
