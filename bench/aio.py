@@ -330,6 +330,11 @@ def _http_servers(stack: contextlib.ExitStack, workload: str, keys: Sequence[str
     return ready
 
 
+def _spread(values: Sequence[float]) -> str:
+    """``min-max`` of a contender's rounds, for the notes (the machine is noisy)."""
+    return f"{min(values):.3g}-{max(values):.3g}" if values else "-"
+
+
 def _http_measure(wrk: str | None, plan: Plan, server: Server) -> Callable[[], Run]:
     calls = [0]
 
@@ -395,7 +400,8 @@ def http_workload(workload: str, wrk: str | None, plan: Plan) -> list[Result]:
         if k not in failed
     }
     note(f"aio {workload} c{plan.conns}: " + "; ".join(
-        f"{LABELS[k]} {f['cpu']:.2f} us/req, {f['rate']:,.0f} req/s, p99 {f['p99']:.2f} ms"
+        f"{LABELS[k]} {f['cpu']:.2f} us/req ({_spread([r.cpu_us for r in runs[k] if r])}), "
+        f"{f['rate']:,.0f} req/s, p99 {f['p99']:.2f} ms"
         for k, f in figs.items()))  # fmt: skip
     load = "wrk -t1" if wrk is not None else "python load generator (smoke test)"
     what = ("asyncio.Protocol hello" if workload == "hello"
@@ -464,7 +470,7 @@ def _byte_results(workload: str, case: str, runs: dict[str, list[Moved | None]],
     figs = {k: ms for k, ms in figs.items() if ms}
     note(f"aio {workload}: " + "; ".join(
         f"{LABELS[k]}{' (' + ms[0].how + ')' if ms[0].how else ''} "
-        f"{median([m.cpu_per_gib for m in ms]):.3f} s/GiB"
+        f"{median([m.cpu_per_gib for m in ms]):.3f} s/GiB ({_spread([m.cpu_per_gib for m in ms])})"
         + (f" (client {median([m.peer_per_gib for m in ms]):.3f})" if ms[0].peer_cpu else "")
         + f", {median([m.mib_s for m in ms]):,.0f} MiB/s"
         for k, ms in figs.items()))  # fmt: skip
