@@ -330,8 +330,7 @@ def test_misuse_never_kills_the_interpreter() -> None:
     lives through them all and exits 0 (a crash would end it with a signal)."""
     script = (
         "import test_aio_faults as t\n"
-        "from helpers import open_fds
-from helpers.aio import FDKIT\n"
+        "from helpers.aio import FDKIT\n"
         "for m in t.MISUSES:\n"
         "    t._outcome(FDKIT, m)\n"
         "print('alive', len(t.MISUSES))\n"
