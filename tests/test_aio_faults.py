@@ -131,7 +131,7 @@ async def _connection_no_address(loop: asyncio.AbstractEventLoop) -> object:
 
 async def _connection_host_and_sock(loop: asyncio.AbstractEventLoop) -> object:
     with socket.socket() as s:
-        return await loop.create_connection(asyncio.Protocol, "127.0.0.1", 1, sock=s)
+        return await loop.create_connection(asyncio.Protocol, "127.0.0.1", 1, sock=s)  # type: ignore[call-overload]
 
 
 async def _server_hostname_without_ssl(loop: asyncio.AbstractEventLoop) -> object:
@@ -144,7 +144,7 @@ async def _handshake_timeout_without_ssl(loop: asyncio.AbstractEventLoop) -> obj
 
 async def _server_host_and_sock(loop: asyncio.AbstractEventLoop) -> object:
     with socket.socket() as s:
-        return await loop.create_server(asyncio.Protocol, "127.0.0.1", 0, sock=s)
+        return await loop.create_server(asyncio.Protocol, "127.0.0.1", 0, sock=s)  # type: ignore[call-overload]
 
 
 async def _server_udp_sock(loop: asyncio.AbstractEventLoop) -> object:
@@ -212,7 +212,9 @@ async def _bind_used_tcp(loop: asyncio.AbstractEventLoop) -> object:
 async def _bind_used_udp(loop: asyncio.AbstractEventLoop) -> object:
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
         s.bind(("127.0.0.1", 0))
-        return await loop.create_datagram_endpoint(asyncio.DatagramProtocol, local_addr=s.getsockname())
+        return await loop.create_datagram_endpoint(
+            asyncio.DatagramProtocol, local_addr=s.getsockname()
+        )
 
 
 async def _unix_connect_missing(loop: asyncio.AbstractEventLoop) -> object:
@@ -228,7 +230,8 @@ async def _sock_connect_refused(loop: asyncio.AbstractEventLoop) -> object:
     with socket.socket() as probe, socket.socket() as c:
         probe.bind(("127.0.0.1", 0))
         c.setblocking(False)
-        return await loop.sock_connect(c, probe.getsockname())
+        await loop.sock_connect(c, probe.getsockname())
+        return None
 
 
 @dataclass(frozen=True)
@@ -248,9 +251,17 @@ MISUSES = [
     Misuse("call_soon_closed", _closed(lambda lp: lp.call_soon(_nothing)), RuntimeError),
     Misuse("call_later_closed", _closed(lambda lp: lp.call_later(1, _nothing)), RuntimeError),
     Misuse("call_at_closed", _closed(lambda lp: lp.call_at(lp.time(), _nothing)), RuntimeError),
-    Misuse("call_soon_threadsafe_closed", _closed(lambda lp: lp.call_soon_threadsafe(_nothing)), RuntimeError),
+    Misuse(
+        "call_soon_threadsafe_closed",
+        _closed(lambda lp: lp.call_soon_threadsafe(_nothing)),
+        RuntimeError,
+    ),
     Misuse("create_task_closed", _create_task_closed, RuntimeError),
-    Misuse("run_in_executor_closed", _closed(lambda lp: lp.run_in_executor(None, _nothing)), RuntimeError),
+    Misuse(
+        "run_in_executor_closed",
+        _closed(lambda lp: lp.run_in_executor(None, _nothing)),
+        RuntimeError,
+    ),
     Misuse("add_reader_closed", _closed(lambda lp: lp.add_reader(0, _nothing)), RuntimeError),
     # a running loop
     Misuse("run_forever_running", _running(_run_forever_inside), RuntimeError),
@@ -266,17 +277,37 @@ MISUSES = [
     Misuse("run_until_complete_int", lambda lp: lp.run_until_complete(42), TypeError),  # type: ignore[arg-type]
     Misuse("create_task_int", lambda lp: lp.create_task(42), TypeError),  # type: ignore[arg-type]
     Misuse("set_exception_handler_int", lambda lp: lp.set_exception_handler(42), TypeError),  # type: ignore[arg-type]
-    Misuse("run_in_executor_coroutine_fn_debug", _debug(lambda lp: lp.run_in_executor(None, _coro_fn)), TypeError),
+    Misuse(
+        "run_in_executor_coroutine_fn_debug",
+        _debug(lambda lp: lp.run_in_executor(None, _coro_fn)),
+        TypeError,
+    ),
     Misuse("add_reader_negative_fd", lambda lp: lp.add_reader(-1, _nothing), ValueError),
     Misuse("add_reader_str", lambda lp: lp.add_reader("x", _nothing), ValueError),  # type: ignore[arg-type]
-    Misuse("add_signal_handler_bad_number", lambda lp: lp.add_signal_handler(10_000, _nothing), ValueError),
-    Misuse("add_signal_handler_sigkill", lambda lp: lp.add_signal_handler(signal.SIGKILL, _nothing), RuntimeError),
-    Misuse("add_signal_handler_coroutine_fn", lambda lp: lp.add_signal_handler(signal.SIGUSR1, _coro_fn), TypeError),
-    Misuse("remove_signal_handler_bad_number", lambda lp: lp.remove_signal_handler(10_000), ValueError),
+    Misuse(
+        "add_signal_handler_bad_number",
+        lambda lp: lp.add_signal_handler(10_000, _nothing),
+        ValueError,
+    ),
+    Misuse(
+        "add_signal_handler_sigkill",
+        lambda lp: lp.add_signal_handler(signal.SIGKILL, _nothing),
+        RuntimeError,
+    ),
+    Misuse(
+        "add_signal_handler_coroutine_fn",
+        lambda lp: lp.add_signal_handler(signal.SIGUSR1, _coro_fn),
+        TypeError,
+    ),
+    Misuse(
+        "remove_signal_handler_bad_number", lambda lp: lp.remove_signal_handler(10_000), ValueError
+    ),
     Misuse("create_connection_no_address", _running(_connection_no_address), ValueError),
     Misuse("create_connection_host_and_sock", _running(_connection_host_and_sock), ValueError),
     Misuse("server_hostname_without_ssl", _running(_server_hostname_without_ssl), ValueError),
-    Misuse("ssl_handshake_timeout_without_ssl", _running(_handshake_timeout_without_ssl), ValueError),
+    Misuse(
+        "ssl_handshake_timeout_without_ssl", _running(_handshake_timeout_without_ssl), ValueError
+    ),
     Misuse("create_server_host_and_sock", _running(_server_host_and_sock), ValueError),
     Misuse("create_server_udp_sock", _running(_server_udp_sock), ValueError),
     Misuse("datagram_endpoint_stream_sock", _running(_datagram_stream_sock), ValueError),
@@ -287,11 +318,17 @@ MISUSES = [
     # the kernel's refusals
     Misuse("sock_accept_not_listening", _running(_sock_accept_not_listening), OSError, kernel=True),
     Misuse("connect_refused", _running(_connect_refused), ConnectionRefusedError, kernel=True),
-    Misuse("sock_connect_refused", _running(_sock_connect_refused), ConnectionRefusedError, kernel=True),
+    Misuse(
+        "sock_connect_refused", _running(_sock_connect_refused), ConnectionRefusedError, kernel=True
+    ),
     Misuse("bind_used_tcp_port", _running(_bind_used_tcp), OSError, kernel=True),
     Misuse("bind_used_udp_port", _running(_bind_used_udp), OSError, kernel=True),
-    Misuse("unix_connect_missing_path", _running(_unix_connect_missing), FileNotFoundError, kernel=True),
-    Misuse("unix_server_on_regular_file", _running(_unix_server_on_regular_file), OSError, kernel=True),
+    Misuse(
+        "unix_connect_missing_path", _running(_unix_connect_missing), FileNotFoundError, kernel=True
+    ),
+    Misuse(
+        "unix_server_on_regular_file", _running(_unix_server_on_regular_file), OSError, kernel=True
+    ),
 ]
 
 
@@ -305,10 +342,10 @@ def _outcome(loop: Loop, misuse: Misuse) -> tuple[object, ...]:
     try:
         misuse.probe(lp)
     except Exception as e:  # the misuse's answer is what the test compares
-        if misuse.kernel:
-            assert isinstance(e, OSError)
-            assert e.errno is not None, e
-            return type(e), errno.errorcode.get(e.errno, e.errno)
+        if misuse.kernel:  # an OSError with its errno, or the wrong kind of answer
+            if isinstance(e, OSError) and e.errno is not None:
+                return type(e), errno.errorcode.get(e.errno, str(e.errno))
+            return type(e), str(e)
         return type(e), _normalized(str(e))
     finally:
         if not lp.is_closed():
@@ -491,7 +528,7 @@ def test_ctrl_c_stops_run_like_asyncio_run(wait: str) -> None:
     ``finally`` runs), KeyboardInterrupt ends the program, the exit status is asyncio.run's."""
     oracle = _ctrl_c(ASYNCIO, wait)
     got = _ctrl_c(FDKIT, wait)
-    for code, out, err, took in (oracle, got):
+    for _, out, err, took in (oracle, got):
         assert out == "cancelled\ncleanup\n", (out, err)
         assert err.rstrip().endswith("KeyboardInterrupt"), err[-2000:]
         assert took < 5
@@ -596,7 +633,9 @@ def test_close_with_ops_in_flight_bare_close(loop: Loop) -> None:
         assert time.monotonic() - started < 2
         assert lp.is_closed()
         now = open_fds()
-        assert not [n for n, t in own.items() if now.get(n) == t], "close() left the loop's fds open"
+        assert not [n for n, t in own.items() if now.get(n) == t], (
+            "close() left the loop's fds open"
+        )
         for s in ops["socks"]:
             s.close()
         ops.clear()
@@ -707,4 +746,3 @@ def test_cancelled_sock_recv_never_reaches_the_fds_next_owner(loop: Loop) -> Non
     reused = loop.run(main())
     assert reused > 150, "the fd numbers were not reused: the test proves nothing here"
     assert fd_count() == baseline
-

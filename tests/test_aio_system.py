@@ -19,7 +19,8 @@ from helpers.aio import PYTHON, Loop, each_loop
 
 BIG = payload(1 << 20, seed=15)
 
-# Writes 4 MiB to stdout and 2 MiB to stderr interleaved, then what it read on stdin, sizes on stderr.
+# Reads stdin to EOF, writes 4 MiB to stdout and 2 MiB to stderr interleaved, then the hash of
+# what it read, and exits 7.
 CHILD = r"""
 import sys, hashlib
 data = sys.stdin.buffer.read()
@@ -35,6 +36,7 @@ sys.exit(7)
 def test_subprocess_exec_pipes_large_output(loop: Loop) -> None:
     """stdin 1 MiB in, 4 MiB out on stdout and 2 MiB on stderr at once: communicate collects both
     whole (no deadlock), the exit code comes through."""
+
     async def main() -> None:
         proc = await asyncio.create_subprocess_exec(
             PYTHON, "-c", CHILD,
@@ -83,7 +85,9 @@ def test_subprocess_shell_and_kill(loop: Loop) -> None:
             "echo $((6 * 7)); exit 3", stdout=asyncio.subprocess.PIPE
         )
         out, err = await proc.communicate()
-        assert (out, err, proc.returncode) == (b"42\n", None, 3)
+        assert out == b"42\n"
+        assert err is None
+        assert proc.returncode == 3
 
         sleeper = await asyncio.create_subprocess_exec("sleep", "30")
         sleeper.kill()
@@ -197,10 +201,11 @@ def test_run_in_executor(loop: Loop) -> None:
         with pytest.raises(ZeroDivisionError, match="in the executor"):
             await running.run_in_executor(None, boom)
         with concurrent.futures.ThreadPoolExecutor(2, thread_name_prefix="mine") as ex:
-            results = await asyncio.gather(*(running.run_in_executor(ex, where, i) for i in range(8)))
+            results = await asyncio.gather(
+                *(running.run_in_executor(ex, where, i) for i in range(8))
+            )
             assert [v for v, _ in results] == [i * 2 for i in range(8)]
             assert all(t.startswith("mine") for _, t in results)
         assert await asyncio.to_thread(sum, [1, 2, 3]) == 6
 
     loop.run(main())
-

@@ -48,8 +48,10 @@ async def echo_until_eof(reader: asyncio.StreamReader, writer: asyncio.StreamWri
         await writer.wait_closed()
 
 
-async def read_exactly_echo(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, data: bytes) -> bytes:
-    """Writes ``data`` while reading its echo (so neither side's buffers fill up); returns the echo."""
+async def read_exactly_echo(
+    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, data: bytes
+) -> bytes:
+    """Writes ``data`` while reading its echo (neither side's buffers fill up); returns the echo."""
 
     async def send() -> None:
         view = memoryview(data)
@@ -64,7 +66,9 @@ async def read_exactly_echo(reader: asyncio.StreamReader, writer: asyncio.Stream
 
 
 @each_loop
-def test_tls_stream_echo(loop: Loop, server_ctx: ssl.SSLContext, client_ctx: ssl.SSLContext) -> None:
+def test_tls_stream_echo(
+    loop: Loop, server_ctx: ssl.SSLContext, client_ctx: ssl.SSLContext
+) -> None:
     async def main() -> None:
         server = await asyncio.start_server(echo_until_eof, "127.0.0.1", 0, ssl=server_ctx)
         port = server.sockets[0].getsockname()[1]
@@ -92,7 +96,9 @@ def test_tls_stream_echo(loop: Loop, server_ctx: ssl.SSLContext, client_ctx: ssl
 
 
 @each_loop
-def test_tls_start_tls_upgrade(loop: Loop, server_ctx: ssl.SSLContext, client_ctx: ssl.SSLContext) -> None:
+def test_tls_start_tls_upgrade(
+    loop: Loop, server_ctx: ssl.SSLContext, client_ctx: ssl.SSLContext
+) -> None:
     """A plaintext conversation upgraded in band (as SMTP's STARTTLS), both ends by
     ``StreamWriter.start_tls``; the echo after it goes through TLS."""
     seen: list[object] = []
@@ -139,8 +145,12 @@ def test_tls_untrusted_certificate(loop: Loop, server_ctx: ssl.SSLContext) -> No
         port = server.sockets[0].getsockname()[1]
         async with server:
             with pytest.raises(ssl.SSLCertVerificationError):
-                await asyncio.open_connection("127.0.0.1", port, ssl=other, server_hostname="localhost")
+                await asyncio.open_connection(
+                    "127.0.0.1", port, ssl=other, server_hostname="localhost"
+                )
             with pytest.raises(ssl.SSLCertVerificationError):
-                await asyncio.open_connection("127.0.0.1", port, ssl=good, server_hostname="localhost")
+                await asyncio.open_connection(
+                    "127.0.0.1", port, ssl=good, server_hostname="localhost"
+                )
 
     loop.run(main())

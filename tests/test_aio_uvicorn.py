@@ -33,7 +33,9 @@ N_CHUNKS = 8
 # --- a raw HTTP/1.1 client (blocking, bounded): the answer as the wire carried it ---------------
 
 
-def http(port: int, method: str, path: str, body: bytes = b"") -> tuple[int, dict[str, str], list[bytes]]:
+def http(
+    port: int, method: str, path: str, body: bytes = b""
+) -> tuple[int, dict[str, str], list[bytes]]:
     """One request on a fresh connection (``Connection: close``); returns the status, the headers
     (lower-case names) and the body as its HTTP chunks (one element when not chunked)."""
     head = (
@@ -78,8 +80,9 @@ def uvicorn_server(loop: Loop) -> Iterator[int]:
     """``python -m uvicorn --loop <loop> helpers.asgi_app:app`` on 127.0.0.1, port 0; yields
     the port; stopped by pid."""
     child = subprocess.Popen(
-        [PYTHON, "-m", "uvicorn", "--loop", loop.uvicorn_loop, "--http", "h11", "--host", "127.0.0.1",
-         "--port", "0", "--lifespan", "off", "--no-access-log", "helpers.asgi_app:app"],
+        [PYTHON, "-m", "uvicorn", "--loop", loop.uvicorn_loop, "--http", "h11",
+         "--host", "127.0.0.1", "--port", "0", "--lifespan", "off", "--no-access-log",
+         "helpers.asgi_app:app"],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
@@ -97,7 +100,9 @@ def uvicorn_server(loop: Loop) -> Iterator[int]:
             seen.append(line)
             if m := STARTED.search(line):
                 port = int(m.group(1))
-        assert port is not None, f"uvicorn --loop {loop.uvicorn_loop} did not start: {''.join(seen)}"
+        assert port is not None, (
+            f"uvicorn --loop {loop.uvicorn_loop} did not start: {''.join(seen)}"
+        )
         yield port
     finally:
         stop(child)
