@@ -10,13 +10,15 @@ import hashlib
 import os
 import socket
 import struct
+import threading
+import time
 from pathlib import Path
 from typing import Any, cast
 
 import pytest
 
 from helpers import payload
-from helpers.aio import Loop, each_loop, fd_count, nofile_at_least
+from helpers.aio import Loop, each_loop, fd_count, nofile_at_least, xfail_on_uring
 
 BIG = payload(1 << 20, seed=14)
 
@@ -526,3 +528,99 @@ def test_write_eof_half_close(loop: Loop) -> None:
             assert await asyncio.wait_for(peer.lost, 5) is None
 
     loop.run(main())
+
+
+# --- nothing reaches a protocol that paused reading or closed its transport --------------------
+
+BATCH_BUG = (
+    "fdkit.aio io_uring engine: the stream events reaped in one io_uring_enter are all handed to "
+    "the transport (RingSocketTransport._ring_data/_ring_eof), which checks only _conn_lost: "
+    "data_received/eof_received still come after pause_reading() or close() in data_received"
+)
+
+
+class Strict(asyncio.Protocol):
+    """Logs each callback with the state the protocol put its transport in: ``open``,
+    ``paused`` (after pause_reading, until resume_reading) or ``closed`` (after close with
+    bytes still queued to write)."""
+
+    def __init__(self, mode: str) -> None:
+        self.mode = mode
+        self.state = "open"
+        self.log: list[tuple[str, str]] = []
+        self.lost = asyncio.get_running_loop().create_future()
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        self.log.append(("data", self.state))
+        if self.state != "open":
+            return
+        if self.mode == "pause":
+            self.state = "paused"
+            self.transport.pause_reading()
+            asyncio.get_running_loop().call_later(0.02, self.resume)
+        else:
+            self.transport.write(b"y" * (8 << 20))  # more than the kernel takes at once
+            self.state = "closed"
+            self.transport.close()  # closes once the write buffer drains
+
+    def resume(self) -> None:
+        self.state = "open"
+        self.transport.resume_reading()
+
+    def eof_received(self) -> bool:
+        self.log.append(("eof", self.state))
+        return False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.log.append(("lost", self.state))
+        if not self.lost.done():
+            self.lost.set_result(exc)
+
+
+async def _flood_while_blocked(mode: str) -> Strict:
+    """The peer sends 150 kB and EOF while the loop is blocked, so that the loop finds all of it
+    at once; returns the protocol after the connection ended."""
+    running = asyncio.get_running_loop()
+    a, b = socket.socketpair()
+    with b:
+        _, proto = await running.create_connection(lambda: Strict(mode), sock=a)
+
+        def send() -> None:
+            b.sendall(b"x" * 150_000)
+            b.shutdown(socket.SHUT_WR)
+
+        sender = threading.Thread(target=send)
+        sender.start()
+        sender.join(5)
+        time.sleep(0.05)  # the loop is blocked here: the bytes wait in the kernel
+        if mode == "close":
+            drain = threading.Thread(target=lambda: [None for _ in iter(lambda: b.recv(1 << 20), b"")])
+            drain.start()
+        await asyncio.wait_for(proto.lost, 5)
+        if mode == "close":
+            b.shutdown(socket.SHUT_RDWR)
+            drain.join(5)
+    return proto
+
+
+@each_loop
+def test_no_data_after_pause_reading(loop: Loop, request: pytest.FixtureRequest) -> None:
+    """pause_reading() in data_received: no data_received (and no eof_received) until
+    resume_reading(), even when the peer's bytes were all waiting at once."""
+    xfail_on_uring(request, loop, BATCH_BUG)
+    proto = loop.run(_flood_while_blocked("pause"))
+    assert [e for e in proto.log if e[1] != "open"] == [], proto.log
+    assert proto.log[-2:] == [("eof", "open"), ("lost", "open")]
+
+
+@each_loop
+def test_no_data_after_close(loop: Loop, request: pytest.FixtureRequest) -> None:
+    """close() in data_received (with bytes still queued to write): no data_received or
+    eof_received after it, even when the peer's bytes were all waiting at once."""
+    xfail_on_uring(request, loop, BATCH_BUG)
+    proto = loop.run(_flood_while_blocked("close"))
+    assert proto.log == [("data", "open"), ("lost", "closed")], proto.log
