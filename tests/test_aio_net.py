@@ -175,6 +175,53 @@ def test_4000_concurrent_connections_fd_count_back_to_baseline(loop: Loop) -> No
         assert fd_count() == before_loop
 
 
+@each_loop
+def test_all_bytes_waiting_at_once_on_many_streams(loop: Loop) -> None:
+    """200 streams whose peers each sent 200 kB (and EOF) before the loop looked: 40 MB waiting
+    at once, more than any pool of receive buffers holds (the io_uring engine's provided buffers
+    run out and must be re-provided). Every stream gets its own bytes, whole and in order,
+    then EOF."""
+
+    class Sink(asyncio.Protocol):
+        def __init__(self) -> None:
+            self.buf = bytearray()
+            self.eof = False
+
+        def data_received(self, data: bytes) -> None:
+            self.buf += data
+
+        def eof_received(self) -> bool:
+            self.eof = True
+            return False
+
+    async def main() -> None:
+        running = asyncio.get_running_loop()
+        streams: list[tuple[asyncio.Transport, Sink, socket.socket, bytes]] = []
+        try:
+            for i in range(200):
+                a, b = socket.socketpair()
+                transport, proto = await running.create_connection(Sink, sock=a)
+                streams.append((transport, proto, b, payload(200_000, seed=1000 + i)))
+            for _, _, b, data in streams:  # the loop does not run meanwhile
+                b.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 1 << 20)
+                b.settimeout(5)  # a peer that cannot send it all at once fails, never hangs
+                b.sendall(data)
+                b.shutdown(socket.SHUT_WR)
+            for _ in range(1000):
+                if all(p.eof for _, p, _, _ in streams):
+                    break
+                await asyncio.sleep(0.01)
+            for i, (_, proto, _, data) in enumerate(streams):
+                assert proto.eof, i
+                assert proto.buf == data, i
+        finally:
+            for transport, _, b, _ in streams:
+                transport.close()
+                b.close()
+
+    loop.run(main())
+
+
 # --- Unix sockets ----------------------------------------------------------------------------
 
 
@@ -598,7 +645,9 @@ async def _flood_while_blocked(mode: str) -> Strict:
         sender.join(5)
         time.sleep(0.05)  # the loop is blocked here: the bytes wait in the kernel
         if mode == "close":
-            drain = threading.Thread(target=lambda: [None for _ in iter(lambda: b.recv(1 << 20), b"")])
+            drain = threading.Thread(
+                target=lambda: [None for _ in iter(lambda: b.recv(1 << 20), b"")]
+            )
             drain.start()
         await asyncio.wait_for(proto.lost, 5)
         if mode == "close":
