@@ -288,8 +288,12 @@ fn transfer_impl(
             *off += job.moved - before; // the offset named the first undelivered byte
         }
         stats.bytes = job.moved;
-        stats.held = held.len() as u64;
-        held::park(src, dst, held);
+        // Kept for the next call unless the destination failed: a checkpoint's stop (a
+        // signal handler that raised: EINTR, ECANCELED) is no reason to drop them.
+        if matches!(r, Ok(_) | Err(Errno::INTR | Errno::CANCELED)) {
+            stats.held = held.len() as u64;
+            held::park(src, dst, held);
+        }
         match r {
             Ok(Some(side)) => {
                 stats.would_block = Some(side);
