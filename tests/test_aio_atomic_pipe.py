@@ -5,6 +5,7 @@ the loop never blocked, nothing left registered."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import threading
 import time
@@ -24,9 +25,7 @@ LoopFactory = Callable[[], asyncio.AbstractEventLoop]
 SIZES = [1, 100, 4079, 4080, 4081, 9000, 70_000]
 
 
-@pytest.fixture(
-    params=[asyncio.new_event_loop, fdkit.aio.new_event_loop], ids=["asyncio", "fdkit"]
-)
+@pytest.fixture(params=[asyncio.new_event_loop, fdkit.aio.new_event_loop], ids=["asyncio", "fdkit"])
 def loop_factory(request: pytest.FixtureRequest) -> LoopFactory:
     factory: LoopFactory = request.param
     return factory
@@ -258,7 +257,5 @@ def test_a_vanished_reader_is_broken_pipe(loop_factory: LoopFactory) -> None:
     try:
         run(loop_factory, main())
     finally:
-        try:
+        with contextlib.suppress(BrokenPipeError):
             w.close()
-        except BrokenPipeError:
-            pass

@@ -30,9 +30,7 @@ T = TypeVar("T")
 LoopFactory = Callable[[], asyncio.AbstractEventLoop]
 
 
-@pytest.fixture(
-    params=[asyncio.new_event_loop, fdkit.aio.new_event_loop], ids=["asyncio", "fdkit"]
-)
+@pytest.fixture(params=[asyncio.new_event_loop, fdkit.aio.new_event_loop], ids=["asyncio", "fdkit"])
 def loop_factory(request: pytest.FixtureRequest) -> LoopFactory:
     factory: LoopFactory = request.param
     return factory
@@ -391,13 +389,13 @@ def test_misuse_raises_what_asyncio_raises(loop_factory: LoopFactory, tmp_path: 
     async def main() -> None:
         with pytest.raises(ValueError, match="non-blocking"):
             await fdkit.aio.transfer(src, blocking.fileno())
-        with pytest.raises(ValueError):
+        with pytest.raises(ValueError, match="non-negative"):
             await fdkit.aio.transfer(src, other.fileno(), -1)
         with pytest.raises(TypeError):
             await fdkit.aio.transfer(src, other.fileno(), "1")  # type: ignore[arg-type]
         with pytest.raises(TypeError):
             await fdkit.aio.transfer(src, other.fileno(), 1.5)  # type: ignore[arg-type]
-        with pytest.raises(OSError) as e:
+        with pytest.raises(OSError, match="Bad file descriptor") as e:
             await fdkit.aio.transfer(src, bad)
         assert e.value.errno == 9  # EBADF
 

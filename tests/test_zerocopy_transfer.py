@@ -930,7 +930,7 @@ def test_bool_and_index_objects_are_ints(fds: Fds, tmp_path: Path) -> None:
     src = src_file(tmp_path, b"hello world", fds)
     dst, path = dst_file(tmp_path, fds)
     # The stub says int; any __index__ object is accepted at run time, which is the point here.
-    idx = zerocopy.transfer(Idx(src), Idx(dst), Idx(5), src_offset=Idx(6))  # type: ignore[arg-type]
+    idx = zerocopy.transfer(Idx(src), Idx(dst), Idx(5), src_offset=Idx(6))  # type: ignore[call-overload]
     assert idx == 5
     assert path.read_bytes() == b"world"
     assert zerocopy.transfer(src, dst, True) == 1

@@ -51,7 +51,8 @@ def transfer_stats() -> TransferStats | None:
 
     ``{"path": "splice_via_pipe", "bytes": 1048576, "remembered": False,
     "fallbacks": [{"from": "sendfile", "to": "splice_via_pipe", "errno": 22,
-    "reason": "refused by the kernel"}], "would_block": None, "held": 0}``. Paths: ``copy_file_range``, ``sendfile``,
+    "reason": "refused by the kernel"}],
+    "would_block": None, "held": 0}``. Paths: ``copy_file_range``, ``sendfile``,
     ``splice``, ``splice_via_pipe``, ``read_write`` (:class:`fdkit.types.TransferStats`).
     """
     return _transfer_stats()

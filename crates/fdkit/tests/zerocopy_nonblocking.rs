@@ -80,7 +80,10 @@ fn a_full_destination_parks_the_rest_and_the_next_call_delivers_it_first() {
             Some(WouldBlock::Read) => panic!("a file never says EAGAIN"),
         }
     }
-    assert!(parked_once, "the 1 MiB pipe chunk never outgrew the socket's room");
+    assert!(
+        parked_once,
+        "the 1 MiB pipe chunk never outgrew the socket's room"
+    );
     assert_eq!(held(src.as_fd(), dst.as_fd()), 0);
     assert_eq!(total, bytes.len() as u64);
     drop(dst);
@@ -92,7 +95,12 @@ fn a_full_destination_parks_the_rest_and_the_next_call_delivers_it_first() {
             Err(e) => panic!("{e}"),
         }
     }
-    assert!(got == bytes, "stream differs (len {} vs {})", got.len(), bytes.len());
+    assert!(
+        got == bytes,
+        "stream differs (len {} vs {})",
+        got.len(),
+        bytes.len()
+    );
 }
 
 #[test]
@@ -142,7 +150,14 @@ fn a_blocking_transfer_delivers_parked_bytes_first() {
         got
     });
     fd::set_blocking(dst.as_fd(), true).unwrap();
-    let (rest, _) = transfer(src.as_fd(), dst.as_fd(), None, None, None, &mut fd::no_checkpoint);
+    let (rest, _) = transfer(
+        src.as_fd(),
+        dst.as_fd(),
+        None,
+        None,
+        None,
+        &mut fd::no_checkpoint,
+    );
     assert_eq!(first + rest.unwrap(), bytes.len() as u64);
     drop(dst);
     assert!(reader.join().unwrap() == bytes);

@@ -26,7 +26,9 @@ Message = tuple[int, int, bytes]
 
 
 @overload
-async def read_message(pipe: AtomicPipe, *, with_writer: Literal[False] = False) -> bytes | None: ...
+async def read_message(
+    pipe: AtomicPipe, *, with_writer: Literal[False] = False
+) -> bytes | None: ...
 @overload
 async def read_message(pipe: AtomicPipe, *, with_writer: Literal[True]) -> Message | None: ...
 async def read_message(pipe: AtomicPipe, *, with_writer: bool = False) -> bytes | Message | None:
@@ -47,7 +49,7 @@ async def read_message(pipe: AtomicPipe, *, with_writer: bool = False) -> bytes 
         await wait_ready(loop, pipe.fileno(), False)
 
 
-async def read_messages(pipe: AtomicPipe, max: int = 1024) -> list[bytes]:  # noqa: A002
+async def read_messages(pipe: AtomicPipe, max: int = 1024) -> list[bytes]:
     """Up to ``max`` whole messages: waits for the first, then takes what has arrived. ``[]``
     at the end of the stream."""
     loop = asyncio.get_running_loop()

@@ -15,9 +15,7 @@ import weakref
 _Key = tuple[int, bool]  # (fd, writable)
 _Table = dict[_Key, list["asyncio.Future[None]"]]
 
-_tables: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Table] = (
-    weakref.WeakKeyDictionary()
-)
+_tables: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Table] = weakref.WeakKeyDictionary()
 
 
 def _unregister(loop: asyncio.AbstractEventLoop, key: _Key) -> None:

@@ -350,7 +350,13 @@ fn drain_by_copy(job: &mut Job<'_>, pipe: &mut PooledPipe) -> Result<Option<Woul
     let dst = job.dst;
     if job.nonblocking {
         let mut bytes = read_pipe(pipe, held, job.checkpoint)?;
-        let n = write_nonblocking(dst, job.dst_off.as_deref_mut(), &bytes, socket, job.checkpoint)?;
+        let n = write_nonblocking(
+            dst,
+            job.dst_off.as_deref_mut(),
+            &bytes,
+            socket,
+            job.checkpoint,
+        )?;
         job.delivered(n)?;
         if n < bytes.len() {
             bytes.drain(..n);
@@ -531,7 +537,13 @@ pub fn read_write(job: &mut Job<'_>) -> Result<Step, Errno> {
         let bytes = unsafe { std::slice::from_raw_parts(buf.as_ptr().cast::<u8>(), n) };
         if job.nonblocking {
             let dst = job.dst;
-            let w = write_nonblocking(dst, job.dst_off.as_deref_mut(), bytes, socket, job.checkpoint)?;
+            let w = write_nonblocking(
+                dst,
+                job.dst_off.as_deref_mut(),
+                bytes,
+                socket,
+                job.checkpoint,
+            )?;
             job.delivered(w)?;
             if w < n {
                 job.held = Some(Held::from_bytes(bytes[w..].to_vec()));

@@ -218,9 +218,7 @@ pub fn held(src: BorrowedFd<'_>, dst: BorrowedFd<'_>) -> u64 {
     PARKED.lock().map_or(0, |parked| {
         parked
             .iter()
-            .filter(|p| {
-                p.src == (src.as_raw_fd(), src_id) && p.dst == (dst.as_raw_fd(), dst_id)
-            })
+            .filter(|p| p.src == (src.as_raw_fd(), src_id) && p.dst == (dst.as_raw_fd(), dst_id))
             .map(|p| p.held.len() as u64)
             .sum()
     })

@@ -19,11 +19,11 @@ mod transfer;
 mod wait;
 
 pub use crate::fd::pipe_max_size;
+pub use held::held;
 pub use kind::{fd_kind, FdKind, FileId};
 pub use pipe::Pipe;
 pub use pool::{pool_clear, pool_idle, PooledPipe, POOL_CAPACITY, POOL_PIPE_SIZE};
 pub use proxy::{proxy, proxy_all, relay, RESET_DRAIN_STALL};
-pub use held::held;
 pub use transfer::{
     transfer, transfer_all, transfer_nonblocking, Fallback, Path, TransferStats, WouldBlock,
     SMALL_TRANSFER,
