@@ -19,6 +19,7 @@ from fdkit.types import (
     ProxyStats,
     ServeStaticStats,
     TransferStats,
+    WouldBlock,
     ZstdCodec,
 )
 
@@ -246,6 +247,7 @@ class Ring:
     def __exit__(self, *_args: object) -> None: ...
 
 # Zero-copy
+@overload
 def transfer(
     src_fd: int,
     dst_fd: int,
@@ -253,7 +255,19 @@ def transfer(
     *,
     src_offset: int | None = None,
     dst_offset: int | None = None,
+    nonblocking: Literal[False] = False,
 ) -> int: ...
+@overload
+def transfer(
+    src_fd: int,
+    dst_fd: int,
+    count: int | None = None,
+    *,
+    src_offset: int | None = None,
+    dst_offset: int | None = None,
+    nonblocking: Literal[True],
+) -> tuple[int, WouldBlock | None]: ...
+def transfer_held(src_fd: int, dst_fd: int) -> int: ...
 def transfer_stats() -> TransferStats | None: ...
 def proxy(a_fd: int, b_fd: int, *, idle_timeout: float | None = None) -> tuple[int, int]: ...
 def relay(src_fd: int, dst_fd: int, *, record_fd: int | None = None) -> int: ...
