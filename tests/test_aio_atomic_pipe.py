@@ -130,6 +130,7 @@ def test_a_partial_message_is_awaited_not_returned(loop_factory: LoopFactory) ->
 
     def writer() -> None:
         w.resize(4096)  # the first chunks fill the pipe; the writer blocks until read
+        time.sleep(0.05)  # the reader is waiting first, so the loop must run the ticker
         w.write_message(msg)
         gate.wait(10)
         w.close()

@@ -18,7 +18,7 @@ from typing import Any, cast
 import pytest
 
 from helpers import payload
-from helpers.aio import Loop, each_loop, fd_count, nofile_at_least, xfail_on_uring
+from helpers.aio import Loop, each_loop, fd_count, nofile_at_least
 
 BIG = payload(1 << 20, seed=14)
 
@@ -579,12 +579,6 @@ def test_write_eof_half_close(loop: Loop) -> None:
 
 # --- nothing reaches a protocol that paused reading or closed its transport --------------------
 
-BATCH_BUG = (
-    "fdkit.aio io_uring engine: the stream events reaped in one io_uring_enter are all handed to "
-    "the transport (RingSocketTransport._ring_data/_ring_eof), which checks only _conn_lost: "
-    "data_received/eof_received still come after pause_reading() or close() in data_received"
-)
-
 
 class Strict(asyncio.Protocol):
     """Logs each callback with the state the protocol put its transport in: ``open``,
@@ -657,19 +651,17 @@ async def _flood_while_blocked(mode: str) -> Strict:
 
 
 @each_loop
-def test_no_data_after_pause_reading(loop: Loop, request: pytest.FixtureRequest) -> None:
+def test_no_data_after_pause_reading(loop: Loop) -> None:
     """pause_reading() in data_received: no data_received (and no eof_received) until
     resume_reading(), even when the peer's bytes were all waiting at once."""
-    xfail_on_uring(request, loop, BATCH_BUG)
     proto = loop.run(_flood_while_blocked("pause"))
     assert [e for e in proto.log if e[1] != "open"] == [], proto.log
     assert proto.log[-2:] == [("eof", "open"), ("lost", "open")]
 
 
 @each_loop
-def test_no_data_after_close(loop: Loop, request: pytest.FixtureRequest) -> None:
+def test_no_data_after_close(loop: Loop) -> None:
     """close() in data_received (with bytes still queued to write): no data_received or
     eof_received after it, even when the peer's bytes were all waiting at once."""
-    xfail_on_uring(request, loop, BATCH_BUG)
     proto = loop.run(_flood_while_blocked("close"))
     assert proto.log == [("data", "open"), ("lost", "closed")], proto.log

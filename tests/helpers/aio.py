@@ -91,14 +91,6 @@ each_loop = pytest.mark.parametrize("loop", [pytest.param(k, id=k.name) for k in
 FDKIT_ENGINE = fdkit.aio.engine_available()
 
 
-def xfail_on_uring(request: pytest.FixtureRequest, loop: Loop, reason: str) -> None:
-    """Marks the running test ``xfail(strict=True)`` when it runs on fdkit's io_uring engine: a
-    known bug of that engine (the reason names it), which must start failing the run once
-    fixed, so that the mark goes."""
-    if loop is FDKIT and FDKIT_ENGINE == "io_uring":
-        request.applymarker(pytest.mark.xfail(strict=True, reason=reason))
-
-
 def fd_count() -> int:
     """How many fds this process has open (``/proc/self/fd``, the listing's own fd left out)."""
     return len(open_fds())
