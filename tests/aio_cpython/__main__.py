@@ -87,7 +87,9 @@ def main(argv: list[str] | None = None) -> int:
     for r in fixed:
         print(f"known failure now passes (delete it from known_failures.py): {r.id}")
     if bad:
-        print(f"{len(bad)} not passing and not in known_failures.py: " + " ".join(r.id for r in bad))
+        print(
+            f"{len(bad)} not passing and not in known_failures.py: " + " ".join(r.id for r in bad)
+        )
     return 1 if bad or fixed else 0
 
 

@@ -82,13 +82,22 @@ def loop_spec(name: str) -> tuple[LoopFactory, Callable[[], asyncio.AbstractEven
     if name == "uvloop":
         uvloop: Any = importlib.import_module("uvloop")
 
+        # test_utils.TestCase.close_loop, run after every test, reads ``_default_executor``,
+        # a private attribute uvloop's loop lacks: provided (as None: close() shuts uvloop's
+        # own executor down), or nearly every test would error on it.
+        class UvloopLoop(uvloop.Loop):  # type: ignore[misc]
+            _default_executor = None
+
+        def new_uvloop() -> asyncio.AbstractEventLoop:
+            loop: asyncio.AbstractEventLoop = UvloopLoop()
+            return loop
+
         # uvloop's own policy has no child watcher API, which the subprocess mixin calls.
         class UvloopPolicy(asyncio.DefaultEventLoopPolicy):
-            def _loop_factory(self) -> asyncio.AbstractEventLoop:  # type: ignore[override]
-                loop: asyncio.AbstractEventLoop = uvloop.new_event_loop()
-                return loop
+            def _loop_factory(self) -> asyncio.AbstractEventLoop:
+                return new_uvloop()
 
-        return uvloop.new_event_loop, UvloopPolicy
+        return new_uvloop, UvloopPolicy
     raise ValueError(loop_available(name))
 
 
@@ -125,9 +134,7 @@ def worker(test_id: str, loop_name: str, timeout: float) -> int:
     asyncio.set_event_loop_policy(RecordingPolicy())
     module, _, method = test_id.partition(".")
     case = compose(lambda: record(factory()))[module](method)
-    result = unittest.TextTestRunner(stream=sys.stderr, verbosity=2).run(
-        unittest.TestSuite([case])
-    )
+    result = unittest.TextTestRunner(stream=sys.stderr, verbosity=2).run(unittest.TestSuite([case]))
     status, detail = "pass", ""
     if result.errors:
         status, detail = "error", _last_line(result.errors[0][1])
@@ -138,7 +145,9 @@ def worker(test_id: str, loop_name: str, timeout: float) -> int:
     elif result.skipped:
         status, detail = "skip", result.skipped[0][1]
     sys.stderr.flush()
-    print(MARKER + json.dumps({"status": status, "detail": detail, "loops": sorted(made)}), flush=True)
+    print(
+        MARKER + json.dumps({"status": status, "detail": detail, "loops": sorted(made)}), flush=True
+    )
     faulthandler.cancel_dump_traceback_later()
     return 0
 

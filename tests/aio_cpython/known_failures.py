@@ -6,9 +6,13 @@ missing from it fails the suite, and so does an entry whose test now passes (del
 An entry can be limited to some engines (default: io_uring only, since the epoll engine is
 asyncio's own selector loop) or to some Python versions (CPython's tests differ between them).
 
-Per-version notes on the set itself (not failures):
-- 3.11: 147 tests. 3.12: 153 (events +1: ``test_create_connection_happy_eyeballs`` style
-  additions; subprocess +5). 3.13: 155 (events +1, subprocess +1). ``list_ids()`` is the truth.
+Per-version notes on the set itself (not failures; ``python -m tests.aio_cpython --list``):
+- 3.11: 147 tests. 3.12: 153, adding ``test_events.test_create_server_trsock`` and
+  ``test_subprocess.test_communicate_none_input``, ``test_create_subprocess_env_exec``,
+  ``test_create_subprocess_env_shell``, ``test_subprocess_concurrent_wait``,
+  ``test_subprocess_protocol_events``. 3.13: 155, adding
+  ``test_events.test_datagram_send_to_non_listening_address`` and
+  ``test_subprocess.test_subprocess_send_signal_race``.
 - 3.12 and 3.13 run the subprocess tests with ``PidfdChildWatcher`` (their default), so there
   the loop's ``add_reader`` on a pidfd reaps children; 3.11 uses ``ThreadedChildWatcher``.
 """
