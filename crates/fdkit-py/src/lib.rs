@@ -9,6 +9,7 @@
 //! one locking model for objects closed from any thread) and `pipe_size` (the int a pipe's
 //! `size` is).
 
+mod aio;
 mod args;
 mod atomic_pipe;
 mod closable;
@@ -61,6 +62,9 @@ mod _fdkit {
     use crate::zerocopy::relay::{proxy, relay};
     #[pymodule_export]
     use crate::zerocopy::transfer::{pipe_pool_clear, pipe_pool_idle, transfer, transfer_stats};
+
+    #[pymodule_export]
+    use crate::aio::PyReactor;
 
     #[pymodule_export]
     use crate::atomic_pipe::{AtomicPipe, ProtocolError};

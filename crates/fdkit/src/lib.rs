@@ -92,6 +92,7 @@
 //! Linux only (the syscalls are Linux's); io_uring where the kernel allows it, probed at run
 //! time. Each capability's module has a runnable example; see also the crate README.
 
+pub mod aio;
 pub mod atomic_pipe;
 pub mod error;
 pub mod fd;

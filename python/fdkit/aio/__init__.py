@@ -39,5 +39,5 @@ def run(main: Coroutine[Any, Any, _T], *, debug: bool | None = None) -> _T:
 class EventLoopPolicy(asyncio.DefaultEventLoopPolicy):
     """A policy whose loops are fdkit's (Python 3.11–3.13; from 3.12 prefer ``loop_factory``)."""
 
-    def _loop_factory(self) -> EventLoop:  # type: ignore[override]
+    def _loop_factory(self) -> EventLoop:
         return new_event_loop()

@@ -17,7 +17,10 @@ impl Ring {
     /// Moves every posted completion into the ready queue (running deferred task work and
     /// flushing overflowed entries first when needed).
     pub(crate) fn reap(&mut self) -> Result<()> {
-        if self.defer_taskrun() || self.ring.submission().cq_overflow() {
+        if self.defer_taskrun()
+            || self.ring.submission().taskrun()
+            || self.ring.submission().cq_overflow()
+        {
             self.get_events()?;
         }
         loop {

@@ -201,6 +201,29 @@ impl Ring {
         }
     }
 
+    /// [`wait_ready`](Ring::wait_ready) in one io_uring_enter(2): what is already posted is
+    /// reaped first; if that is enough (or `timeout` is zero) the queued ops are only
+    /// submitted, else they are submitted by the same call that sleeps. An event loop's one
+    /// syscall per iteration. A signal ends the wait with `EINTR`.
+    /// See io_uring_submit_and_wait_timeout(3).
+    pub fn enter(&mut self, min_complete: usize, timeout: Option<Duration>) -> Result<usize> {
+        self.reap()?;
+        if self.ready.len() >= min_complete
+            || self.slots.is_empty()
+            || timeout.is_some_and(|t| t.is_zero())
+        {
+            self.submit()?;
+            if !self.ready.is_empty() || self.slots.is_empty() {
+                return Ok(self.ready.len());
+            }
+            self.reap()?;
+            return Ok(self.ready.len());
+        }
+        self.enter_wait(min_complete - self.ready.len(), timeout)?;
+        self.reap()?;
+        Ok(self.ready.len())
+    }
+
     /// Whether the kernel holds completions that did not fit the completion queue
     /// (`IORING_SQ_CQ_OVERFLOW`); the next [`wait`](Ring::wait) flushes them, none is lost.
     pub fn cq_overflow_pending(&mut self) -> bool {

@@ -1,0 +1,184 @@
+//! `Reactor`: the core's [`fdkit::aio::Reactor`] for `fdkit.aio`'s event loop. The loop's
+//! thread is the only caller (asyncio loops are not thread-safe; other threads reach the loop
+//! through `call_soon_threadsafe`, which writes to a socket the reactor watches). The waits
+//! release the GIL; a call from a second thread while one waits is refused, never blocked on.
+
+use crate::args::Fd;
+use crate::errors::core_error;
+use crate::gil::without_gil;
+use fdkit::aio::{Event, Interest, Reactor, ReactorOptions};
+use pyo3::exceptions::{PyRuntimeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyList};
+use std::sync::{Mutex, MutexGuard, TryLockError};
+use std::time::Duration;
+
+/// The event kinds in `poll()`'s list: `(READY, fd, mask)`, `(DATA, stream, bytes)`,
+/// `(EOF, stream, None)`, `(ERROR, stream, errno)`.
+const READY: u8 = 0;
+const DATA: u8 = 1;
+const EOF: u8 = 2;
+const ERROR: u8 = 3;
+
+/// The io_uring engine of `fdkit.aio`: selector interest (level-triggered, from one-shot
+/// polls) and streams (multishot receive on provided buffers), one io_uring_enter(2) per
+/// `poll()`. Private to `fdkit.aio`. See io_uring(7).
+#[pyclass(frozen, module = "fdkit._fdkit", name = "Reactor")]
+pub struct PyReactor {
+    inner: Mutex<Option<Reactor>>,
+    /// Reused between polls: the core appends, we drain.
+    events: Mutex<Vec<Event>>,
+}
+
+impl PyReactor {
+    fn lock(&self) -> PyResult<MutexGuard<'_, Option<Reactor>>> {
+        match self.inner.try_lock() {
+            Ok(g) => Ok(g),
+            Err(TryLockError::Poisoned(p)) => Ok(p.into_inner()),
+            Err(TryLockError::WouldBlock) => Err(PyRuntimeError::new_err(
+                "the event loop's reactor is in use by another thread",
+            )),
+        }
+    }
+
+    fn with<T>(&self, f: impl FnOnce(&mut Reactor) -> T) -> PyResult<T> {
+        let mut g = self.lock()?;
+        match g.as_mut() {
+            Some(r) => Ok(f(r)),
+            None => Err(PyRuntimeError::new_err("the reactor is closed")),
+        }
+    }
+}
+
+fn mask_arg(mask: u32) -> PyResult<Interest> {
+    if mask & !3 != 0 {
+        return Err(PyValueError::new_err(format!(
+            "invalid events mask: {mask:#x} (EVENT_READ=1, EVENT_WRITE=2)"
+        )));
+    }
+    Ok(Interest::from_mask(mask))
+}
+
+/// A selector timeout: None waits without limit; negative or zero only looks; anything
+/// beyond what the kernel's timespec holds waits without limit.
+fn timeout_arg(timeout: Option<f64>) -> PyResult<Option<Duration>> {
+    match timeout {
+        None => Ok(None),
+        Some(t) if t.is_nan() => Err(PyValueError::new_err("timeout must not be NaN")),
+        Some(t) if t <= 0.0 => Ok(Some(Duration::ZERO)),
+        Some(t) => Ok(Duration::try_from_secs_f64(t)
+            .ok()
+            .filter(|d| d.as_secs() < i64::MAX as u64 / 2)),
+    }
+}
+
+#[pymethods]
+impl PyReactor {
+    #[new]
+    #[pyo3(signature = (*, entries = 1024, buffers = 256, buffer_size = 16384))]
+    fn new(entries: u32, buffers: u16, buffer_size: u32) -> PyResult<Self> {
+        let r = Reactor::new(ReactorOptions {
+            entries,
+            buffers,
+            buffer_size,
+        })
+        .map_err(core_error)?;
+        Ok(PyReactor {
+            inner: Mutex::new(Some(r)),
+            events: Mutex::new(Vec::new()),
+        })
+    }
+
+    /// Watch `fd` for `mask` (1 read, 2 write, 3 both; 0 stops). Effective at the next poll.
+    fn set_interest(&self, fd: Fd, mask: u32) -> PyResult<()> {
+        let interest = mask_arg(mask)?;
+        self.with(|r| r.set_interest(fd.0, interest))
+    }
+
+    /// Stop watching `fd`.
+    fn remove_interest(&self, fd: Fd) -> PyResult<()> {
+        self.with(|r| r.remove_interest(fd.0))
+    }
+
+    /// Track the connected socket `fd` as a stream (paused); returns its id.
+    fn open_stream(&self, fd: Fd) -> PyResult<u64> {
+        self.with(|r| r.open_stream(fd.0))
+    }
+
+    /// Receive on stream `id` (bytes held while paused come at the next poll).
+    fn resume(&self, id: u64) -> PyResult<()> {
+        self.with(|r| r.resume(id))
+    }
+
+    /// Stop receiving on stream `id` (what is still on its way is held).
+    fn pause(&self, id: u64) -> PyResult<()> {
+        self.with(|r| r.pause(id))
+    }
+
+    /// Forget stream `id` (its receive is cancelled; the fd may be closed right after).
+    fn close_stream(&self, id: u64) -> PyResult<()> {
+        self.with(|r| r.close_stream(id))
+    }
+
+    /// Ops queued or in flight.
+    fn in_flight(&self) -> PyResult<usize> {
+        self.with(|r| r.in_flight())
+    }
+
+    /// The ring's fd (for repr and tests).
+    fn fileno(&self) -> PyResult<i32> {
+        self.with(|r| r.ring_fd())
+    }
+
+    /// Submit, wait up to `timeout` seconds (None: no limit), and return what happened as a
+    /// list of `(kind, key, value)` tuples (see the module constants). The GIL is released
+    /// while waiting; a signal ends the wait early with a shorter (maybe empty) list.
+    #[pyo3(signature = (timeout = None))]
+    fn poll<'py>(&self, py: Python<'py>, timeout: Option<f64>) -> PyResult<Bound<'py, PyList>> {
+        let timeout = timeout_arg(timeout)?;
+        let mut g = self.lock()?;
+        let Some(r) = g.as_mut() else {
+            return Err(PyRuntimeError::new_err("the reactor is closed"));
+        };
+        let mut events =
+            std::mem::take(&mut *self.events.lock().unwrap_or_else(|p| p.into_inner()));
+        let result = if timeout == Some(Duration::ZERO) {
+            r.poll(timeout, &mut events)
+        } else {
+            without_gil(py, || r.poll(timeout, &mut events))
+        };
+        drop(g);
+        let list = PyList::empty(py);
+        for e in events.drain(..) {
+            let item = match e {
+                Event::Ready { fd, ready } => (READY, fd, ready.mask()).into_pyobject(py)?,
+                Event::Data { stream, data } => {
+                    (DATA, stream, PyBytes::new(py, &data)).into_pyobject(py)?
+                }
+                Event::Eof { stream } => (EOF, stream, py.None()).into_pyobject(py)?,
+                Event::Error { stream, errno } => {
+                    (ERROR, stream, errno.raw_os_error()).into_pyobject(py)?
+                }
+            };
+            list.append(item)?;
+        }
+        *self.events.lock().unwrap_or_else(|p| p.into_inner()) = events;
+        result.map_err(core_error)?;
+        Ok(list)
+    }
+
+    /// Cancel everything in flight, wait (bounded) for it, free the ring. Idempotent.
+    fn close(&self, py: Python<'_>) -> PyResult<()> {
+        let r = self.lock()?.take();
+        if let Some(r) = r {
+            without_gil(py, move || drop(r));
+        }
+        Ok(())
+    }
+
+    /// Whether `close()` ran.
+    #[getter]
+    fn closed(&self) -> PyResult<bool> {
+        Ok(self.lock()?.is_none())
+    }
+}

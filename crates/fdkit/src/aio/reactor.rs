@@ -1,0 +1,496 @@
+//! [`Reactor`]: selector interest and streams over one [`Ring`]. See the module docs.
+
+use crate::error::{Error, Result};
+use crate::uring::{Completion, OpKind, Ring, RingOptions};
+use rustix::event::PollFlags;
+use rustix::io::Errno;
+use std::collections::{HashMap, VecDeque};
+use std::os::fd::{BorrowedFd, RawFd};
+use std::time::Duration;
+
+/// The buffer group streams receive into.
+const GROUP: u16 = 0;
+
+/// Readiness as asyncio's selectors name it (`EVENT_READ` = 1, `EVENT_WRITE` = 2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Interest {
+    /// Wants (or got) readability: data, EOF, a pending connection, an error.
+    pub read: bool,
+    /// Wants (or got) writability: room in the send buffer, a finished connect, an error.
+    pub write: bool,
+}
+
+impl Interest {
+    /// From asyncio's mask (`1` read, `2` write).
+    pub fn from_mask(mask: u32) -> Interest {
+        Interest {
+            read: mask & 1 != 0,
+            write: mask & 2 != 0,
+        }
+    }
+
+    /// As asyncio's mask.
+    pub fn mask(self) -> u32 {
+        u32::from(self.read) | (u32::from(self.write) << 1)
+    }
+
+    fn poll_flags(self) -> PollFlags {
+        let mut f = PollFlags::empty();
+        if self.read {
+            f |= PollFlags::IN | PollFlags::PRI | PollFlags::RDHUP;
+        }
+        if self.write {
+            f |= PollFlags::OUT;
+        }
+        f
+    }
+
+    fn is_empty(self) -> bool {
+        !self.read && !self.write
+    }
+}
+
+/// A stream's handle, unique for the reactor's life.
+pub type StreamId = u64;
+
+/// What a [`Reactor::poll`] reports.
+#[derive(Debug)]
+pub enum Event {
+    /// A selector registration is ready: the bits it asked for that hold (an error or a
+    /// hang-up sets every bit it asked for, so the handler finds out by trying).
+    Ready {
+        /// The registered fd.
+        fd: RawFd,
+        /// What holds.
+        ready: Interest,
+    },
+    /// Bytes received on a stream, in order.
+    Data {
+        /// The stream.
+        stream: StreamId,
+        /// The bytes.
+        data: Vec<u8>,
+    },
+    /// The peer ended its side of the stream (recv(2) returned 0). Reported once.
+    Eof {
+        /// The stream.
+        stream: StreamId,
+    },
+    /// Receiving failed (`ECONNRESET`, …). Reported once; the stream receives no more.
+    Error {
+        /// The stream.
+        stream: StreamId,
+        /// Why.
+        errno: Errno,
+    },
+}
+
+/// How to build a [`Reactor`].
+#[derive(Debug, Clone, Copy)]
+pub struct ReactorOptions {
+    /// Submission queue entries.
+    pub entries: u32,
+    /// Provided buffers for streams (a power of two).
+    pub buffers: u16,
+    /// Size of each provided buffer: the most one receive completion carries.
+    pub buffer_size: u32,
+}
+
+impl Default for ReactorOptions {
+    fn default() -> Self {
+        ReactorOptions {
+            entries: 1024,
+            buffers: 256,
+            buffer_size: 16 * 1024,
+        }
+    }
+}
+
+/// Who an op in flight works for.
+#[derive(Debug, Clone, Copy)]
+enum Owner {
+    Poll(RawFd),
+    Recv(StreamId),
+    /// A cancel, or an op whose completion nobody reads.
+    Nobody,
+}
+
+/// A selector registration.
+#[derive(Debug)]
+struct PollReg {
+    interest: Interest,
+    /// The poll op armed for it, if any (its completion is the one that counts).
+    armed: Option<u64>,
+    /// The fd was closed under us (`EBADF`): stop re-arming until registered anew.
+    dead: bool,
+}
+
+/// A stream's receive state.
+#[derive(Debug)]
+struct Stream {
+    fd: RawFd,
+    /// The multishot receive in flight, if any.
+    op: Option<u64>,
+    /// Whether the owner wants bytes now (not paused).
+    want: bool,
+    /// EOF or an error was seen: never receive again.
+    ended: bool,
+    /// Events received while paused, delivered on resume, in order.
+    held: VecDeque<Event>,
+}
+
+/// The loop's engine: selector interest and streams over one io_uring.
+pub struct Reactor {
+    ring: Ring,
+    next: u64,
+    ops: HashMap<u64, Owner>,
+    polls: HashMap<RawFd, PollReg>,
+    /// Registrations to arm before the next wait.
+    rearm: Vec<RawFd>,
+    streams: HashMap<StreamId, Stream>,
+    /// Streams to (re)arm before the next wait.
+    rearm_streams: Vec<StreamId>,
+    /// Events to report at the next poll without waiting (held bytes after a resume).
+    pending: VecDeque<Event>,
+}
+
+impl std::fmt::Debug for Reactor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Reactor")
+            .field("ring", &self.ring)
+            .field("polls", &self.polls.len())
+            .field("streams", &self.streams.len())
+            .finish()
+    }
+}
+
+impl Reactor {
+    /// A reactor with its own ring and provided buffers. Fails with the kernel's errno where
+    /// io_uring is missing or denied (`ENOSYS`, `EPERM`): the loop then runs on epoll.
+    /// Multishot receive needs Linux 6.0. See io_uring_setup(2), io_uring_register_buf_ring(3).
+    pub fn new(options: ReactorOptions) -> Result<Reactor> {
+        let mut ring = Ring::with_options(RingOptions {
+            entries: options.entries,
+            cq_entries: Some(options.entries.saturating_mul(4).min(65536)),
+            // A loop may be run by one thread, then by another: the ring must accept any.
+            defer_taskrun: Some(false),
+        })?;
+        ring.provide_buffers(GROUP, options.buffers, options.buffer_size)?;
+        Ok(Reactor {
+            ring,
+            next: 1,
+            ops: HashMap::new(),
+            polls: HashMap::new(),
+            rearm: Vec::new(),
+            streams: HashMap::new(),
+            rearm_streams: Vec::new(),
+            pending: VecDeque::new(),
+        })
+    }
+
+    /// The ring's fd (for display).
+    pub fn ring_fd(&self) -> RawFd {
+        self.ring.as_raw_fd()
+    }
+
+    /// Ops queued or in flight.
+    pub fn in_flight(&self) -> usize {
+        self.ring.in_flight()
+    }
+
+    fn token(&mut self, owner: Owner) -> u64 {
+        let t = self.next;
+        self.next += 1;
+        self.ops.insert(t, owner);
+        t
+    }
+
+    fn cancel(&mut self, target: u64) {
+        let t = self.token(Owner::Nobody);
+        if self.ring.cancel(target, t).is_err() {
+            self.ops.remove(&t);
+        }
+    }
+
+    // ---- selector interest ----------------------------------------------------------------
+
+    /// Sets what `fd` is watched for (empty: stop watching). Takes effect at the next
+    /// [`poll`](Reactor::poll). The fd must stay open while registered (asyncio's rule).
+    pub fn set_interest(&mut self, fd: RawFd, interest: Interest) {
+        if interest.is_empty() {
+            self.remove_interest(fd);
+            return;
+        }
+        let reg = self.polls.entry(fd).or_insert(PollReg {
+            interest: Interest::default(),
+            armed: None,
+            dead: false,
+        });
+        reg.dead = false;
+        if reg.interest == interest {
+            if reg.armed.is_none() {
+                self.rearm.push(fd);
+            }
+            return;
+        }
+        reg.interest = interest;
+        let old = reg.armed.take();
+        self.rearm.push(fd);
+        if let Some(op) = old {
+            self.cancel(op);
+        }
+    }
+
+    /// Stops watching `fd`; a report already on its way is dropped.
+    pub fn remove_interest(&mut self, fd: RawFd) {
+        if let Some(reg) = self.polls.remove(&fd) {
+            if let Some(op) = reg.armed {
+                self.cancel(op);
+            }
+        }
+    }
+
+    fn arm_polls(&mut self) -> Result<()> {
+        let mut fds = std::mem::take(&mut self.rearm);
+        for &fd in &fds {
+            let Some(reg) = self.polls.get(&fd) else {
+                continue;
+            };
+            if reg.armed.is_some() || reg.dead {
+                continue;
+            }
+            let flags = reg.interest.poll_flags();
+            let t = self.token(Owner::Poll(fd));
+            // SAFETY: asyncio's contract: a registered fd stays open until unregistered; if
+            // the caller broke it, the kernel answers EBADF (or polls whatever file now has
+            // that number, a spurious wake-up the handler survives).
+            let bfd = unsafe { BorrowedFd::borrow_raw(fd) };
+            match self.ring.poll_add(bfd, flags, false, t) {
+                Ok(()) => {
+                    if let Some(reg) = self.polls.get_mut(&fd) {
+                        reg.armed = Some(t);
+                    }
+                }
+                Err(e) => {
+                    self.ops.remove(&t);
+                    fds.clear();
+                    return Err(e);
+                }
+            }
+        }
+        fds.clear();
+        self.rearm = fds;
+        Ok(())
+    }
+
+    // ---- streams ----------------------------------------------------------------------------
+
+    /// Starts tracking the connected socket `fd` as a stream (paused: call
+    /// [`resume`](Reactor::resume) to receive). The fd must stay open until
+    /// [`close_stream`](Reactor::close_stream).
+    pub fn open_stream(&mut self, fd: RawFd) -> StreamId {
+        let id = self.next;
+        self.next += 1;
+        self.streams.insert(
+            id,
+            Stream {
+                fd,
+                op: None,
+                want: false,
+                ended: false,
+                held: VecDeque::new(),
+            },
+        );
+        id
+    }
+
+    /// Receive on `stream` (asyncio's `resume_reading`): bytes held while paused come first,
+    /// at the next poll.
+    pub fn resume(&mut self, stream: StreamId) {
+        let Some(s) = self.streams.get_mut(&stream) else {
+            return;
+        };
+        if s.want {
+            return;
+        }
+        s.want = true;
+        self.pending.extend(s.held.drain(..));
+        if s.op.is_none() && !s.ended {
+            self.rearm_streams.push(stream);
+        }
+    }
+
+    /// Stop receiving on `stream` (asyncio's `pause_reading`): the receive is cancelled, and
+    /// whatever it still brings is held for [`resume`](Reactor::resume).
+    pub fn pause(&mut self, stream: StreamId) {
+        let Some(s) = self.streams.get_mut(&stream) else {
+            return;
+        };
+        if !s.want {
+            return;
+        }
+        s.want = false;
+        if let Some(op) = s.op {
+            self.cancel(op);
+        }
+    }
+
+    /// Forgets `stream`: its receive is cancelled and nothing more is reported for it. The
+    /// caller may close the fd right after (the kernel holds the file until the cancel).
+    pub fn close_stream(&mut self, stream: StreamId) {
+        if let Some(s) = self.streams.remove(&stream) {
+            if let Some(op) = s.op {
+                self.cancel(op);
+            }
+        }
+        self.pending.retain(|e| !is_for(e, stream));
+    }
+
+    fn arm_streams(&mut self) -> Result<()> {
+        let ids = std::mem::take(&mut self.rearm_streams);
+        for id in ids {
+            let Some(s) = self.streams.get(&id) else {
+                continue;
+            };
+            if s.op.is_some() || !s.want || s.ended {
+                continue;
+            }
+            let fd = s.fd;
+            let t = self.token(Owner::Recv(id));
+            // SAFETY: the stream's owner keeps the fd open until close_stream (the contract
+            // of open_stream); the kernel takes its own reference at submission.
+            let bfd = unsafe { BorrowedFd::borrow_raw(fd) };
+            if let Err(e) = self.ring.recv_multishot(bfd, GROUP, t) {
+                self.ops.remove(&t);
+                return Err(e);
+            }
+            if let Some(s) = self.streams.get_mut(&id) {
+                s.op = Some(t);
+            }
+        }
+        Ok(())
+    }
+
+    // ---- the wait -----------------------------------------------------------------------------
+
+    /// Submits what changed and waits, in one io_uring_enter(2), until something is ready or
+    /// `timeout` passes (`None`: no limit; zero: just look); appends what happened to `out`.
+    /// A signal ends the wait early (`Ok`, maybe nothing appended), as selectors do.
+    pub fn poll(&mut self, timeout: Option<Duration>, out: &mut Vec<Event>) -> Result<()> {
+        self.arm_polls()?;
+        self.arm_streams()?;
+        let timeout = if self.pending.is_empty() {
+            timeout
+        } else {
+            Some(Duration::ZERO)
+        };
+        match self.ring.enter(1, timeout) {
+            Ok(_) | Err(Error::Os(Errno::INTR)) => {}
+            Err(e) => return Err(e),
+        }
+        out.extend(self.pending.drain(..));
+        while let Some(c) = self.ring.pop_completion() {
+            self.complete(c, out);
+        }
+        Ok(())
+    }
+
+    fn complete(&mut self, c: Completion, out: &mut Vec<Event>) {
+        let last = !c.more();
+        let owner = if last {
+            self.ops.remove(&c.user_data)
+        } else {
+            self.ops.get(&c.user_data).copied()
+        };
+        match owner {
+            Some(Owner::Poll(fd)) => self.poll_done(fd, c, out),
+            Some(Owner::Recv(id)) => self.recv_done(id, c, last, out),
+            Some(Owner::Nobody) | None => {}
+        }
+    }
+
+    fn poll_done(&mut self, fd: RawFd, c: Completion, out: &mut Vec<Event>) {
+        let Some(reg) = self.polls.get_mut(&fd) else {
+            return;
+        };
+        if reg.armed != Some(c.user_data) {
+            return; // an op replaced or cancelled since: its report is stale
+        }
+        reg.armed = None;
+        let asked = reg.interest;
+        let ready = match c.error() {
+            Some(Errno::CANCELED) => {
+                self.rearm.push(fd);
+                return;
+            }
+            Some(Errno::BADF) => {
+                reg.dead = true;
+                asked
+            }
+            Some(_) => asked,
+            None => {
+                let got = PollFlags::from_bits_truncate(c.result as u16);
+                let trouble = got.intersects(PollFlags::ERR | PollFlags::HUP | PollFlags::NVAL);
+                Interest {
+                    read: asked.read
+                        && (trouble
+                            || got.intersects(PollFlags::IN | PollFlags::PRI | PollFlags::RDHUP)),
+                    write: asked.write && (trouble || got.contains(PollFlags::OUT)),
+                }
+            }
+        };
+        if !reg.dead {
+            // Level-triggered: armed again before the next wait, after the handler ran.
+            self.rearm.push(fd);
+        }
+        if !ready.is_empty() {
+            out.push(Event::Ready { fd, ready });
+        }
+    }
+
+    fn recv_done(&mut self, id: StreamId, c: Completion, last: bool, out: &mut Vec<Event>) {
+        let Some(s) = self.streams.get_mut(&id) else {
+            return;
+        };
+        if last && s.op == Some(c.user_data) {
+            s.op = None;
+        }
+        let event = if c.result > 0 {
+            match c.data {
+                Some(data) if !data.is_empty() => Some(Event::Data { stream: id, data }),
+                _ => None,
+            }
+        } else if c.result == 0 && c.op == OpKind::RecvMulti {
+            s.ended = true;
+            Some(Event::Eof { stream: id })
+        } else {
+            match c.error() {
+                // Paused, or the buffers ran dry (the bytes wait in the socket): no news.
+                Some(Errno::CANCELED) | Some(Errno::NOBUFS) | None => None,
+                Some(errno) => {
+                    s.ended = true;
+                    Some(Event::Error { stream: id, errno })
+                }
+            }
+        };
+        if let Some(e) = event {
+            if s.want {
+                out.push(e);
+            } else {
+                s.held.push_back(e);
+            }
+        }
+        if s.op.is_none() && s.want && !s.ended {
+            self.rearm_streams.push(id);
+        }
+    }
+}
+
+fn is_for(e: &Event, id: StreamId) -> bool {
+    match e {
+        Event::Data { stream, .. } | Event::Eof { stream } | Event::Error { stream, .. } => {
+            *stream == id
+        }
+        Event::Ready { .. } => false,
+    }
+}
