@@ -48,7 +48,8 @@ class Result:
     seconds: float
     detail: str  # one line: the reason for anything but a pass
     output: str  # everything the worker printed (traceback, faulthandler's stacks)
-    #: The classes of the loops the test made through the factory or the policy.
+    #: The classes of the loops the test made through the factory or the policy, with the
+    #: engine in brackets where the loop names one (``fdkit.aio._loop.EventLoop[io_uring]``).
     loops: tuple[str, ...] = ()
 
 
@@ -124,7 +125,9 @@ def worker(test_id: str, loop_name: str, timeout: float) -> int:
     made: set[str] = set()
 
     def record(loop: asyncio.AbstractEventLoop) -> asyncio.AbstractEventLoop:
-        made.add(f"{type(loop).__module__}.{type(loop).__qualname__}")
+        name = f"{type(loop).__module__}.{type(loop).__qualname__}"
+        engine = getattr(loop, "engine", None)  # fdkit's loop says what it runs on
+        made.add(f"{name}[{engine}]" if engine else name)
         return loop
 
     class RecordingPolicy(policy):  # type: ignore[valid-type,misc]
