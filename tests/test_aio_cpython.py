@@ -133,23 +133,29 @@ def _dead(pid: int) -> bool:
     return state in ("Z", "X")
 
 
-def test_a_hang_is_killed_with_its_children() -> None:
-    """The harness itself: a worker that never ends is a HANG after the timeout, and it and
-    the process it started are killed (by the worker's pid: its process group)."""
+@pytest.mark.parametrize("worker_ends", [False, True], ids=["hangs", "exits"])
+def test_a_worker_and_what_it_started_are_killed(worker_ends: bool) -> None:
+    """The harness itself: a worker that never ends is a HANG after the timeout; either way
+    it and the process it started (which holds no pipe of ours) are killed, by the worker's
+    pid (its process group), and the run goes on."""
     prog = (
         "import subprocess, sys, time\n"
-        "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)'])\n"
+        "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)'],\n"
+        "                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n"
         "print('child', p.pid, flush=True)\n"
-        "time.sleep(120)\n"
+        f"time.sleep({0 if worker_ends else 120})\n"
     )
     start = time.monotonic()
-    res = Runner("asyncio", timeout=2.0).spawn("hang", [sys.executable, "-c", prog])
-    assert res.status == "hang", res
+    res = Runner("asyncio", timeout=3.0).spawn("probe", [sys.executable, "-c", prog])
     assert time.monotonic() - start < 20
+    if worker_ends:  # no result line: a worker that dies without one is an error, not a pass
+        assert (res.status, res.detail) == ("error", "worker died without a result (exit status 0)")
+    else:
+        assert (res.status, res.detail) == ("hang", "killed after 3 s, while running")
     child = int(res.output.split("child", 1)[1].split()[0])
     deadline = time.monotonic() + 5
     while not _dead(child) and time.monotonic() < deadline:
         time.sleep(0.05)
     if not _dead(child):
         os.kill(child, 9)
-        pytest.fail(f"the hung worker's child {child} outlived it")
+        pytest.fail(f"the worker's child {child} outlived it")

@@ -17,6 +17,7 @@ import faulthandler
 import importlib
 import json
 import os
+import select
 import selectors
 import shutil
 import signal
@@ -210,23 +211,56 @@ class Runner:
                 )
                 self._live[proc.pid] = proc
             try:
-                raw, _ = proc.communicate(timeout=self.timeout)
-                hung = False
-            except subprocess.TimeoutExpired:
-                hung = True
-                self._kill(proc)
-                raw, _ = proc.communicate()
+                raw, hung = self._wait(proc)
             finally:
                 with self._lock:
                     self._live.pop(proc.pid, None)
-                # Whatever the test left behind in its process group goes too.
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.killpg(proc.pid, signal.SIGKILL)
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
         seconds = time.monotonic() - start
         output = raw.decode(errors="replace")
         return _interpret(test_id, output, proc.returncode, hung, seconds, self.timeout)
+
+    def _wait(self, proc: subprocess.Popen[bytes]) -> tuple[bytes, bool]:
+        """Waits for the worker to end (at most the timeout), then kills its process group:
+        the worker itself if it hung, whatever it left running if it did not. Its output, and
+        whether it hung.
+
+        The group is killed while the worker is still unreaped (a zombie at worst), so its pid,
+        which is the group's id, cannot have gone to another process meanwhile.
+        """
+        assert proc.stdout is not None
+        out = proc.stdout
+        chunks: list[bytes] = []
+        reader = threading.Thread(target=lambda: chunks.append(out.read()), daemon=True)
+        reader.start()
+        try:
+            pidfd = os.pidfd_open(proc.pid)
+        except OSError:  # no pidfds (Linux < 5.3): wait by reaping, then kill what is left
+            pidfd = -1
+        if pidfd >= 0:
+            try:
+                poller = select.poll()
+                poller.register(pidfd, select.POLLIN)  # readable once the process has exited
+                hung = not poller.poll(self.timeout * 1000)
+                self._kill(proc)
+            finally:
+                os.close(pidfd)
+            proc.wait()
+        else:
+            try:
+                proc.wait(timeout=self.timeout)
+                hung = False
+            except subprocess.TimeoutExpired:
+                hung = True
+            self._kill(proc)
+            proc.wait()
+        # EOF once the group is gone; a process that left the group (setsid) and kept the pipe
+        # open would hold it: the output is then what came before.
+        reader.join(timeout=5.0)
+        if not reader.is_alive():
+            out.close()
+        return b"".join(chunks), hung
 
     def _kill(self, proc: subprocess.Popen[bytes]) -> None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
