@@ -55,9 +55,12 @@ def fdkit_run(request: pytest.FixtureRequest) -> Run:
     start = time.monotonic()
     results = run_all("fdkit", list_ids(), jobs=JOBS, timeout=TIMEOUT)
     line = summary(results, "fdkit", time.monotonic() - start, JOBS, TIMEOUT)
+    # The summary on the terminal, past pytest's capture (the per-test lines: run the CLI).
     reporter = request.config.pluginmanager.get_plugin("terminalreporter")
-    if reporter is not None:
-        reporter.write_line(f"\naio_cpython: {line}")
+    capman = request.config.pluginmanager.get_plugin("capturemanager")
+    if reporter is not None and capman is not None:
+        with capman.global_and_fixture_disabled():
+            reporter.write_line(f"\naio_cpython: {line}")
     return Run(engine, results, known_failures(engine, VERSION))
 
 
