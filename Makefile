@@ -30,7 +30,7 @@ $(STAMP_BUILD): $(STAMP_DEPS) $(RUST_SOURCES) pyproject.toml
 setup: $(STAMP_BUILD) ## create .venv, install tools, build the extension (release)
 
 .PHONY: demo
-demo: setup bench-tools ## set up, then a short tour of every capability against its stdlib baseline
+demo: setup bench-tools bench-deps ## set up, then a short tour of every capability against its stdlib baseline
 	@$(PY) -m bench --quick
 
 # The serve bench's peers: wrk (the load) and nginx (the baseline), Debian packages. Installed
@@ -63,6 +63,17 @@ bench-tools: ## install wrk and nginx for `fdkit bench serve` when missing (apt-
 	       && $$sudo apt-get install -y -qq --no-install-recommends $$missing >/dev/null; } \
 	  || echo "bench-tools: apt-get could not install$$missing; fdkit bench skips their rows"
 
+# The aio bench's contenders (uvloop, rloop, uvicorn, httptools), pinned in requirements-bench.txt,
+# installed into .venv for `make bench` and `make demo` only: `make test` does not need them (the
+# bench skips a loop it cannot import, and says which command adds it).
+STAMP_BENCH_DEPS := $(VENV)/.bench-deps-installed
+$(STAMP_BENCH_DEPS): $(STAMP_DEPS) requirements-bench.txt
+	$(PY) -m pip install --quiet -r requirements-bench.txt $(if $(JSON),>&2)
+	touch $@
+
+.PHONY: bench-deps
+bench-deps: $(STAMP_BENCH_DEPS) ## install the aio bench's contenders (uvloop, rloop, uvicorn) into .venv
+
 .PHONY: lint
 lint: setup ## cargo fmt --check, clippy -D warnings, cargo doc -D warnings, ruff, mypy stubtest
 	cargo fmt --all -- --check
@@ -88,7 +99,7 @@ test: lint ## set up, lint, then cargo test (core) and pytest (Python API and CL
 # wheel). `make bench JSON=1` prints the JSON document alone on stdout: make echoes no command
 # then, and what the steps before it say (bench-tools, a rebuild by maturin) goes to stderr.
 .PHONY: bench
-bench: setup bench-tools ## the full benchmarks (minutes); BENCH="accept" to pick, JSON=1 for JSON
+bench: setup bench-tools bench-deps ## the full benchmarks (minutes); BENCH="accept" to pick, JSON=1 for JSON
 	@$(PY) -m bench $(BENCH) $(if $(JSON),--json)
 
 ifneq ($(JSON),)

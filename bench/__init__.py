@@ -57,6 +57,7 @@ BENCHES: dict[str, Bench] = dict(
         _bench("proxy", "proxy CPU per GiB: fdkit proxy vs an asyncio proxy"),
         _bench("atomic_pipe", "whole messages from writer processes: AtomicPipe vs mp.Queue/Pipe"),
         _bench("serve", "static files under wrk, CPU per request: fdkit serve vs nginx, asyncio"),
+        _bench("aio", "asyncio event loops under load, CPU per request: fdkit.aio vs uvloop, ..."),
     ]
 )
 

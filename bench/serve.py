@@ -188,9 +188,11 @@ def tree_cpu(pids: Sequence[int]) -> Callable[[], float]:
 class Server:
     """A server process on a loopback port, pinned to CPU 0; stopped by pid."""
 
-    def __init__(self, key: str, argv: Sequence[str], port: int, cwd: str | None = None) -> None:
+    def __init__(self, key: str, argv: Sequence[str], port: int, cwd: str | None = None,
+                 name: str | None = None, bench: str = BENCH) -> None:  # fmt: skip
         self.key = key
-        self.name = LABELS[key]
+        self.name = LABELS[key] if name is None else name
+        self.bench = bench
         self.port = port
         self._log = tempfile.TemporaryFile()  # noqa: SIM115 (closed in stop)
         try:
@@ -247,9 +249,11 @@ class Server:
                 try:
                     status = self.proc.wait(STOP_TIMEOUT)
                     if status != 0 and not self.key.startswith("nginx"):
-                        note(f"serve: {self.name} exited with status {status} on SIGTERM")
+                        note(f"{self.bench}: {self.name} exited with status {status} on SIGTERM")
                 except subprocess.TimeoutExpired:
-                    note(f"serve: {self.name} ignored SIGTERM for {STOP_TIMEOUT:g} s; killed")
+                    note(
+                        f"{self.bench}: {self.name} ignored SIGTERM for {STOP_TIMEOUT:g} s; killed"
+                    )
                     with contextlib.suppress(ProcessLookupError):
                         os.kill(self.proc.pid, signal.SIGKILL)
                     self.proc.wait(10)
@@ -423,7 +427,8 @@ def run_wrk(wrk: str, server: Server, target: str, conns: int, seconds: int) -> 
     if out.non_2xx:
         raise RuntimeError(f"{server.name}: {out.non_2xx} non-2xx answers to GET {target}")
     if any(out.socket_errors.values()):
-        note(f"serve: {server.name} {target} c{conns}: wrk socket errors {out.socket_errors}")
+        where = f"{server.bench}: {server.name} {target} c{conns}"
+        note(f"{where}: wrk socket errors {out.socket_errors}")
     if server.proc.poll() is not None:
         raise RuntimeError(f"{server.name} exited during the run: {server.output()}")
     # requests/s over wrk's own clock: the window its requests were counted in

@@ -15,6 +15,7 @@ import hashlib
 import json
 import math
 import os
+import re
 import shutil
 import signal
 import socket
@@ -37,7 +38,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 import bench as benchmarks  # noqa: E402
-from bench import _common, _endpoints, atomic_pipe, report, serve, zerocopy  # noqa: E402
+from bench import _common, _endpoints, aio, atomic_pipe, report, serve, zerocopy  # noqa: E402
 from bench._common import TINY_ENV, Result, is_rate  # noqa: E402
 
 FIELDS = [
@@ -81,6 +82,15 @@ HEADLINES = {
         "serve_epoll_vs_nginx_4k",
         "ring_hello_vs_asyncio",
     ],
+    # each needs its contender importable here: see _aio_available
+    "aio": [
+        "aio_hello_vs_uvloop",
+        "aio_hello_vs_asyncio",
+        "aio_hello_p99_vs_uvloop",
+        "aio_uvicorn_vs_uvloop",
+        "aio_streams_vs_uvloop",
+        "aio_sendfile_vs_asyncio",
+    ],
 }
 # every id issue 4 fixes; atomic_pipe_call_100b has an absolute goal only (300k msg/s, in its
 # case text) and atomic_pipe_mixed_100k none, so they carry no goal ratio
@@ -106,11 +116,21 @@ def _serve_available(row_id: str) -> bool:
     return URING_OK or row_id.startswith("serve_epoll")
 
 
+def _aio_available(row_id: str) -> bool:
+    """Whether the aio bench can produce ``row_id`` here at smoke size (no wrk needed then):
+    the contender it names, and uvicorn with httptools for the uvicorn rows, importable."""
+    other = row_id.rsplit("_vs_", 1)[1]
+    needs = [aio.MODULES[other], *(aio.UVICORN_NEEDS if "_uvicorn" in row_id else ())]
+    return not aio.missing(needs)
+
+
 def _expected_headlines(bench: str) -> list[str]:
     return [
         i
         for i in HEADLINES.get(bench, [])
-        if (HAVE_GCC or not i.endswith("_vs_c")) and (bench != "serve" or _serve_available(i))
+        if (HAVE_GCC or not i.endswith("_vs_c"))
+        and (bench != "serve" or _serve_available(i))
+        and (bench != "aio" or _aio_available(i))
     ]
 
 
@@ -832,10 +852,11 @@ def test_make_test_does_not_need_bench_tools() -> None:
         name, sep, rest = line.partition(":")
         if sep and name in ("test", "demo", "bench", "lint") and not rest.startswith("="):
             deps[name] = rest.split()
-    assert "bench-tools" in deps["demo"]
-    assert "bench-tools" in deps["bench"]
-    assert "bench-tools" not in deps["test"]
-    assert "bench-tools" not in deps["lint"]
+    for tools in ("bench-tools", "bench-deps"):  # apt packages; the aio bench's contenders
+        assert tools in deps["demo"]
+        assert tools in deps["bench"]
+        assert tools not in deps["test"]
+        assert tools not in deps["lint"]
 
 
 def test_serve_process_tree_sums_children() -> None:
@@ -956,7 +977,8 @@ def test_child_programs_are_files_of_the_harness() -> None:
     in bench/child/ (linted and type-checked), run by path; none is kept in a string."""
     from bench import child
 
-    for name in ("asyncio_servers", "asyncio_proxy", "endpoint", "memory_holder"):
+    for name in ("asyncio_servers", "asyncio_proxy", "endpoint", "memory_holder", "aio_servers",
+                 "aio_uvicorn"):  # fmt: skip
         assert Path(child.script(name)) == REPO / "bench" / "child" / f"{name}.py"
     with pytest.raises(FileNotFoundError, match="no child program"):
         child.script("no_such_child")
@@ -973,6 +995,7 @@ def test_make_bench_json_prints_the_document_alone(tmp_path: Path) -> None:
     assert MAKE is not None
     bin_ = _fake_bin(tmp_path, uid=0)
     stamps = ["-o", ".venv/.fdkit-built", "-o", ".venv/.deps-installed"]
+    stamps += ["-o", ".venv/.bench-deps-installed"]
     proc = subprocess.run(
         [MAKE, *stamps, "bench", "BENCH=memory", "JSON=1"],
         cwd=REPO,  # as a user types it there (`make -C DIR` makes make print its directory)
@@ -989,3 +1012,132 @@ def test_make_bench_json_prints_the_document_alone(tmp_path: Path) -> None:
     if _missing_packages():
         assert "bench-tools: installing" in proc.stderr
         assert (tmp_path / "calls").exists()
+
+
+# ------------------------------------------------------------------------------ aio
+
+
+@pytest.mark.parametrize("row_id", HEADLINES["aio"])
+def test_aio_headline_ids(results: dict[str, list[Result]], row_id: str) -> None:
+    """Each issue-11 id comes out once at smoke size, or its contender is not installed here
+    (`make bench` installs requirements-bench.txt; `make test` does not) and this says so."""
+    other = row_id.rsplit("_vs_", 1)[1]
+    needs = [aio.MODULES[other], *(aio.UVICORN_NEEDS if "_uvicorn" in row_id else ())]
+    if lacking := aio.missing(needs):
+        pytest.skip(f"{', '.join(lacking)} not installed here: {aio.install_hint(lacking)}")
+    ids = [r.id for r in results["aio"]]
+    assert ids.count(row_id) == 1, ids
+    (row,) = [r for r in results["aio"] if r.id == row_id]
+    assert row.goal == aio.GOALS[row_id]
+
+
+def test_aio_rows(results: dict[str, list[Result]]) -> None:
+    """Every row is fdkit.aio against one other loop, in the unit of its workload; the
+    asyncio rows (the stdlib: always here) come out for every workload."""
+    rows = results["aio"]
+    ids = [r.id for r in rows]
+    assert set(ids) <= set(aio.planned_ids())
+    units = {"": ("us/req", "s/GiB"), "_rps": ("req/s",), "_p99": ("ms p99",)}
+    units["_rate"] = ("MiB/s",)
+    for r in rows:
+        kind = re.sub(r"^aio_(hello|uvicorn|streams|sendfile)(.*)_vs_\w+$", r"\2", r.id)
+        assert r.unit in units[kind], r
+        assert r.case.startswith("fdkit.aio ("), r.case  # names the engine it ran on
+        assert r.baseline_name.startswith(aio.LABELS[r.id.rsplit("_vs_", 1)[1]]), r
+    stdlib = ["aio_hello_vs_asyncio", "aio_streams_vs_asyncio", "aio_sendfile_vs_asyncio"]
+    if not aio.missing(aio.UVICORN_NEEDS):
+        stdlib.append("aio_uvicorn_vs_asyncio")
+    assert set(stdlib) <= set(ids)
+    (sendfile,) = [r for r in rows if r.id == "aio_sendfile_vs_asyncio"]
+    assert "(native)" in sendfile.baseline_name  # asyncio's own os.sendfile path
+
+
+def test_aio_missing_contender_is_skipped_with_the_install_command(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    real = aio.missing
+    monkeypatch.setattr(aio, "missing", lambda names: [n for n in names if n == "uvloop"] or real(
+        [n for n in names if n != "uvloop"]))  # fmt: skip
+    _common.take_skipped()
+    keys = aio._available("hello")
+    assert "uvloop" not in keys
+    assert keys[0] == "fdkit"
+    (sk,) = _common.take_skipped()
+    assert sk.bench == "aio"
+    assert sk.ids == tuple(aio.row_ids("hello", "uvloop"))
+    assert "uvloop is not installed" in sk.reason
+    assert "-m pip install uvloop==0.23.0`" in sk.reason  # the pin of requirements-bench.txt
+    assert "uvloop is not installed" in capsys.readouterr().err
+
+
+def test_aio_without_fdkit_aio_skips_the_whole_workload(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(aio, "missing", lambda names: [n for n in names if n == "fdkit.aio"])
+    _common.take_skipped()
+    assert aio._available("streams") == []
+    (sk,) = _common.take_skipped()
+    assert set(sk.ids) == set(aio.planned_ids(["streams"]))
+
+
+def test_aio_without_wrk_skips_the_http_rows_and_runs_nothing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv(TINY_ENV, raising=False)
+    monkeypatch.setattr(aio, "_which", lambda name: None)
+    _no_subprocess(monkeypatch)
+    ran: list[str] = []
+
+    def workload(name: str) -> Callable[[aio.Plan], list[Result]]:
+        def called(plan: aio.Plan) -> list[Result]:
+            ran.append(name)
+            return []
+
+        return called
+
+    monkeypatch.setattr(aio, "streams_workload", workload("streams"))
+    monkeypatch.setattr(aio, "sendfile_workload", workload("sendfile"))
+    _common.take_skipped()
+    assert aio.run(quick=True) == []
+    (sk,) = _common.take_skipped()
+    assert "wrk is not installed" in sk.reason
+    assert sk.ids == tuple(aio.planned_ids(["hello", "uvicorn"]))
+    assert ran == ["streams", "sendfile"]  # the byte workloads need no wrk
+
+
+def test_aio_a_failing_contender_is_left_out_and_the_others_go_on(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    calls: list[str] = []
+
+    def hangs() -> int:
+        calls.append("rloop")
+        raise RuntimeError("bench echo-client program on rloop did not answer within 15 s")
+
+    failed: dict[str, str] = {}
+    contenders: dict[str, Callable[[], int]] = {"fdkit": lambda: 1, "rloop": hangs}
+    runs = _common.alternate(aio.guarded(contenders, "streams", failed), rounds=3, warmup=1)
+    assert runs == {"fdkit": [1, 1, 1], "rloop": [None, None, None]}
+    assert calls == ["rloop"]  # tried once, never again
+    assert failed == {"rloop": "bench echo-client program on rloop did not answer within 15 s"}
+    assert f"aio streams: {aio.LABELS['rloop']} left out" in capsys.readouterr().err
+
+
+def test_aio_checks_the_loop_each_program_runs_on() -> None:
+    aio._check_loop("uvloop", "loop uvloop.Loop -\nlistening 127.0.0.1 1\n", "hello server")
+    with pytest.raises(RuntimeError, match="not uvloop"):
+        aio._check_loop("uvloop", "loop asyncio.unix_events._UnixSelectorEventLoop -\n", "x")
+    with pytest.raises(RuntimeError, match="runs on None"):
+        aio._check_loop("fdkit", "Traceback (most recent call last):\n", "x")
+
+
+def test_aio_child_without_its_loop_exits_saying_so() -> None:
+    from bench import child
+
+    proc = subprocess.run(
+        [sys.executable, child.script("aio_servers"), "echo-client", "no-such-loop"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert proc.returncode != 0
+    assert "unknown loop 'no-such-loop'" in proc.stderr

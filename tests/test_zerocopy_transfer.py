@@ -930,7 +930,7 @@ def test_bool_and_index_objects_are_ints(fds: Fds, tmp_path: Path) -> None:
     src = src_file(tmp_path, b"hello world", fds)
     dst, path = dst_file(tmp_path, fds)
     # The stub says int; any __index__ object is accepted at run time, which is the point here.
-    idx = zerocopy.transfer(Idx(src), Idx(dst), Idx(5), src_offset=Idx(6))  # type: ignore[arg-type]
+    idx = zerocopy.transfer(Idx(src), Idx(dst), Idx(5), src_offset=Idx(6))  # type: ignore[call-overload]
     assert idx == 5
     assert path.read_bytes() == b"world"
     assert zerocopy.transfer(src, dst, True) == 1
@@ -1009,3 +1009,99 @@ def test_remembered_path_does_not_outlive_the_files(tmp_path: Path) -> None:
     assert (new["path"], new["remembered"]) == ("copy_file_range", False), (
         f"a new pair of files inherited the old pair's fallback: {new}"
     )
+
+
+# --- nonblocking=True: for event loops -----------------------------------------------------
+
+
+def nb_socketpair() -> tuple[socket.socket, socket.socket]:
+    a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    a.setblocking(False)
+    b.setblocking(False)
+    return a, b
+
+
+def test_nonblocking_says_which_side_would_block() -> None:
+    feed, src = nb_socketpair()
+    dst, peer = nb_socketpair()
+    with feed, src, dst, peer:
+        assert zerocopy.transfer(src.fileno(), dst.fileno(), nonblocking=True) == (0, "read")
+        stats = zerocopy.transfer_stats()
+        assert stats is not None
+        assert (stats["would_block"], stats["held"]) == ("read", 0)
+        feed.send(b"hello")
+        assert zerocopy.transfer(src.fileno(), dst.fileno(), nonblocking=True) == (5, "read")
+        feed.shutdown(socket.SHUT_WR)
+        assert zerocopy.transfer(src.fileno(), dst.fileno(), nonblocking=True) == (0, None)
+        assert peer.recv(100) == b"hello"
+        # The count reached is finished too, with data left in the source.
+        feed2, src2 = nb_socketpair()
+        with feed2, src2:
+            feed2.send(b"abcdef")
+            assert zerocopy.transfer(src2.fileno(), dst.fileno(), 4, nonblocking=True) == (
+                4,
+                None,
+            )
+            assert src2.recv(10) == b"ef"
+
+
+def test_nonblocking_parks_what_a_full_destination_did_not_take(tmp_path: Path) -> None:
+    """The chunk spliced into the internal pipe is larger than the socket's room: the rest
+    stays with the pair (``transfer_held``) and the next transfer, even a blocking one,
+    delivers it first. Nothing is lost or reordered; the call never waited."""
+    data = payload(4 << 20, seed=11)
+    (tmp_path / "src").write_bytes(data)
+    src = os.open(tmp_path / "src", os.O_RDONLY | os.O_CLOEXEC)
+    dst, peer = nb_socketpair()
+    try:
+        t = time.monotonic()
+        moved, would_block = zerocopy.transfer(src, dst.fileno(), nonblocking=True)
+        assert time.monotonic() - t < 1.0
+        stats = zerocopy.transfer_stats()
+        assert stats is not None
+        assert would_block == "write" == stats["would_block"]
+        assert stats["held"] > 0
+        assert zerocopy.transfer_held(src, dst.fileno()) == stats["held"]
+        sink = Sink(peer.fileno(), keep=True)
+        sink.start()
+        dst.setblocking(True)
+        rest = bounded(lambda: zerocopy.transfer(src, dst.fileno())).get()
+        assert zerocopy.transfer_held(src, dst.fileno()) == 0
+        dst.shutdown(socket.SHUT_WR)
+        sink.join(10)
+        assert moved + rest == len(data)
+        assert sink.error is None
+        assert sha256(bytes(sink.kept)) == sha256(data)
+    finally:
+        os.close(src)
+        dst.close()
+        peer.close()
+
+
+def test_nonblocking_src_offset_plus_moved_is_the_next_offset(tmp_path: Path) -> None:
+    data = payload(3 << 20, seed=12)
+    (tmp_path / "src").write_bytes(data)
+    src = os.open(tmp_path / "src", os.O_RDONLY | os.O_CLOEXEC)
+    dst, peer = nb_socketpair()
+    got = bytearray()
+    offset = 0
+    try:
+        while True:
+            moved, would_block = zerocopy.transfer(
+                src, dst.fileno(), src_offset=offset, nonblocking=True
+            )
+            offset += moved
+            if would_block is None:
+                break
+            with contextlib.suppress(BlockingIOError):
+                got += peer.recv(150_000)
+        dst.close()
+        peer.setblocking(True)
+        while chunk := peer.recv(1 << 20):
+            got += chunk
+    finally:
+        os.close(src)
+        dst.close()
+        peer.close()
+    assert offset == len(data)
+    assert bytes(got) == data

@@ -31,6 +31,7 @@ __all__ = [
     "TransferFallback",
     "TransferPath",
     "TransferStats",
+    "WouldBlock",
     "ZstdCodec",
 ]
 
@@ -114,13 +115,24 @@ TransferFallback = TypedDict(
 )
 
 
+#: The side a non-blocking ``transfer`` stopped at: wait for ``"read"``-ability of the source
+#: or ``"write"``-ability of the destination.
+WouldBlock = Literal["read", "write"]
+
+
 class TransferStats(TypedDict):
-    """``zerocopy.transfer_stats()``: the calling thread's last ``transfer``."""
+    """``zerocopy.transfer_stats()``: the calling thread's last ``transfer``.
+
+    ``would_block`` (``nonblocking=True`` only): the side that would have blocked, None when
+    finished. ``held``: bytes taken from the source and kept for the next transfer of the pair.
+    """
 
     path: TransferPath
     bytes: int
     remembered: bool
     fallbacks: list[TransferFallback]
+    would_block: WouldBlock | None
+    held: int
 
 
 class ServeStaticStats(TypedDict):

@@ -5,6 +5,13 @@
   for socket→socket and socket→file), falls back at run time to the next path and finally to
   read/write, and remembers what worked for the pair. :func:`transfer_stats` says which path
   the calling thread's last transfer took and why it left any other.
+  ``transfer(..., nonblocking=True)`` is the form for event loops: it never waits, and returns
+  ``(moved, would_block)`` as soon as a side would block (``"read"``: the source is empty;
+  ``"write"``: the destination is full), or with ``would_block`` None once the count is
+  reached or the source ended. Bytes it took from the source that the full destination did
+  not take stay with the (src, dst) pair (:func:`transfer_held` counts them) and the next
+  transfer between the two delivers them first: nothing is lost, nothing reordered.
+  :func:`fdkit.aio.transfer` drives it from any asyncio loop.
 * :class:`Pipe` is a pipe pair with ``read_from``, ``write_to`` and ``tee`` (duplicate without
   consuming: tee to several pipes to feed several sinks).
 * :func:`proxy` relays both directions between two connected stream sockets; :func:`relay`
@@ -24,7 +31,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from fdkit._fdkit import Pipe, pipe_pool_clear, pipe_pool_idle, proxy, relay, transfer
+from fdkit._fdkit import (
+    Pipe,
+    pipe_pool_clear,
+    pipe_pool_idle,
+    proxy,
+    relay,
+    transfer,
+    transfer_held,
+)
 from fdkit._fdkit import transfer_stats as _transfer_stats
 
 if TYPE_CHECKING:  # only for annotations: importing fdkit.types costs every program
@@ -36,7 +51,8 @@ def transfer_stats() -> TransferStats | None:
 
     ``{"path": "splice_via_pipe", "bytes": 1048576, "remembered": False,
     "fallbacks": [{"from": "sendfile", "to": "splice_via_pipe", "errno": 22,
-    "reason": "refused by the kernel"}]}``. Paths: ``copy_file_range``, ``sendfile``,
+    "reason": "refused by the kernel"}],
+    "would_block": None, "held": 0}``. Paths: ``copy_file_range``, ``sendfile``,
     ``splice``, ``splice_via_pipe``, ``read_write`` (:class:`fdkit.types.TransferStats`).
     """
     return _transfer_stats()
@@ -49,5 +65,6 @@ __all__ = [
     "proxy",
     "relay",
     "transfer",
+    "transfer_held",
     "transfer_stats",
 ]

@@ -61,7 +61,9 @@ mod _fdkit {
     #[pymodule_export]
     use crate::zerocopy::relay::{proxy, relay};
     #[pymodule_export]
-    use crate::zerocopy::transfer::{pipe_pool_clear, pipe_pool_idle, transfer, transfer_stats};
+    use crate::zerocopy::transfer::{
+        pipe_pool_clear, pipe_pool_idle, transfer, transfer_held, transfer_stats,
+    };
 
     #[pymodule_export]
     use crate::aio::PyReactor;

@@ -18,9 +18,31 @@ import asyncio
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
+from fdkit.aio._atomic_pipe import (
+    drain,
+    messages,
+    read_message,
+    read_messages,
+    write_message,
+    write_messages,
+)
 from fdkit.aio._loop import EventLoop, engine_available
+from fdkit.aio._transfer import transfer
 
-__all__ = ["EventLoop", "EventLoopPolicy", "engine_available", "new_event_loop", "run"]
+__all__ = [
+    "EventLoop",
+    "EventLoopPolicy",
+    "drain",
+    "engine_available",
+    "messages",
+    "new_event_loop",
+    "read_message",
+    "read_messages",
+    "run",
+    "transfer",
+    "write_message",
+    "write_messages",
+]
 
 _T = TypeVar("_T")
 

@@ -5,7 +5,8 @@ corner of writing, flow control, ``write_eof``, closing and ``sendfile`` stays t
 except where bytes come from: a multishot receive on the reactor's provided buffers instead
 of readiness + recv(2). The loop routes this transport's ``_add_reader``/``_remove_reader``
 (asyncio's resume/pause) to the reactor's ``resume``/``pause``, and hands it what the reactor
-received through ``_ring_data``/``_ring_eof``/``_ring_error``.
+received: bytes straight to the protocol's ``data_received`` from within the reactor's
+poll (``_ring_data`` for a BufferedProtocol), the rest through ``_ring_eof``/``_ring_error``.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ class RingSocketTransport(selector_events._SelectorSocketTransport):  # type: ig
 
     def __init__(self, loop: Any, sock: Any, *args: Any, **kwargs: Any) -> None:
         self._buffered = False
-        self._stream = loop._open_stream(sock.fileno(), self)
+        self._stream = loop._open_stream(sock.fileno(), self, self._ring_data)
         try:
             super().__init__(loop, sock, *args, **kwargs)
         except BaseException:
@@ -32,6 +33,11 @@ class RingSocketTransport(selector_events._SelectorSocketTransport):  # type: ig
     def set_protocol(self, protocol: Any) -> None:
         self._buffered = isinstance(protocol, protocols.BufferedProtocol)
         super().set_protocol(protocol)
+        if self._stream is not None:
+            # The reactor hands a plain protocol its bytes itself, with no Python frame of
+            # ours in between; a buffered one goes through _ring_data's get_buffer loop.
+            sink = self._ring_data if self._buffered else protocol.data_received
+            self._loop._reactor.set_sink(self._stream, sink)
 
     def _close_stream(self) -> None:
         if self._stream is not None:
@@ -85,6 +91,9 @@ class RingSocketTransport(selector_events._SelectorSocketTransport):  # type: ig
         if self._conn_lost:
             return
         self._read_ready__on_eof()
+
+    def _ring_sink_error(self, exc: BaseException) -> None:
+        self._fatal_error(exc, "Fatal error: protocol.data_received() call failed.")
 
     def _ring_error(self, errno: int) -> None:
         if self._conn_lost:

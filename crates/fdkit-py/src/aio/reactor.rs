@@ -7,18 +7,24 @@ use crate::args::Fd;
 use crate::errors::core_error;
 use crate::gil::without_gil;
 use fdkit::aio::{Event, Interest, Reactor, ReactorOptions};
-use pyo3::exceptions::{PyRuntimeError, PyValueError};
+use pyo3::exceptions::{
+    PyKeyboardInterrupt, PyRuntimeError, PySystemExit, PyTypeError, PyValueError,
+};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList};
+use std::collections::HashMap;
+use std::os::fd::IntoRawFd;
 use std::sync::{Mutex, MutexGuard, TryLockError};
 use std::time::Duration;
 
-/// The event kinds in `poll()`'s list: `(READY, fd, mask)`, `(DATA, stream, bytes)`,
-/// `(EOF, stream, None)`, `(ERROR, stream, errno)`.
+/// The event kinds in `poll()`'s list: `(READY, fd, mask)`, `(EOF, stream, None)`, `(ERROR, stream, errno)`, `(ACCEPTED, listener, fd)` (the caller
+/// owns `fd`), `(ACCEPT_ERROR, listener, errno)`.
 const READY: u8 = 0;
-const DATA: u8 = 1;
 const EOF: u8 = 2;
 const ERROR: u8 = 3;
+const ACCEPTED: u8 = 4;
+const ACCEPT_ERROR: u8 = 5;
+const SINK_ERROR: u8 = 6;
 
 /// The io_uring engine of `fdkit.aio`: selector interest (level-triggered, from one-shot
 /// polls) and streams (multishot receive on provided buffers), one io_uring_enter(2) per
@@ -28,6 +34,8 @@ pub struct PyReactor {
     inner: Mutex<Option<Reactor>>,
     /// Reused between polls: the core appends, we drain.
     events: Mutex<Vec<Event>>,
+    /// Each stream's sink: called with the bytes it receives (a protocol's `data_received`).
+    sinks: Mutex<HashMap<u64, Py<PyAny>>>,
 }
 
 impl PyReactor {
@@ -47,6 +55,17 @@ impl PyReactor {
             Some(r) => Ok(f(r)),
             None => Err(PyRuntimeError::new_err("the reactor is closed")),
         }
+    }
+}
+
+fn check_callable(sink: &Bound<'_, PyAny>) -> PyResult<()> {
+    if sink.is_callable() {
+        Ok(())
+    } else {
+        Err(PyTypeError::new_err(format!(
+            "a stream's sink must be callable, not {}",
+            crate::args::type_name(sink)
+        )))
     }
 }
 
@@ -86,6 +105,7 @@ impl PyReactor {
         Ok(PyReactor {
             inner: Mutex::new(Some(r)),
             events: Mutex::new(Vec::new()),
+            sinks: Mutex::new(HashMap::new()),
         })
     }
 
@@ -100,9 +120,26 @@ impl PyReactor {
         self.with(|r| r.remove_interest(fd.0))
     }
 
-    /// Track the connected socket `fd` as a stream (paused); returns its id.
-    fn open_stream(&self, fd: Fd) -> PyResult<u64> {
-        self.with(|r| r.open_stream(fd.0))
+    /// Track the connected socket `fd` as a stream (paused); returns its id. `sink` is called
+    /// with each chunk of bytes received, in order, from within `poll()`.
+    fn open_stream(&self, fd: Fd, sink: Bound<'_, PyAny>) -> PyResult<u64> {
+        check_callable(&sink)?;
+        let id = self.with(|r| r.open_stream(fd.0))?;
+        self.sinks
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(id, sink.unbind());
+        Ok(id)
+    }
+
+    /// Replace stream `id`'s sink (a transport whose protocol changed).
+    fn set_sink(&self, id: u64, sink: Bound<'_, PyAny>) -> PyResult<()> {
+        check_callable(&sink)?;
+        let mut sinks = self.sinks.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(slot) = sinks.get_mut(&id) {
+            *slot = sink.unbind();
+        }
+        Ok(())
     }
 
     /// Receive on stream `id` (bytes held while paused come at the next poll).
@@ -117,7 +154,23 @@ impl PyReactor {
 
     /// Forget stream `id` (its receive is cancelled; the fd may be closed right after).
     fn close_stream(&self, id: u64) -> PyResult<()> {
+        let sink = self
+            .sinks
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&id);
+        drop(sink);
         self.with(|r| r.close_stream(id))
+    }
+
+    /// Accept on listening socket `fd` (multishot) until `stop_listening`; returns its id.
+    fn listen(&self, fd: Fd) -> PyResult<u64> {
+        self.with(|r| r.listen(fd.0))
+    }
+
+    /// Stop accepting on listener `id` (connections still on their way are closed).
+    fn stop_listening(&self, id: u64) -> PyResult<()> {
+        self.with(|r| r.stop_listening(id))
     }
 
     /// Ops queued or in flight.
@@ -130,38 +183,79 @@ impl PyReactor {
         self.with(|r| r.ring_fd())
     }
 
-    /// Submit, wait up to `timeout` seconds (None: no limit), and return what happened as a
-    /// list of `(kind, key, value)` tuples (see the module constants). The GIL is released
-    /// while waiting; a signal ends the wait early with a shorter (maybe empty) list.
+    /// Submit, wait up to `timeout` seconds (None: no limit), hand each stream's bytes to its
+    /// sink (see `open_stream`), and return the rest of what happened as a list of
+    /// `(kind, key, value)` tuples (see the module constants; a sink that raised comes back
+    /// as `(SINK_ERROR, stream, exception)`). The GIL is released while waiting; a signal
+    /// ends the wait early with a shorter (maybe empty) list. A sink raising `SystemExit` or
+    /// `KeyboardInterrupt` ends the call with it; the events not yet handed over wait for
+    /// the next poll.
     #[pyo3(signature = (timeout = None))]
     fn poll<'py>(&self, py: Python<'py>, timeout: Option<f64>) -> PyResult<Bound<'py, PyList>> {
         let timeout = timeout_arg(timeout)?;
-        let mut g = self.lock()?;
-        let Some(r) = g.as_mut() else {
-            return Err(PyRuntimeError::new_err("the reactor is closed"));
-        };
         let mut events =
             std::mem::take(&mut *self.events.lock().unwrap_or_else(|p| p.into_inner()));
-        let result = if timeout == Some(Duration::ZERO) {
-            r.poll(timeout, &mut events)
-        } else {
-            without_gil(py, || r.poll(timeout, &mut events))
+        let result = {
+            let mut g = self.lock()?;
+            let Some(r) = g.as_mut() else {
+                return Err(PyRuntimeError::new_err("the reactor is closed"));
+            };
+            if timeout == Some(Duration::ZERO) {
+                r.poll(timeout, &mut events)
+            } else {
+                without_gil(py, || r.poll(timeout, &mut events))
+            }
         };
-        drop(g);
         let list = PyList::empty(py);
-        for e in events.drain(..) {
+        let mut drained = events.drain(..);
+        while let Some(e) = drained.next() {
+            // Sinks run user code, which may pause or close any stream: each stream event is
+            // checked against the reactor's state of the moment (the lock is not held while
+            // Python runs, so that code can call back in).
+            let e = match e {
+                Event::Ready { .. } => e,
+                other => match self.with(|r| r.deliverable(other))? {
+                    Some(e) => e,
+                    None => continue,
+                },
+            };
             let item = match e {
                 Event::Ready { fd, ready } => (READY, fd, ready.mask()).into_pyobject(py)?,
                 Event::Data { stream, data } => {
-                    (DATA, stream, PyBytes::new(py, &data)).into_pyobject(py)?
+                    let sink = self
+                        .sinks
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .get(&stream)
+                        .map(|s| s.clone_ref(py));
+                    let Some(sink) = sink else { continue };
+                    match sink.call1(py, (PyBytes::new(py, &data),)) {
+                        Ok(_) => continue,
+                        Err(err)
+                            if err.is_instance_of::<PyKeyboardInterrupt>(py)
+                                || err.is_instance_of::<PySystemExit>(py) =>
+                        {
+                            let rest: Vec<Event> = drained.collect();
+                            self.with(|r| r.requeue(rest.into_iter()))?;
+                            return Err(err);
+                        }
+                        Err(err) => (SINK_ERROR, stream, err.into_value(py)).into_pyobject(py)?,
+                    }
                 }
                 Event::Eof { stream } => (EOF, stream, py.None()).into_pyobject(py)?,
                 Event::Error { stream, errno } => {
                     (ERROR, stream, errno.raw_os_error()).into_pyobject(py)?
                 }
+                Event::Accepted { listener, fd } => {
+                    (ACCEPTED, listener, fd.into_raw_fd()).into_pyobject(py)?
+                }
+                Event::AcceptError { listener, errno } => {
+                    (ACCEPT_ERROR, listener, errno.raw_os_error()).into_pyobject(py)?
+                }
             };
             list.append(item)?;
         }
+        drop(drained);
         *self.events.lock().unwrap_or_else(|p| p.into_inner()) = events;
         result.map_err(core_error)?;
         Ok(list)
@@ -170,6 +264,8 @@ impl PyReactor {
     /// Cancel everything in flight, wait (bounded) for it, free the ring. Idempotent.
     fn close(&self, py: Python<'_>) -> PyResult<()> {
         let r = self.lock()?.take();
+        let sinks = std::mem::take(&mut *self.sinks.lock().unwrap_or_else(|p| p.into_inner()));
+        drop(sinks);
         if let Some(r) = r {
             without_gil(py, move || drop(r));
         }

@@ -14,11 +14,16 @@ thread_local! {
     static LAST: RefCell<Option<TransferStats>> = const { RefCell::new(None) };
 }
 
-/// `transfer(src_fd, dst_fd, count=None, *, src_offset=None, dst_offset=None)`: moves up to
-/// `count` bytes (until the source ends when None) by the best kernel path for the two fds,
-/// falling back until one works. Returns the bytes moved; `transfer_stats()` says how.
+/// `transfer(src_fd, dst_fd, count=None, *, src_offset=None, dst_offset=None,
+/// nonblocking=False)`: moves up to `count` bytes (until the source ends when None) by the
+/// best kernel path for the two fds, falling back until one works. Returns the bytes moved;
+/// `transfer_stats()` says how. With `nonblocking=True` it never waits: it returns
+/// `(moved, would_block)` as soon as a side would block (`"read"` or `"write"`), or with
+/// `would_block` None once finished (count reached or source ended).
 #[pyfunction]
-#[pyo3(signature = (src_fd, dst_fd, count=None, *, src_offset=None, dst_offset=None))]
+#[pyo3(signature = (
+    src_fd, dst_fd, count=None, *, src_offset=None, dst_offset=None, nonblocking=false
+))]
 pub fn transfer(
     py: Python<'_>,
     src_fd: Fd,
@@ -26,12 +31,18 @@ pub fn transfer(
     count: Option<Count>,
     src_offset: Option<Count>,
     dst_offset: Option<Count>,
-) -> PyResult<u64> {
+    nonblocking: bool,
+) -> PyResult<Py<PyAny>> {
     let mut src_off = src_offset.map(|c| c.0);
     let mut dst_off = dst_offset.map(|c| c.0);
     let mut stats = None;
+    let run = if nonblocking {
+        zerocopy::transfer_nonblocking
+    } else {
+        zerocopy::transfer
+    };
     let moved = with_signals(py, |checkpoint| {
-        let (result, done) = zerocopy::transfer(
+        let (result, done) = run(
             src_fd.borrow(),
             dst_fd.borrow(),
             count.map(|c| c.0),
@@ -42,8 +53,25 @@ pub fn transfer(
         stats = Some(done);
         result
     });
+    let would_block = stats.as_ref().and_then(|s| s.would_block);
     LAST.with(|l| *l.borrow_mut() = stats);
-    moved
+    let moved = moved?;
+    if nonblocking {
+        Ok((moved, would_block.map(|w| w.name()))
+            .into_pyobject(py)?
+            .into_any()
+            .unbind())
+    } else {
+        Ok(moved.into_pyobject(py)?.into_any().unbind())
+    }
+}
+
+/// `transfer_held(src_fd, dst_fd)`: bytes a non-blocking `transfer` took from `src_fd` and
+/// keeps for `dst_fd` (the destination was full); the next transfer between the two delivers
+/// them first.
+#[pyfunction]
+pub fn transfer_held(src_fd: Fd, dst_fd: Fd) -> u64 {
+    zerocopy::held(src_fd.borrow(), dst_fd.borrow())
 }
 
 /// `transfer_stats()`: the calling thread's last `transfer`: `{"path", "bytes", "fallbacks":
@@ -58,6 +86,8 @@ pub fn transfer_stats(py: Python<'_>) -> PyResult<Option<Bound<'_, PyDict>>> {
         d.set_item("path", stats.path.name())?;
         d.set_item("bytes", stats.bytes)?;
         d.set_item("remembered", stats.remembered)?;
+        d.set_item("would_block", stats.would_block.map(|w| w.name()))?;
+        d.set_item("held", stats.held)?;
         let fallbacks = PyList::empty(py);
         for f in &stats.fallbacks {
             let fd = PyDict::new(py);

@@ -7,11 +7,12 @@
 //!   leaves data unread is told again, as epoll(7) in level mode would;
 //! - **streams**: a connected socket read by a multishot receive on a provided-buffer ring
 //!   (the bytes arrive with the completion: no readiness round trip, no recv(2) call), paused
-//!   and resumed for flow control without losing a byte.
+//!   and resumed for flow control without losing a byte;
+//! - **listeners**: a listening socket served by one multishot accept.
 //!
 //! Every op carries a `user_data` never used before, so a completion of a cancelled op, or of
 //! an op on an fd number since closed and reused, can never reach a later owner.
 
 mod reactor;
 
-pub use reactor::{Event, Interest, Reactor, ReactorOptions, StreamId};
+pub use reactor::{Event, Interest, ListenerId, Reactor, ReactorOptions, StreamId};

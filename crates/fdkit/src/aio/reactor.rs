@@ -5,7 +5,7 @@ use crate::uring::{Completion, OpKind, Ring, RingOptions};
 use rustix::event::PollFlags;
 use rustix::io::Errno;
 use std::collections::{HashMap, VecDeque};
-use std::os::fd::{BorrowedFd, RawFd};
+use std::os::fd::{BorrowedFd, OwnedFd, RawFd};
 use std::time::Duration;
 
 /// The buffer group streams receive into.
@@ -83,7 +83,26 @@ pub enum Event {
         /// Why.
         errno: Errno,
     },
+    /// A listener accepted a connection: the new socket (close-on-exec, blocking).
+    Accepted {
+        /// The listener.
+        listener: ListenerId,
+        /// The connection.
+        fd: OwnedFd,
+    },
+    /// Accepting failed for want of a resource (`EMFILE`, `ENFILE`, `ENOBUFS`, `ENOMEM`) or
+    /// for good (`EINVAL`: not listening, or no multishot accept here): the listener stopped;
+    /// [`listen`](Reactor::listen) again to retry.
+    AcceptError {
+        /// The listener.
+        listener: ListenerId,
+        /// Why.
+        errno: Errno,
+    },
 }
+
+/// A listener's handle, unique for the reactor's life.
+pub type ListenerId = u64;
 
 /// How to build a [`Reactor`].
 #[derive(Debug, Clone, Copy)]
@@ -111,6 +130,7 @@ impl Default for ReactorOptions {
 enum Owner {
     Poll(RawFd),
     Recv(StreamId),
+    Accept(ListenerId),
     /// A cancel, or an op whose completion nobody reads.
     Nobody,
 }
@@ -152,6 +172,10 @@ pub struct Reactor {
     rearm_streams: Vec<StreamId>,
     /// Events to report at the next poll without waiting (held bytes after a resume).
     pending: VecDeque<Event>,
+    /// Listeners: their fd and the multishot accept in flight.
+    listeners: HashMap<ListenerId, (RawFd, Option<u64>)>,
+    /// Listeners to (re)arm before the next wait.
+    rearm_listeners: Vec<ListenerId>,
 }
 
 impl std::fmt::Debug for Reactor {
@@ -185,6 +209,8 @@ impl Reactor {
             streams: HashMap::new(),
             rearm_streams: Vec::new(),
             pending: VecDeque::new(),
+            listeners: HashMap::new(),
+            rearm_listeners: Vec::new(),
         })
     }
 
@@ -341,9 +367,44 @@ impl Reactor {
         if let Some(s) = self.streams.remove(&stream) {
             if let Some(op) = s.op {
                 self.cancel(op);
+                // Now: until the cancel runs, the ring holds the socket, so closing the fd
+                // would not yet send the peer its FIN.
+                let _ = self.ring.submit();
             }
         }
         self.pending.retain(|e| !is_for(e, stream));
+    }
+
+    /// Whether `e` may be handed to its stream's owner now, for callers that dispatch a
+    /// [`poll`](Reactor::poll)'s events one by one while user code runs between them: an
+    /// event of a stream paused (or closed) meanwhile is held (or dropped) here and `None`
+    /// comes back; one that would overtake bytes held or pending for its stream queues behind
+    /// them. Events of other kinds come back as they are.
+    pub fn deliverable(&mut self, e: Event) -> Option<Event> {
+        let id = match &e {
+            Event::Data { stream, .. } | Event::Eof { stream } | Event::Error { stream, .. } => {
+                *stream
+            }
+            _ => return Some(e),
+        };
+        let s = self.streams.get_mut(&id)?;
+        if !s.want {
+            s.held.push_back(e);
+            return None;
+        }
+        if self.pending.iter().any(|p| is_for(p, id)) {
+            self.pending.push_back(e);
+            return None;
+        }
+        Some(e)
+    }
+
+    /// Puts events a dispatcher could not hand over (its callback raised and it must stop)
+    /// back at the head of the queue, in order, for the next [`poll`](Reactor::poll).
+    pub fn requeue(&mut self, events: impl DoubleEndedIterator<Item = Event>) {
+        for e in events.rev() {
+            self.pending.push_front(e);
+        }
     }
 
     fn arm_streams(&mut self) -> Result<()> {
@@ -371,6 +432,85 @@ impl Reactor {
         Ok(())
     }
 
+    // ---- listeners ----------------------------------------------------------------------------
+
+    /// Accepts connections on the listening socket `fd` with one multishot accept until
+    /// [`stop_listening`](Reactor::stop_listening); each arrives as [`Event::Accepted`]. The fd
+    /// must stay open until then. See io_uring_prep_multishot_accept(3).
+    pub fn listen(&mut self, fd: RawFd) -> ListenerId {
+        let id = self.next;
+        self.next += 1;
+        self.listeners.insert(id, (fd, None));
+        self.rearm_listeners.push(id);
+        id
+    }
+
+    /// Stops accepting on `listener`; connections the kernel accepted before the cancel took
+    /// effect are closed, never reported.
+    pub fn stop_listening(&mut self, listener: ListenerId) {
+        if let Some((_, Some(op))) = self.listeners.remove(&listener) {
+            self.cancel(op);
+            // Now, not at the next wait: until the cancel runs, the ring holds the socket and
+            // the kernel keeps accepting connections nobody will serve.
+            let _ = self.ring.submit();
+        }
+        self.pending.retain(|e| {
+            !matches!(e, Event::Accepted { listener: l, .. } | Event::AcceptError { listener: l, .. } if *l == listener)
+        });
+    }
+
+    fn arm_listeners(&mut self) -> Result<()> {
+        let ids = std::mem::take(&mut self.rearm_listeners);
+        for id in ids {
+            let Some(&(fd, None)) = self.listeners.get(&id) else {
+                continue;
+            };
+            let t = self.token(Owner::Accept(id));
+            // SAFETY: the listener's owner keeps the fd open until stop_listening (the
+            // contract of listen); the kernel takes its own reference at submission.
+            let bfd = unsafe { BorrowedFd::borrow_raw(fd) };
+            if let Err(e) = self.ring.accept_multishot(bfd, t) {
+                self.ops.remove(&t);
+                return Err(e);
+            }
+            if let Some(l) = self.listeners.get_mut(&id) {
+                l.1 = Some(t);
+            }
+        }
+        Ok(())
+    }
+
+    fn accept_done(&mut self, id: ListenerId, mut c: Completion, last: bool, out: &mut Vec<Event>) {
+        let Some(l) = self.listeners.get_mut(&id) else {
+            return; // stopped: dropping the completion closes its fd
+        };
+        if last && l.1 == Some(c.user_data) {
+            l.1 = None;
+        }
+        if let Some(fd) = c.take_fd() {
+            out.push(Event::Accepted { listener: id, fd });
+        } else {
+            match c.error() {
+                None | Some(Errno::CANCELED) => {}
+                // The connection went away before it was accepted, or a signal: go on.
+                Some(
+                    Errno::AGAIN | Errno::CONNABORTED | Errno::INTR | Errno::PROTO | Errno::PERM,
+                ) => {}
+                Some(errno) => {
+                    self.listeners.remove(&id);
+                    out.push(Event::AcceptError {
+                        listener: id,
+                        errno,
+                    });
+                    return;
+                }
+            }
+        }
+        if last && self.listeners.get(&id).is_some_and(|l| l.1.is_none()) {
+            self.rearm_listeners.push(id);
+        }
+    }
+
     // ---- the wait -----------------------------------------------------------------------------
 
     /// Submits what changed and waits, in one io_uring_enter(2), until something is ready or
@@ -379,6 +519,7 @@ impl Reactor {
     pub fn poll(&mut self, timeout: Option<Duration>, out: &mut Vec<Event>) -> Result<()> {
         self.arm_polls()?;
         self.arm_streams()?;
+        self.arm_listeners()?;
         let timeout = if self.pending.is_empty() {
             timeout
         } else {
@@ -405,6 +546,7 @@ impl Reactor {
         match owner {
             Some(Owner::Poll(fd)) => self.poll_done(fd, c, out),
             Some(Owner::Recv(id)) => self.recv_done(id, c, last, out),
+            Some(Owner::Accept(id)) => self.accept_done(id, c, last, out),
             Some(Owner::Nobody) | None => {}
         }
     }
@@ -491,6 +633,6 @@ fn is_for(e: &Event, id: StreamId) -> bool {
         Event::Data { stream, .. } | Event::Eof { stream } | Event::Error { stream, .. } => {
             *stream == id
         }
-        Event::Ready { .. } => false,
+        Event::Ready { .. } | Event::Accepted { .. } | Event::AcceptError { .. } => false,
     }
 }

@@ -1,9 +1,12 @@
 //! The copy loops, one per kernel path. Each moves bytes until the count is reached or the
-//! source ends, waits with poll on the side that would block, and reports a path the kernel
-//! refuses for these fds as [`Step::Unsupported`] so `transfer` can take the next one.
+//! source ends, waits with poll on the side that would block (or, for a non-blocking job,
+//! returns [`Step::Blocked`] at once), and reports a path the kernel refuses for these fds as
+//! [`Step::Unsupported`] so `transfer` can take the next one.
 
+use super::held::Held;
 use super::kind::FdKind;
 use super::pool::PooledPipe;
+use super::transfer::WouldBlock;
 use super::wait::{wait, wait_either, Want};
 use crate::fd::MAX_RW_COUNT;
 use rustix::io::Errno;
@@ -20,6 +23,9 @@ pub enum Step {
     /// The kernel refused this path for these fds (after moving what it could, all of which
     /// reached the destination): try the next one.
     Unsupported(Option<Errno>, &'static str),
+    /// A non-blocking job met a side that would block. Bytes taken from the source and not yet
+    /// delivered are in [`Job::held`].
+    Blocked(WouldBlock),
 }
 
 /// The state of one transfer, shared by the paths it tries in turn.
@@ -40,10 +46,14 @@ pub struct Job<'a> {
     pub moved: u64,
     /// Called after `EINTR`, short transfers and waits; `Err` stops the transfer.
     pub checkpoint: &'a mut dyn FnMut() -> Result<(), Errno>,
+    /// Return [`Step::Blocked`] where the job would wait with poll.
+    pub nonblocking: bool,
+    /// Bytes taken from the source but not delivered when a non-blocking job stopped.
+    pub held: Option<Held>,
 }
 
 impl Job<'_> {
-    fn want(&self, cap: usize) -> usize {
+    pub(super) fn want(&self, cap: usize) -> usize {
         match self.remaining {
             Some(r) => r.min(cap as u64) as usize,
             None => cap,
@@ -60,14 +70,14 @@ impl Job<'_> {
         }
     }
 
-    fn finished(&self) -> bool {
+    pub(super) fn finished(&self) -> bool {
         self.remaining == Some(0)
     }
 
     /// Counts `n` bytes delivered, and runs the checkpoint every [`CHECK_EVERY`] bytes: a
     /// transfer whose syscalls never block or come up short (`/dev/zero` to `/dev/null`)
     /// would otherwise never give Ctrl-C a chance.
-    fn delivered(&mut self, n: usize) -> Result<(), Errno> {
+    pub(super) fn delivered(&mut self, n: usize) -> Result<(), Errno> {
         let before = self.moved;
         self.moved += n as u64;
         if let Some(r) = self.remaining.as_mut() {
@@ -85,7 +95,7 @@ pub(super) const CHECK_EVERY: u64 = 64 << 20;
 
 /// The errnos that mean "this path does not work for these fds" rather than "this transfer
 /// failed": each kernel call uses them for fd kinds, filesystems or flags it cannot handle.
-fn refused(e: Errno) -> bool {
+pub(super) fn refused(e: Errno) -> bool {
     matches!(
         e,
         Errno::NOSYS | Errno::INVAL | Errno::XDEV | Errno::OPNOTSUPP | Errno::BADF | Errno::PERM
@@ -160,6 +170,7 @@ pub fn sendfile(job: &mut Job<'_>) -> Result<Step, Errno> {
                     (job.checkpoint)()?;
                 }
             }
+            Err(Errno::AGAIN) if job.nonblocking => return Ok(Step::Blocked(WouldBlock::Write)),
             Err(Errno::AGAIN) => {
                 wait(job.dst, Want::Write, None, job.checkpoint)?;
             }
@@ -174,6 +185,8 @@ pub fn sendfile(job: &mut Job<'_>) -> Result<Step, Errno> {
 /// `splice(2)` straight from `src` to `dst`, one of which is a pipe.
 pub fn splice_direct(job: &mut Job<'_>) -> Result<Step, Errno> {
     let flags = SpliceFlags::MOVE | SpliceFlags::NONBLOCK;
+    // Non-blocking: EAGAINs in a row while poll says both sides are ready.
+    let mut races = 0;
     while !job.finished() {
         let want = job.want(MAX_RW_COUNT);
         match rustix::pipe::splice(
@@ -188,6 +201,14 @@ pub fn splice_direct(job: &mut Job<'_>) -> Result<Step, Errno> {
             Ok(n) => job.delivered(n)?,
             // With SPLICE_F_NONBLOCK an empty source pipe or a full destination pipe (or a
             // non-blocking socket/file side) says EAGAIN: find which one and wait for it.
+            Err(Errno::AGAIN) if job.nonblocking => {
+                match which_blocks(job.src, job.dst, job.checkpoint)? {
+                    Some(side) => return Ok(Step::Blocked(side)),
+                    // Both ready by now: retry, but never spin on a disagreement.
+                    None if races < 3 => races += 1,
+                    None => return Ok(Step::Blocked(WouldBlock::Write)),
+                }
+            }
             Err(Errno::AGAIN) => wait_either(job.src, job.dst, job.checkpoint)?,
             Err(Errno::INTR) => (job.checkpoint)()?,
             Err(e) if refused(e) => return Ok(Step::Unsupported(Some(e), "refused by the kernel")),
@@ -227,6 +248,7 @@ pub fn splice_via_pipe(job: &mut Job<'_>, record: Option<BorrowedFd<'_>>) -> Res
             Ok(0) => return Ok(Step::Done),
             Ok(n) => n,
             Err(e) if refused(e) => return Ok(Step::Unsupported(Some(e), "refused by the kernel")),
+            Err(Errno::AGAIN) if job.nonblocking => return Ok(Step::Blocked(WouldBlock::Read)),
             Err(e) => {
                 job.retry_read(e)?;
                 continue;
@@ -246,6 +268,12 @@ pub fn splice_via_pipe(job: &mut Job<'_>, record: Option<BorrowedFd<'_>>) -> Res
                     pipe.drained(n);
                     job.delivered(n)?;
                 }
+                Err(Errno::AGAIN) if job.nonblocking => {
+                    // The bytes in the pipe were taken from the source: they stay with the job
+                    // (and then with the fd pair) until the destination takes them.
+                    job.held = Some(Held::from_pipe(pipe));
+                    return Ok(Step::Blocked(WouldBlock::Write));
+                }
                 Err(Errno::AGAIN) => {
                     wait(job.dst, Want::Write, None, job.checkpoint)?;
                 }
@@ -253,7 +281,9 @@ pub fn splice_via_pipe(job: &mut Job<'_>, record: Option<BorrowedFd<'_>>) -> Res
                 Err(e) if refused(e) => {
                     // The destination refuses splice with bytes already in the pipe: hand them
                     // over by read/write, then let the next path carry on.
-                    drain_by_copy(job, &mut pipe)?;
+                    if let Some(side) = drain_by_copy(job, &mut pipe)? {
+                        return Ok(Step::Blocked(side));
+                    }
                     return Ok(Step::Unsupported(Some(e), "destination refused splice"));
                 }
                 Err(e) => return Err(e),
@@ -312,11 +342,29 @@ fn record_chunk(
     Ok(())
 }
 
-/// Moves what the pipe holds to the job's destination through memory.
-fn drain_by_copy(job: &mut Job<'_>, pipe: &mut PooledPipe) -> Result<(), Errno> {
+/// Moves what the pipe holds to the job's destination through memory. A non-blocking job
+/// whose destination fills keeps the rest in [`Job::held`] and says so.
+fn drain_by_copy(job: &mut Job<'_>, pipe: &mut PooledPipe) -> Result<Option<WouldBlock>, Errno> {
     let held = pipe.held();
     let socket = job.dst_kind == FdKind::Socket;
     let dst = job.dst;
+    if job.nonblocking {
+        let mut bytes = read_pipe(pipe, held, job.checkpoint)?;
+        let n = write_nonblocking(
+            dst,
+            job.dst_off.as_deref_mut(),
+            &bytes,
+            socket,
+            job.checkpoint,
+        )?;
+        job.delivered(n)?;
+        if n < bytes.len() {
+            bytes.drain(..n);
+            job.held = Some(Held::from_bytes(bytes));
+            return Ok(Some(WouldBlock::Write));
+        }
+        return Ok(None);
+    }
     copy_out_of_pipe(
         pipe,
         dst,
@@ -325,7 +373,80 @@ fn drain_by_copy(job: &mut Job<'_>, pipe: &mut PooledPipe) -> Result<(), Errno> 
         socket,
         job.checkpoint,
     )?;
-    job.delivered(held)
+    job.delivered(held)?;
+    Ok(None)
+}
+
+/// Reads the `n` bytes `pipe` holds (they are there: no wait) into memory.
+pub(super) fn read_pipe(
+    pipe: &mut PooledPipe,
+    n: usize,
+    checkpoint: &mut dyn FnMut() -> Result<(), Errno>,
+) -> Result<Vec<u8>, Errno> {
+    let mut buf = vec![0u8; n];
+    let mut got = 0;
+    while got < n {
+        match rustix::io::read(pipe.pipe().read_end(), &mut buf[got..]) {
+            Ok(0) => break,
+            Ok(m) => {
+                pipe.drained(m);
+                got += m;
+            }
+            Err(Errno::INTR) => checkpoint()?,
+            Err(e) => return Err(e),
+        }
+    }
+    buf.truncate(got);
+    Ok(buf)
+}
+
+/// Writes what `dst` takes of `bytes` now (at `off` when given) and returns how much: short
+/// when `dst` would block. Sockets get `MSG_NOSIGNAL`.
+pub(super) fn write_nonblocking(
+    dst: BorrowedFd<'_>,
+    mut off: Option<&mut u64>,
+    bytes: &[u8],
+    socket: bool,
+    checkpoint: &mut dyn FnMut() -> Result<(), Errno>,
+) -> Result<usize, Errno> {
+    let mut done = 0;
+    while done < bytes.len() {
+        let rest = &bytes[done..];
+        let r = match off.as_deref_mut() {
+            Some(o) => rustix::io::pwrite(dst, rest, *o).inspect(|&n| *o += n as u64),
+            None if socket => rustix::net::send(dst, rest, SendFlags::NOSIGNAL),
+            None => rustix::io::write(dst, rest),
+        };
+        match r {
+            Ok(n) => done += n,
+            Err(Errno::AGAIN) => break,
+            Err(Errno::INTR) => checkpoint()?,
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(done)
+}
+
+/// After an `EAGAIN` from a call that reads `src` and writes `dst`: which side is not ready
+/// (a zero-timeout poll(2), never a wait), or `None` when both are by now.
+fn which_blocks(
+    src: BorrowedFd<'_>,
+    dst: BorrowedFd<'_>,
+    checkpoint: &mut dyn FnMut() -> Result<(), Errno>,
+) -> Result<Option<WouldBlock>, Errno> {
+    use rustix::event::{PollFd, PollFlags};
+    let mut fds = [
+        PollFd::from_borrowed_fd(src, PollFlags::IN),
+        PollFd::from_borrowed_fd(dst, PollFlags::OUT),
+    ];
+    crate::fd::poll(&mut fds, Some(std::time::Duration::ZERO), checkpoint)?;
+    Ok(if fds[0].revents().is_empty() {
+        Some(WouldBlock::Read)
+    } else if fds[1].revents().is_empty() {
+        Some(WouldBlock::Write)
+    } else {
+        None
+    })
 }
 
 /// Reads `n` bytes out of `pipe` and writes them to `dst` (at `off` when given): for an fd
@@ -406,6 +527,7 @@ pub fn read_write(job: &mut Job<'_>) -> Result<Step, Errno> {
         let n = match r {
             Ok(0) => return Ok(Step::Done),
             Ok(n) => n,
+            Err(Errno::AGAIN) if job.nonblocking => return Ok(Step::Blocked(WouldBlock::Read)),
             Err(e) => {
                 job.retry_read(e)?;
                 continue;
@@ -413,6 +535,22 @@ pub fn read_write(job: &mut Job<'_>) -> Result<Step, Errno> {
         };
         // SAFETY: the read initialised the first `n` bytes of `buf`.
         let bytes = unsafe { std::slice::from_raw_parts(buf.as_ptr().cast::<u8>(), n) };
+        if job.nonblocking {
+            let dst = job.dst;
+            let w = write_nonblocking(
+                dst,
+                job.dst_off.as_deref_mut(),
+                bytes,
+                socket,
+                job.checkpoint,
+            )?;
+            job.delivered(w)?;
+            if w < n {
+                job.held = Some(Held::from_bytes(bytes[w..].to_vec()));
+                return Ok(Step::Blocked(WouldBlock::Write));
+            }
+            continue;
+        }
         write_all(
             job.dst,
             job.dst_off.as_deref_mut(),

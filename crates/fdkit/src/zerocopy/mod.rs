@@ -10,6 +10,7 @@
 //! transfers and waits, it returns `Err` to stop (the Python binding runs signal handlers there).
 
 mod engines;
+mod held;
 mod kind;
 mod pipe;
 mod pool;
@@ -18,8 +19,12 @@ mod transfer;
 mod wait;
 
 pub use crate::fd::pipe_max_size;
+pub use held::held;
 pub use kind::{fd_kind, FdKind, FileId};
 pub use pipe::Pipe;
 pub use pool::{pool_clear, pool_idle, PooledPipe, POOL_CAPACITY, POOL_PIPE_SIZE};
 pub use proxy::{proxy, proxy_all, relay, RESET_DRAIN_STALL};
-pub use transfer::{transfer, transfer_all, Fallback, Path, TransferStats, SMALL_TRANSFER};
+pub use transfer::{
+    transfer, transfer_all, transfer_nonblocking, Fallback, Path, TransferStats, WouldBlock,
+    SMALL_TRANSFER,
+};

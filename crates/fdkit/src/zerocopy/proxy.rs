@@ -72,9 +72,12 @@ fn relay_inner(
         dst_off: None,
         moved: 0,
         checkpoint,
+        nonblocking: false,
+        held: None,
     };
     match engines::splice_via_pipe(&mut job, record)? {
-        Step::Done => Ok(job.moved),
+        // A blocking job never stops at a side that would block.
+        Step::Done | Step::Blocked(_) => Ok(job.moved),
         Step::Unsupported(..) if record.is_none() => {
             engines::read_write(&mut job)?;
             Ok(job.moved)

@@ -1,6 +1,7 @@
 //! `transfer`: the best kernel path for two fds, falling back until one works.
 
 use super::engines::{self, Job, Step};
+use super::held;
 use super::kind::{fd_kind, FdKind, FileId};
 use rustix::io::Errno;
 use std::collections::HashMap;
@@ -51,6 +52,25 @@ impl fmt::Display for Path {
     }
 }
 
+/// The side of a non-blocking transfer that would block.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum WouldBlock {
+    /// The source has no data now: wait until it is readable.
+    Read,
+    /// The destination is full: wait until it is writable.
+    Write,
+}
+
+impl WouldBlock {
+    /// The name Python sees: `"read"` or `"write"`.
+    pub fn name(self) -> &'static str {
+        match self {
+            WouldBlock::Read => "read",
+            WouldBlock::Write => "write",
+        }
+    }
+}
+
 /// A path that was left, and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Fallback {
@@ -75,6 +95,12 @@ pub struct TransferStats {
     pub fallbacks: Vec<Fallback>,
     /// Whether the path came from the memory of an earlier transfer between the same files.
     pub remembered: bool,
+    /// [`transfer_nonblocking`]: the side that would block when it returned, `None` when it
+    /// finished (count reached or source ended). Always `None` for [`transfer`].
+    pub would_block: Option<WouldBlock>,
+    /// Bytes taken from the source but not yet delivered, parked with the fd pair for the
+    /// next transfer between them (only a non-blocking transfer parks).
+    pub held: u64,
 }
 
 /// The paths to try, best first, for a source and destination kind.
@@ -188,12 +214,132 @@ pub fn transfer(
     dst_off: Option<&mut u64>,
     checkpoint: &mut dyn FnMut() -> Result<(), Errno>,
 ) -> (Result<u64, Errno>, TransferStats) {
+    transfer_impl(src, dst, count, src_off, dst_off, checkpoint, false)
+}
+
+/// `transfer_nonblocking(src, dst, count, src_off, dst_off, checkpoint)`: [`transfer`] for
+/// event loops: the same paths and fallbacks, but where [`transfer`] would wait with poll it
+/// returns at once with the bytes delivered so far and the side that would block
+/// ([`TransferStats::would_block`]; `None` means finished: count reached or source ended).
+///
+/// The fds themselves should be `O_NONBLOCK` (a blocking socket still sleeps inside sendfile
+/// or splice); regular files never report `EAGAIN`. Nothing is lost when the destination
+/// fills in the middle of a chunk spliced through the internal pipe: the bytes taken from the
+/// source and not delivered stay with the (src, dst) pair ([`TransferStats::held`],
+/// [`held`](super::held)) and the next transfer between the same two files, blocking or not,
+/// delivers them first. `count` counts delivered bytes, those included. With `src_off`, the
+/// offset is left at the first byte not yet delivered (so `offset + moved` is where the next
+/// call starts, whatever was parked); the file position, when used, is past the parked bytes.
+///
+/// # References
+///  - [splice(2)](https://man7.org/linux/man-pages/man2/splice.2.html),
+///    [sendfile(2)](https://man7.org/linux/man-pages/man2/sendfile.2.html)
+pub fn transfer_nonblocking(
+    src: BorrowedFd<'_>,
+    dst: BorrowedFd<'_>,
+    count: Option<u64>,
+    src_off: Option<&mut u64>,
+    dst_off: Option<&mut u64>,
+    checkpoint: &mut dyn FnMut() -> Result<(), Errno>,
+) -> (Result<u64, Errno>, TransferStats) {
+    transfer_impl(src, dst, count, src_off, dst_off, checkpoint, true)
+}
+
+fn transfer_impl(
+    src: BorrowedFd<'_>,
+    dst: BorrowedFd<'_>,
+    count: Option<u64>,
+    src_off: Option<&mut u64>,
+    dst_off: Option<&mut u64>,
+    checkpoint: &mut dyn FnMut() -> Result<(), Errno>,
+    nonblocking: bool,
+) -> (Result<u64, Errno>, TransferStats) {
     let mut stats = TransferStats {
         path: Path::ReadWrite,
         bytes: 0,
         fallbacks: Vec::new(),
         remembered: false,
+        would_block: None,
+        held: 0,
     };
+    let mut job = Job {
+        src,
+        dst,
+        dst_kind: FdKind::Other,
+        remaining: count,
+        src_off,
+        dst_off,
+        moved: 0,
+        checkpoint,
+        nonblocking,
+        held: None,
+    };
+    // Bytes an earlier non-blocking transfer took from this source for this destination go
+    // first.
+    if let Some((mut held, dst_kind)) = held::take(src, dst) {
+        stats.path = Path::SpliceViaPipe;
+        job.dst_kind = dst_kind;
+        let _sigpipe = (dst_kind == FdKind::Socket)
+            .then(crate::fd::SigpipeGuard::if_needed)
+            .flatten();
+        let before = job.moved;
+        let r = held.deliver(&mut job);
+        if let Some(off) = job.src_off.as_deref_mut() {
+            *off += job.moved - before; // the offset named the first undelivered byte
+        }
+        stats.bytes = job.moved;
+        // Kept for the next call unless the destination failed: a checkpoint's stop (a
+        // signal handler that raised: EINTR, ECANCELED) is no reason to drop them.
+        if matches!(r, Ok(_) | Err(Errno::INTR | Errno::CANCELED)) {
+            stats.held = held.len() as u64;
+            held::park(src, dst, held);
+        }
+        match r {
+            Ok(Some(side)) => {
+                stats.would_block = Some(side);
+                return (Ok(job.moved), stats);
+            }
+            Ok(None) if stats.held > 0 || job.finished() => return (Ok(job.moved), stats),
+            Ok(None) => {}
+            Err(e) => return (Err(e), stats),
+        }
+    }
+    let (result, stats) = choose_and_run(&mut job, count, stats);
+    finish(job, result, stats)
+}
+
+/// Parks what a non-blocking job held (moving its source offset back to the first byte not
+/// delivered) and fills in the stats.
+fn finish(
+    mut job: Job<'_>,
+    result: Result<Option<WouldBlock>, Errno>,
+    mut stats: TransferStats,
+) -> (Result<u64, Errno>, TransferStats) {
+    stats.bytes = job.moved;
+    if let Some(held) = job.held.take() {
+        stats.held = held.len() as u64;
+        if let Some(off) = job.src_off.as_deref_mut() {
+            *off -= stats.held;
+        }
+        held::park(job.src, job.dst, held);
+    }
+    match result {
+        Ok(side) => {
+            stats.would_block = side;
+            (Ok(job.moved), stats)
+        }
+        Err(e) => (Err(e), stats),
+    }
+}
+
+/// Picks the path for the fd kinds and runs it, falling back; `Ok(Some(side))` when a
+/// non-blocking job stopped at a side that would block.
+fn choose_and_run(
+    job: &mut Job<'_>,
+    count: Option<u64>,
+    mut stats: TransferStats,
+) -> (Result<Option<WouldBlock>, Errno>, TransferStats) {
+    let (src, dst) = (job.src, job.dst);
     let small = count.is_some_and(|c| c <= SMALL_TRANSFER);
     let kinds = if small {
         None
@@ -203,19 +349,9 @@ pub fn transfer(
             (Err(e), _) | (_, Err(e)) => return (Err(e), stats),
         }
     };
-    let dst_kind = kinds.as_ref().map_or(FdKind::Other, |(_, (k, _))| *k);
-    let mut job = Job {
-        src,
-        dst,
-        dst_kind,
-        remaining: count,
-        src_off,
-        dst_off,
-        moved: 0,
-        checkpoint,
-    };
+    job.dst_kind = kinds.as_ref().map_or(FdKind::Other, |(_, (k, _))| *k);
     let Some(((src_kind, src_st), (dst_kind, dst_st))) = kinds else {
-        return small_transfer(&mut job, stats);
+        return small_transfer(job, stats);
     };
     let key: PairKey = (src.as_raw_fd(), src_st, dst.as_raw_fd(), dst_st);
     // Splice and sendfile into a socket whose peer is gone raise SIGPIPE (no MSG_NOSIGNAL
@@ -234,19 +370,23 @@ pub fn transfer(
     for (i, &path) in paths.iter().enumerate().skip(start) {
         stats.path = path;
         let step = match path {
-            Path::CopyFileRange => engines::copy_file_range(&mut job),
-            Path::Sendfile => engines::sendfile(&mut job),
-            Path::Splice => engines::splice_direct(&mut job),
-            Path::SpliceViaPipe => engines::splice_via_pipe(&mut job, None),
-            Path::ReadWrite => engines::read_write(&mut job),
+            Path::CopyFileRange => engines::copy_file_range(job),
+            Path::Sendfile => engines::sendfile(job),
+            Path::Splice => engines::splice_direct(job),
+            Path::SpliceViaPipe => engines::splice_via_pipe(job, None),
+            Path::ReadWrite => engines::read_write(job),
         };
         stats.bytes = job.moved;
         match step {
-            Ok(Step::Done) => {
+            Ok(done @ (Step::Done | Step::Blocked(_))) => {
                 if i != start || !stats.remembered {
                     remember(key, path);
                 }
-                return (Ok(job.moved), stats);
+                let side = match done {
+                    Step::Blocked(side) => Some(side),
+                    _ => None,
+                };
+                return (Ok(side), stats);
             }
             Ok(Step::Unsupported(errno, reason)) => {
                 // The last path is read/write, which never reports Unsupported.
@@ -261,7 +401,7 @@ pub fn transfer(
             Err(e) => return (Err(e), stats),
         }
     }
-    (Ok(job.moved), stats)
+    (Ok(None), stats)
 }
 
 /// `transfer_all(src, dst)`: moves everything from `src` to `dst`, until `src` ends, by the
@@ -319,10 +459,13 @@ pub fn transfer_all(src: impl AsFd, dst: impl AsFd) -> Result<u64, Errno> {
 fn small_transfer(
     job: &mut Job<'_>,
     mut stats: TransferStats,
-) -> (Result<u64, Errno>, TransferStats) {
+) -> (Result<Option<WouldBlock>, Errno>, TransferStats) {
     stats.path = Path::SpliceViaPipe;
+    let side = |step: Step| match step {
+        Step::Blocked(side) => Some(side),
+        _ => None,
+    };
     let r = match engines::splice_via_pipe(job, None) {
-        Ok(Step::Done) => Ok(job.moved),
         Ok(Step::Unsupported(errno, reason)) => {
             stats.fallbacks.push(Fallback {
                 from: Path::SpliceViaPipe,
@@ -331,8 +474,9 @@ fn small_transfer(
                 reason,
             });
             stats.path = Path::ReadWrite;
-            engines::read_write(job).map(|_| job.moved)
+            engines::read_write(job).map(side)
         }
+        Ok(step) => Ok(side(step)),
         Err(e) => Err(e),
     };
     stats.bytes = job.moved;

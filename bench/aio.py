@@ -1,0 +1,674 @@
+"""fdkit.aio against the other asyncio event loops: uvloop, rloop and the standard library's.
+
+Same method as :mod:`bench.serve`: every program under test is its own process, pinned to
+CPU 0 (the load, wrk or a client, to CPU 1); the figure is the **CPU time of that process
+per request** (or per GiB): ``utime + stime`` from ``/proc/PID/stat``, in ns steps from
+``/proc/PID/task/*/schedstat`` when the two agree (:func:`._endpoints.cpu_between`), read
+before the load starts and after it ends; the contenders alternate in rounds (A B C D,
+B C D A, ...) and the medians are compared. ``ratio`` = the contender's CPU ÷ fdkit.aio's.
+
+Workloads (the programs are :mod:`bench.child.aio_servers` and :mod:`bench.child.aio_uvicorn`,
+each given the loop's name; each prints the loop class it runs on, which is checked):
+
+* ``hello``: an ``asyncio.Protocol`` keep-alive HTTP hello server (one write per batch of
+  requests) under ``wrk -t1 -c64 --latency``: server CPU per request, requests/s, p99.
+* ``uvicorn``: uvicorn + httptools serving a 6-line ASGI hello app, the loop given as
+  ``uvicorn --loop`` takes it (``fdkit.aio:new_event_loop``); same figures.
+* ``streams``: an asyncio streams echo server (``start_server``) and its client
+  (``open_connection``, on the same loop, pinned to CPU 1) moving N bytes in 64 KiB writes;
+  the server's CPU per GiB echoed (the client's is on stderr). The first (warm-up) round
+  checks every byte.
+* ``sendfile``: ``loop.sendfile(transport, file)`` of a 1 GiB file (sparse, on tmpfs when
+  ``/dev/shm`` is there: no disk) to a sink process that splices into ``/dev/null``; the
+  sending process's CPU per GiB. ``fallback=False`` first: a loop with no native path is
+  measured with asyncio's read/write fallback and the row says so; a loop with no
+  ``sendfile`` at all (uvloop) is left out with a note. The warm-up round checks SHA-256.
+
+A contender that cannot be imported is skipped with the ``pip install`` that adds it
+(``make bench`` and ``make demo`` install ``requirements-bench.txt``); wrk missing skips the
+HTTP rows (``make bench-tools``). A contender that fails, hangs (every measurement has a time
+bound) or answers wrong is left out of that workload with a note; one whose server holds
+more fds after a workload than before is named on stderr (a leak).
+
+Modes: full (3 rounds of 2 s after a 1 s warm-up; 512 MiB echoed and 1 GiB sent per round),
+``--quick`` (one 1 s round; 64 MiB, 256 MiB), tiny (``FDKIT_BENCH_TINY``: serve's small Python
+load generator instead of wrk, a few MiB).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.metadata
+import importlib.util
+import math
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TypeVar
+
+from bench._common import Result, alternate, compare, median, note, pick, skip, tiny
+from bench._endpoints import Child, GiB, MiB, file_sha, stop_process, warm
+from bench.child import script
+from bench.serve import (
+    HELLO,
+    SETTLE,
+    START_TIMEOUT,
+    Run,
+    Server,
+    _free_port,
+    _which,
+    install_command,
+    run_python_load,
+    run_wrk,
+    tree_cpu,
+)
+
+BENCH = "aio"
+LOOPS = ("fdkit", "uvloop", "rloop", "asyncio")
+OTHERS = ("uvloop", "asyncio", "rloop")
+WORKLOADS = ("hello", "uvicorn", "streams", "sendfile")
+# (row id, goal): the ratios the issue asks for; every other row shows a figure only
+GOALS = {
+    "aio_hello_vs_uvloop": 1.3,
+    "aio_hello_vs_asyncio": 1.6,
+    "aio_hello_p99_vs_uvloop": 1.0,
+    "aio_uvicorn_vs_uvloop": 1.1,
+    "aio_streams_vs_uvloop": 1.2,
+    "aio_sendfile_vs_asyncio": 1.0,
+}
+# the module each loop is imported from, and the distribution that provides it
+MODULES = {"fdkit": "fdkit.aio", "uvloop": "uvloop", "rloop": "rloop", "asyncio": "asyncio"}
+# the class each loop's program must report running on (a prefix of MODULE.CLASS)
+LOOP_CLASS = {"fdkit": "fdkit.aio.", "uvloop": "uvloop.", "rloop": "rloop.", "asyncio": "asyncio."}
+# what the uvicorn workload needs beyond the loop
+UVICORN_NEEDS = ("uvicorn", "httptools")
+CPU_UNIT = "us/req"
+RATE_UNIT = "req/s"
+LATENCY_UNIT = "ms p99"
+GIB_UNIT = "s/GiB"
+MIB_RATE_UNIT = "MiB/s"
+FD_LEAK_SLACK = 2  # more fds than this after a workload than before it is named as a leak
+
+T = TypeVar("T")
+
+
+# --- contenders ----------------------------------------------------------------------------
+
+
+def _requirement(dist: str) -> str:
+    """``dist==VERSION`` as pinned in requirements-bench.txt (just ``dist`` without a pin)."""
+    path = Path(__file__).resolve().parent.parent / "requirements-bench.txt"
+    with contextlib.suppress(OSError):
+        for line in path.read_text().splitlines():
+            spec = line.split("#", 1)[0].strip()
+            if re.match(rf"{re.escape(dist)}\s*==", spec, re.I):
+                return spec.replace(" ", "")
+    return dist
+
+
+def install_hint(dists: Sequence[str]) -> str:
+    """The command that installs ``dists`` into this interpreter, for a skip note."""
+    reqs = " ".join(_requirement(d) for d in dists)
+    return f"`{sys.executable} -m pip install {reqs}` (or `make bench` in a source tree)"
+
+
+def missing(names: Sequence[str]) -> list[str]:
+    """Which of the modules ``names`` this interpreter cannot import (found, not imported)."""
+    out = []
+    for name in names:
+        try:
+            found = importlib.util.find_spec(name) is not None
+        except (ImportError, ValueError):
+            found = False
+        if not found:
+            out.append(name)
+    return out
+
+
+def _version(dist: str) -> str:
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return "?"
+
+
+def _labels() -> dict[str, str]:
+    return {
+        "fdkit": "fdkit.aio",
+        "uvloop": f"uvloop {_version('uvloop')}",
+        "rloop": f"rloop {_version('rloop')}",
+        "asyncio": f"asyncio {sys.version.split()[0]}",
+    }
+
+
+LABELS = _labels()
+
+
+def _loop_line(text: str) -> tuple[str, str] | None:
+    """``(MODULE.CLASS, ENGINE)`` from a program's ``loop ...`` line, or None."""
+    m = re.search(r"^loop (\S+) (\S+)$", text, re.M)
+    return None if m is None else (m.group(1), m.group(2))
+
+
+def _check_loop(key: str, text: str, what: str) -> None:
+    """The program for ``key`` must say it runs on that loop (raises RuntimeError)."""
+    found = _loop_line(text)
+    if found is None or not found[0].startswith(LOOP_CLASS[key]):
+        raise RuntimeError(f"{what} for {key} runs on {found}, not {LOOP_CLASS[key]}*")
+    if key == "fdkit" and found[1] != "-":
+        LABELS["fdkit"] = f"fdkit.aio ({found[1]})"
+
+
+# --- ids -----------------------------------------------------------------------------------
+
+
+def row_ids(workload: str, other: str) -> list[str]:
+    """The row ids of fdkit against ``other`` in ``workload`` (the first is the CPU row)."""
+    if workload in ("hello", "uvicorn"):
+        return [f"aio_{workload}{k}_vs_{other}" for k in ("", "_rps", "_p99")]
+    return [f"aio_{workload}{k}_vs_{other}" for k in ("", "_rate")]
+
+
+def planned_ids(workloads: Sequence[str] = WORKLOADS) -> list[str]:
+    """Every row id ``run`` produces when every contender is here."""
+    return [i for w in workloads for o in OTHERS for i in row_ids(w, o)]
+
+
+# --- plan ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Plan:
+    conns: int
+    seconds: int
+    rounds: int
+    warmup: int
+    tiny_requests: int
+    echo_bytes: int
+    sendfile_bytes: int
+    byte_rounds: int
+
+
+def _plan(quick: bool) -> Plan:
+    return pick(
+        quick,
+        Plan(64, 2, 3, 1, 0, 512 * MiB, GiB, 3),
+        Plan(64, 1, 1, 0, 0, 64 * MiB, 256 * MiB, 1),
+        Plan(4, 0, 1, 0, 25, 4 * MiB, 4 * MiB, 1),
+    )
+
+
+# --- running contenders --------------------------------------------------------------------
+
+
+class Failed(RuntimeError):
+    """A contender could not do a measurement (the reason is the message)."""
+
+
+def guarded(contenders: dict[str, Callable[[], T]], what: str,
+            failed: dict[str, str]) -> dict[str, Callable[[], T | None]]:  # fmt: skip
+    """Each contender's measurement, where a failure (an error, a time bound reached) is
+    noted, recorded in ``failed`` and ends that contender's part in the case (it then returns
+    None): one hanging loop must not stop the bench."""
+
+    def wrap(key: str, fn: Callable[[], T]) -> Callable[[], T | None]:
+        def once() -> T | None:
+            if key in failed:
+                return None
+            try:
+                return fn()
+            except (RuntimeError, OSError, ValueError, subprocess.SubprocessError) as e:
+                failed[key] = str(e).splitlines()[0] if str(e) else type(e).__name__
+                note(f"aio {what}: {LABELS[key]} left out: {failed[key]}")
+                return None
+
+        return once
+
+    return {k: wrap(k, fn) for k, fn in contenders.items()}
+
+
+def _fd_count(pid: int) -> int:
+    try:
+        return len(os.listdir(f"/proc/{pid}/fd"))
+    except OSError:
+        return -1
+
+
+def _note_leaks(what: str, before: dict[str, tuple[int, int]]) -> None:
+    """Names a contender whose process holds more fds than before the workload."""
+    time.sleep(0.2)  # the last connections' closes arrive
+    for key, (pid, n0) in before.items():
+        n1 = _fd_count(pid)
+        if n0 >= 0 and n1 > n0 + FD_LEAK_SLACK:
+            note(f"aio {what}: {LABELS[key]} holds {n1 - n0} more fds than before the run "
+                 f"({n0} -> {n1}): a leak")  # fmt: skip
+
+
+def _wait_line(server: Server, pattern: str) -> None:
+    """Waits until the server's output has a line starting with ``pattern``."""
+    deadline = time.monotonic() + START_TIMEOUT
+    while not re.search(rf"^{re.escape(pattern)}", server.output(), re.M):
+        if server.proc.poll() is not None:
+            raise RuntimeError(
+                f"{server.name} exited with status {server.proc.returncode}: {server.output()}"
+            )
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{server.name} not ready within {START_TIMEOUT:g} s")
+        time.sleep(0.02)
+
+
+def _pin(pid: int, cpu: int) -> None:
+    if (os.cpu_count() or 1) >= 2 and hasattr(os, "sched_setaffinity"):
+        with contextlib.suppress(OSError):
+            os.sched_setaffinity(pid, {cpu})
+
+
+def _start_child(stack: contextlib.ExitStack, key: str, argv: Sequence[str], cpu: int,
+                 pass_fds: Sequence[int] = ()) -> Child:  # fmt: skip
+    """A command program on ``cpu`` (stopped by pid at the end of ``stack``)."""
+    child = Child(f"{argv[2]} program on {key}", argv, pass_fds)
+    stack.callback(child.stop)
+    _pin(child.pid, cpu)
+    return child
+
+
+def _available(workload: str, needs: Sequence[str] = ()) -> list[str]:
+    """The loops that can run ``workload`` here; the others' rows are skipped, saying why."""
+    keys = []
+    for key in LOOPS:
+        lacking = missing([MODULES[key], *needs])
+        if not lacking:
+            keys.append(key)
+            continue
+        ids = [i for o in OTHERS for i in row_ids(workload, o)] if key == "fdkit" else (
+            row_ids(workload, key))  # fmt: skip
+        skip(BENCH, ids, f"{', '.join(lacking)} is not installed; {install_hint(lacking)} "
+                         "adds these rows")  # fmt: skip
+    return keys if "fdkit" in keys else []
+
+
+# --- HTTP workloads (hello, uvicorn) ------------------------------------------------------
+
+
+Figures = dict[str, dict[str, float]]
+
+
+def _http_servers(stack: contextlib.ExitStack, workload: str, keys: Sequence[str],
+                  failed: dict[str, str]) -> dict[str, Server]:  # fmt: skip
+    """Every loop's server for ``workload`` started at once, then each checked (its loop, and
+    ``GET /`` answering the hello bytes)."""
+    started: dict[str, Server] = {}
+    for key in keys:
+        port = _free_port()
+        if workload == "hello":
+            argv = [sys.executable, script("aio_servers"), "hello", key, "127.0.0.1", str(port)]
+        else:
+            argv = [sys.executable, script("aio_uvicorn"), key, "127.0.0.1", str(port)]
+        s = Server(key, argv, port, name=f"{workload} server on {LABELS[key]}", bench=BENCH)
+        stack.callback(s.stop)
+        started[key] = s
+    ready: dict[str, Server] = {}
+    for key, s in started.items():
+        try:
+            s.wait_ready("/", HELLO)
+            _check_loop(key, s.output(), s.name)
+        except RuntimeError as e:
+            failed[key] = str(e).splitlines()[0]
+            note(f"aio {workload}: {LABELS[key]} left out: {failed[key]}")
+            s.stop()
+            continue
+        s.name = f"{workload} server on {LABELS[key]}"
+        ready[key] = s
+    return ready
+
+
+def _spread(values: Sequence[float]) -> str:
+    """``min-max`` of a contender's rounds, for the notes (the machine is noisy)."""
+    return f"{min(values):.3g}-{max(values):.3g}" if values else "-"
+
+
+def _http_measure(wrk: str | None, plan: Plan, server: Server) -> Callable[[], Run]:
+    calls = [0]
+
+    def once() -> Run:
+        calls[0] += 1
+        if wrk is None:
+            run = run_python_load(server, "/", plan.conns, plan.tiny_requests)
+        else:
+            warm = calls[0] <= plan.warmup
+            run = run_wrk(wrk, server, "/", plan.conns, 1 if warm else plan.seconds)
+        if run.requests <= 0:
+            raise Failed(f"no request answered in {server.name}")
+        return run
+
+    return once
+
+
+def _http_rows(workload: str, case: str, figs: Figures, other: str) -> list[Result]:
+    a, b, name = figs["fdkit"], figs[other], LABELS[other]
+    cpu_id, rps_id, p99_id = row_ids(workload, other)
+    return [
+        compare(cpu_id, BENCH, case, "server CPU per request (utime+stime)", CPU_UNIT,
+                a["cpu"], b["cpu"], name, GOALS.get(cpu_id)),
+        compare(rps_id, BENCH, case, "requests per second (wrk)", RATE_UNIT,
+                a["rate"], b["rate"], name, GOALS.get(rps_id)),
+        compare(p99_id, BENCH, case, "p99 latency (wrk)", LATENCY_UNIT,
+                a["p99"], b["p99"], name, GOALS.get(p99_id)),
+    ]  # fmt: skip
+
+
+def _left_out(workload: str, failed: dict[str, str]) -> list[Result]:
+    """Records the rows of the contenders in ``failed`` as skipped (all when fdkit is)."""
+    for key, why in failed.items():
+        ids = planned_ids([workload]) if key == "fdkit" else row_ids(workload, key)
+        skip(BENCH, ids, f"{LABELS[key]}: {why}")
+    return []
+
+
+def http_workload(workload: str, wrk: str | None, plan: Plan) -> list[Result]:
+    """``hello`` or ``uvicorn``: every loop's server under the same load, alternating."""
+    needs = UVICORN_NEEDS if workload == "uvicorn" else ()
+    keys = _available(workload, needs)
+    if not keys:
+        return []
+    failed: dict[str, str] = {}
+    with contextlib.ExitStack() as stack:
+        servers = _http_servers(stack, workload, keys, failed)
+        if "fdkit" not in servers:
+            return _left_out(workload, failed)
+        fds = {k: (s.proc.pid, _fd_count(s.proc.pid)) for k, s in servers.items()}
+        contenders = {k: _http_measure(wrk, plan, s) for k, s in servers.items()}
+        runs = alternate(guarded(contenders, workload, failed), plan.rounds, plan.warmup)
+        _note_leaks(workload, fds)
+    if "fdkit" in failed:
+        return _left_out(workload, failed)
+    figs: Figures = {
+        k: {
+            "cpu": median([r.cpu_us for r in rs if r is not None]),
+            "rate": median([r.rate for r in rs if r is not None]),
+            "p99": median([r.p99_ms for r in rs if r is not None]),
+        }
+        for k, rs in runs.items()
+        if k not in failed
+    }
+    note(f"aio {workload} c{plan.conns}: " + "; ".join(
+        f"{LABELS[k]} {f['cpu']:.2f} us/req ({_spread([r.cpu_us for r in runs[k] if r])}), "
+        f"{f['rate']:,.0f} req/s, p99 {f['p99']:.2f} ms"
+        for k, f in figs.items()))  # fmt: skip
+    load = "wrk -t1" if wrk is not None else "python load generator (smoke test)"
+    what = ("asyncio.Protocol hello" if workload == "hello"
+            else "uvicorn + httptools, ASGI hello")  # fmt: skip
+    case = f"{LABELS['fdkit']}, {what} [{plan.conns} keep-alive connections, {load}]"
+    rows: list[Result] = []
+    for other in OTHERS:
+        if other in figs:
+            rows += _http_rows(workload, case, figs, other)
+    _left_out(workload, failed)
+    return rows
+
+
+# --- byte workloads (streams, sendfile) ----------------------------------------------------
+
+
+@dataclass
+class Moved:
+    """One byte-moving measurement: bytes, wall seconds, the measured process's CPU seconds,
+    and the other end's (the echo client's; 0 for sendfile)."""
+
+    count: int
+    wall: float
+    cpu: float
+    peer_cpu: float = 0.0
+    how: str = ""
+
+    @property
+    def cpu_per_gib(self) -> float:
+        return self.cpu * GiB / self.count if self.count else math.nan
+
+    @property
+    def peer_per_gib(self) -> float:
+        return self.peer_cpu * GiB / self.count if self.count else math.nan
+
+    @property
+    def mib_s(self) -> float:
+        return self.count / MiB / self.wall if self.wall > 0 else math.nan
+
+
+def _time_bound(n: int) -> float:
+    """Seconds a measurement of ``n`` bytes may take before the contender counts as hung
+    (20 MiB/s, a tenth of the slowest loop seen here, plus start-up)."""
+    return 15.0 + n / (20 * MiB)
+
+
+def _byte_rows(workload: str, case: str, figs: dict[str, list[Moved]], other: str,
+               metric: str) -> list[Result]:  # fmt: skip
+    a, b = figs["fdkit"], figs[other]
+    name = LABELS[other] + (f" ({b[0].how})" if b[0].how else "")
+    cpu_id, rate_id = row_ids(workload, other)
+    return [
+        compare(cpu_id, BENCH, case, metric, GIB_UNIT, median([m.cpu_per_gib for m in a]),
+                median([m.cpu_per_gib for m in b]), name, GOALS.get(cpu_id)),
+        compare(rate_id, BENCH, case, "MiB/s (wall)", MIB_RATE_UNIT,
+                median([m.mib_s for m in a]), median([m.mib_s for m in b]), name,
+                GOALS.get(rate_id)),
+    ]  # fmt: skip
+
+
+def _byte_results(workload: str, case: str, runs: dict[str, list[Moved | None]],
+                  failed: dict[str, str], metric: str) -> list[Result]:  # fmt: skip
+    if "fdkit" in failed:
+        return _left_out(workload, failed)
+    figs = {k: [m for m in ms if m is not None] for k, ms in runs.items() if k not in failed}
+    figs = {k: ms for k, ms in figs.items() if ms}
+    note(f"aio {workload}: " + "; ".join(
+        f"{LABELS[k]}{' (' + ms[0].how + ')' if ms[0].how else ''} "
+        f"{median([m.cpu_per_gib for m in ms]):.3f} s/GiB ({_spread([m.cpu_per_gib for m in ms])})"
+        + (f" (client {median([m.peer_per_gib for m in ms]):.3f})" if ms[0].peer_cpu else "")
+        + f", {median([m.mib_s for m in ms]):,.0f} MiB/s"
+        for k, ms in figs.items()))  # fmt: skip
+    rows: list[Result] = []
+    for other in OTHERS:
+        if other in figs and "fdkit" in figs:
+            rows += _byte_rows(workload, case, figs, other, metric)
+    _left_out(workload, failed)
+    return rows
+
+
+def streams_workload(plan: Plan) -> list[Result]:
+    """The streams echo: server (CPU 0) and client (CPU 1) on the same loop, per loop."""
+    keys = _available("streams")
+    if not keys:
+        return []
+    n = plan.echo_bytes
+    failed: dict[str, str] = {}
+    with contextlib.ExitStack() as stack:
+        pairs: dict[str, tuple[Server, Child]] = {}
+        for key in keys:
+            port = _free_port()
+            argv = [sys.executable, script("aio_servers"), "echo", key, "127.0.0.1", str(port)]
+            server = Server(key, argv, port, name=f"echo server on {LABELS[key]}", bench=BENCH)
+            stack.callback(server.stop)
+            client = _start_child(stack, key, [sys.executable, script("aio_servers"),
+                                               "echo-client", key], cpu=1)  # fmt: skip
+            pairs[key] = (server, client)
+        for key, (server, client) in list(pairs.items()):
+            try:
+                _wait_line(server, "listening")
+                _check_loop(key, server.output(), server.name)
+                _check_loop(key, client.reply(START_TIMEOUT), f"echo client on {key}")
+            except RuntimeError as e:
+                failed[key] = str(e).splitlines()[0]
+                note(f"aio streams: {LABELS[key]} left out: {failed[key]}")
+                del pairs[key]
+        fds = {k: (s.proc.pid, _fd_count(s.proc.pid)) for k, (s, _) in pairs.items()}
+
+        def measure(server: Server, client: Child) -> Callable[[], Moved]:
+            calls = [0]
+
+            def once() -> Moved:
+                calls[0] += 1
+                mode = "check" if calls[0] == 1 else "count"
+                cpu, peer = tree_cpu(server.pids()), tree_cpu([client.pid])
+                t0 = time.perf_counter()
+                answer = client.ask(f"127.0.0.1 {server.port} {n} {mode}", _time_bound(n))
+                wall = time.perf_counter() - t0
+                time.sleep(SETTLE)
+                if answer != f"echoed {n}":
+                    raise Failed(f"echo client answered {answer!r}")
+                return Moved(n, wall, cpu(), peer())
+
+            return once
+
+        contenders = {k: measure(s, c) for k, (s, c) in pairs.items()}
+        runs = alternate(guarded(contenders, "streams", failed), plan.byte_rounds, 1)
+        _note_leaks("streams", fds)
+    size = f"{n // MiB} MiB" if n < GiB else f"{n // GiB} GiB"
+    case = (f"{LABELS['fdkit']}, asyncio streams echo (start_server/open_connection, same loop"
+            f" both ends) [64 KiB writes, {size} per round]")  # fmt: skip
+    return _byte_results("streams", case, runs, failed, "echo server CPU per GiB echoed")
+
+
+@contextlib.contextmanager
+def _sparse_file(size: int) -> Iterator[str]:
+    """A ``size``-byte file on tmpfs when there is one: random first and last MiB, a hole
+    between (no disk, and no memory for the hole)."""
+    shm = "/dev/shm"
+    where = shm if os.path.isdir(shm) and os.access(shm, os.W_OK) else None
+    with tempfile.TemporaryDirectory(prefix="fdkit-bench-aio-", dir=where) as d:
+        path = os.path.join(d, "data")
+        edge = min(MiB, size // 2)
+        with open(path, "wb") as f:
+            f.write(os.urandom(edge))
+            f.truncate(size)
+            f.seek(size - edge)
+            f.write(os.urandom(edge))
+        yield path
+
+
+class Sink:
+    """A loopback listener and the accept-sink endpoint on it (CPU 1); both replaced when a
+    failed sender leaves the sink stuck (a connection its loop never closes: rloop's here)."""
+
+    def __init__(self, stack: contextlib.ExitStack) -> None:
+        self.stack = stack
+        self.port = 0
+        self.child = self._start()
+
+    def _start(self) -> Child:
+        listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        with listener:
+            listener.bind(("127.0.0.1", 0))
+            listener.listen(16)
+            self.port = listener.getsockname()[1]
+            fd = listener.fileno()
+            child = Child.endpoint("accept-sink", str(fd), pass_fds=[fd])
+        self.stack.callback(child.stop)
+        _pin(child.pid, 1)
+        return child
+
+    def unblock(self) -> None:
+        """After a failed send: take the sink's answer for the connection the sender made;
+        when none comes (no connection, or one left open), the sink is killed by pid and a
+        new one started on a new listener (the old one's queue dies with it)."""
+        try:
+            self.child.reply(1.0)
+        except RuntimeError:
+            stop_process(self.child.proc, signal.SIGKILL, 5.0)
+            self.child = self._start()
+
+
+def sendfile_workload(plan: Plan) -> list[Result]:
+    """``loop.sendfile`` of one file per round into a sink process, per loop."""
+    keys = _available("sendfile")
+    if not keys:
+        return []
+    n = plan.sendfile_bytes
+    failed: dict[str, str] = {}
+    with contextlib.ExitStack() as stack:
+        path = stack.enter_context(_sparse_file(n))
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        stack.callback(os.close, fd)
+        warm(fd)
+        sink = Sink(stack)
+        senders: dict[str, Child] = {}
+        for key in keys:
+            argv = [sys.executable, script("aio_servers"), "sendfile", key, path]
+            senders[key] = _start_child(stack, key, argv, cpu=0)
+        for key, sender in list(senders.items()):
+            try:
+                _check_loop(key, sender.reply(START_TIMEOUT), f"sendfile program on {key}")
+            except RuntimeError as e:
+                failed[key] = str(e).splitlines()[0]
+                note(f"aio sendfile: {LABELS[key]} left out: {failed[key]}")
+                del senders[key]
+        expected: list[str] = []
+
+        def measure(sender: Child) -> Callable[[], Moved]:
+            calls = [0]
+
+            def once() -> Moved:
+                calls[0] += 1
+                mode = "sha" if calls[0] == 1 else "count"
+                if mode == "sha" and not expected:
+                    expected.append(file_sha(fd))
+                sink.child.send(mode)
+                cpu = tree_cpu([sender.pid])
+                t0 = time.perf_counter()
+                answer = sender.ask(f"127.0.0.1 {sink.port} {n}", _time_bound(n))
+                wall = time.perf_counter() - t0
+                time.sleep(SETTLE)
+                used = cpu()
+                words = answer.split()
+                if words[0] != "sent":
+                    sink.unblock()
+                    if words[0] == "unsupported":
+                        raise Failed(f"no loop.sendfile ({answer.split(' ', 1)[1]})")
+                    raise Failed(f"the sendfile program answered {answer!r}")
+                got = sink.child.reply(_time_bound(n)).split()
+                if words[:2] != ["sent", str(n)] or got[0] != str(n):
+                    raise Failed(f"sent {answer!r}, the sink got {got[0]} of {n} bytes")
+                if mode == "sha" and got[1] != expected[0]:
+                    raise Failed("the sink got other bytes than the file's")
+                return Moved(n, wall, used, how=words[2] if len(words) > 2 else "")
+
+            return once
+
+        contenders = {k: measure(s) for k, s in senders.items()}
+        runs = alternate(guarded(contenders, "sendfile", failed), plan.byte_rounds, 1)
+    size = f"{n // MiB} MiB" if n < GiB else f"{n // GiB} GiB"
+    fdkit_how = next((m.how for m in runs.get("fdkit", []) if m is not None), "?")
+    case = (f"{LABELS['fdkit']}, loop.sendfile(transport, file) over TCP ({fdkit_how}) "
+            f"[{size} per round, file on tmpfs]")  # fmt: skip
+    return _byte_results("sendfile", case, runs, failed, "sender CPU per GiB")
+
+
+# --- the bench -----------------------------------------------------------------------------
+
+
+def run(quick: bool) -> list[Result]:
+    """The four workloads, each with every loop here, alternating."""
+    plan = _plan(quick)
+    wrk: str | None = None
+    rows: list[Result] = []
+    http = True
+    if not tiny():
+        wrk = _which("wrk")
+        http = wrk is not None
+        if wrk is None:
+            skip(BENCH, planned_ids(("hello", "uvicorn")),
+                 f"wrk is not installed; `{install_command('wrk')}` (or `make bench-tools` in a "
+                 "source tree) adds these rows")  # fmt: skip
+    if http:
+        rows += http_workload("hello", wrk, plan)
+        rows += http_workload("uvicorn", wrk, plan)
+    rows += streams_workload(plan)
+    rows += sendfile_workload(plan)
+    return rows

@@ -1,0 +1,390 @@
+"""fdkit.aio's io_uring engine: what the CPython suites cannot see from outside.
+
+Streams paused with bytes in flight lose none and deliver none early; provided buffers that
+run dry never reach user code; a closed connection's late completions never reach the next
+owner of its fd number; servers accept through multishot accept; a loop closed with ops in
+flight reaps them; without io_uring the same loop runs on epoll and says why.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pytest
+
+import fdkit.aio
+from fdkit import uring
+from fdkit.aio import EventLoop
+
+HERE = Path(__file__).resolve().parent
+_ok, _why = uring.available()
+needs_uring = pytest.mark.skipif(not _ok, reason=f"io_uring unavailable: {_why}")
+
+
+def run(coro: Any, loop_cls: type[EventLoop] = EventLoop) -> Any:
+    with asyncio.Runner(loop_factory=loop_cls) as runner:
+        return runner.run(coro)
+
+
+@needs_uring
+def test_engine_is_io_uring_where_the_kernel_has_it() -> None:
+    async def main() -> str:
+        loop = asyncio.get_running_loop()
+        assert isinstance(loop, EventLoop)
+        assert loop.engine_reason is None
+        return loop.engine
+
+    assert run(main()) == "io_uring"
+    assert fdkit.aio.engine_available() == "io_uring"
+
+
+def test_engine_epoll_on_request_and_bad_engine_refused() -> None:
+    loop = EventLoop(engine="epoll")
+    try:
+        assert loop.engine == "epoll"
+        assert loop.engine_reason == "engine='epoll' was asked for"
+    finally:
+        loop.close()
+    with pytest.raises(ValueError, match="engine must be"):
+        EventLoop(engine="kqueue")  # type: ignore[arg-type]
+
+
+def test_without_io_uring_the_loop_runs_on_epoll_and_says_why() -> None:
+    code = (
+        "import asyncio, fdkit.aio\n"
+        "async def main():\n"
+        "    async def echo(r, w):\n"
+        "        w.write(await r.read(5)); await w.drain(); w.close()\n"
+        "    s = await asyncio.start_server(echo, '127.0.0.1', 0)\n"
+        "    r, w = await asyncio.open_connection(*s.sockets[0].getsockname())\n"
+        "    w.write(b'hello'); data = await r.read(); w.close(); s.close()\n"
+        "    loop = asyncio.get_running_loop()\n"
+        "    return loop.engine, loop.engine_reason, data\n"
+        "print(fdkit.aio.run(main()))\n"
+    )
+    r = subprocess.run(
+        [sys.executable, str(HERE / "helpers" / "no_uring.py"), sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    if r.returncode == 77:
+        pytest.skip("no seccomp filter for this architecture")
+    assert r.returncode == 0, r.stderr
+    engine, reason, data = eval(r.stdout)
+    assert engine == "epoll"
+    assert data == b"hello"
+    assert "ENOSYS" in reason or "io_uring" in reason, reason
+
+
+class _Collect(asyncio.Protocol):
+    def __init__(self) -> None:
+        self.chunks: list[bytes] = []
+        self.paused = False
+        self.calls_while_paused = 0
+        self.eof = asyncio.get_running_loop().create_future()
+        self.transport: Any = None
+
+    def connection_made(self, transport: Any) -> None:
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        if self.paused:
+            self.calls_while_paused += 1
+        self.chunks.append(data)
+
+    def eof_received(self) -> None:
+        self.eof.set_result(None)
+
+
+@needs_uring
+def test_pause_reading_holds_bytes_in_flight_and_resume_delivers_them_in_order() -> None:
+    payload = os.urandom(4 * 1024 * 1024)
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        proto: list[_Collect] = []
+
+        def factory() -> _Collect:
+            proto.append(_Collect())
+            return proto[0]
+
+        server = await loop.create_server(factory, "127.0.0.1", 0)
+        _r, w = await asyncio.open_connection(*server.sockets[0].getsockname())
+        w.write(payload)
+        writer_done = asyncio.ensure_future(w.drain())
+        while not proto or not proto[0].chunks:
+            await asyncio.sleep(0.001)
+        p = proto[0]
+        # Paused after the first bytes, ten times, while the sender keeps sending.
+        for _ in range(10):
+            p.transport.pause_reading()
+            p.paused = True
+            await asyncio.sleep(0.01)
+            p.paused = False
+            p.transport.resume_reading()
+            await asyncio.sleep(0.002)
+        await writer_done
+        w.write_eof()
+        await asyncio.wait_for(p.eof, 10)
+        assert p.calls_while_paused == 0
+        assert hashlib.sha256(b"".join(p.chunks)).digest() == hashlib.sha256(payload).digest()
+        w.close()
+        p.transport.close()
+        server.close()
+        await server.wait_closed()
+
+    run(main())
+
+
+class _TinyBuffers(EventLoop):
+    _reactor_options: ClassVar[dict[str, int]] = {"buffers": 2, "buffer_size": 512}
+
+
+@needs_uring
+def test_provided_buffers_running_dry_never_reach_user_code() -> None:
+    """Two 512-byte buffers for 32 connections sending 256 KiB each at once: ENOBUFS ends the
+    multishot receives over and over; every byte still arrives, and no error is seen."""
+    errors: list[dict[str, Any]] = []
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        loop.set_exception_handler(lambda _loop, ctx: errors.append(ctx))
+        digests: dict[int, str] = {}
+
+        async def sink(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+            data = await r.read()
+            w.write(hashlib.sha256(data).hexdigest().encode())
+            await w.drain()
+            w.close()
+
+        server = await asyncio.start_server(sink, "127.0.0.1", 0)
+        addr = server.sockets[0].getsockname()
+
+        async def client(i: int) -> None:
+            payload = os.urandom(256 * 1024)
+            r, w = await asyncio.open_connection(*addr)
+            w.write(payload)
+            await w.drain()
+            w.write_eof()
+            got = (await r.read()).decode()
+            assert got == hashlib.sha256(payload).hexdigest()
+            digests[i] = got
+            w.close()
+
+        await asyncio.wait_for(asyncio.gather(*(client(i) for i in range(32))), 60)
+        assert len(digests) == 32
+        server.close()
+        await server.wait_closed()
+
+    run(main(), _TinyBuffers)
+    assert errors == []
+
+
+@needs_uring
+def test_a_closed_connections_late_bytes_never_reach_the_next_owner_of_its_fd() -> None:
+    """Transport A is closed while its peer keeps sending; B, accepted right after, usually
+    gets A's fd number. B must see only its own peer's bytes."""
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        seen: dict[str, list[bytes]] = {}
+        fds: dict[str, int] = {}
+
+        class Named(asyncio.Protocol):
+            def connection_made(self, transport: Any) -> None:
+                self.transport = transport
+                self.name: str | None = None
+
+            def data_received(self, data: bytes) -> None:
+                if self.name is None:
+                    self.name = data[:1].decode()
+                    fds[self.name] = self.transport.get_extra_info("socket").fileno()
+                    seen[self.name] = []
+                    if self.name == "A":
+                        self.transport.close()
+                        return
+                seen[self.name].append(data)
+
+        server = await loop.create_server(Named, "127.0.0.1", 0)
+        addr = server.sockets[0].getsockname()
+        ca = socket.create_connection(addr)
+        ca.sendall(b"A" * 100)
+        while "A" not in fds:
+            await asyncio.sleep(0.001)
+        # A's peer keeps sending into the closed connection (bytes that may be in flight).
+        with contextlib.suppress(OSError):
+            ca.send(b"a" * 65536, socket.MSG_DONTWAIT)
+        await asyncio.sleep(0.01)
+        cb = socket.create_connection(addr)
+        cb.sendall(b"B" * 10)
+        while "B" not in fds:
+            await asyncio.sleep(0.001)
+        cb.sendall(b"b" * 1000)
+        cb.shutdown(socket.SHUT_WR)
+        for _ in range(200):
+            if sum(map(len, seen["B"])) >= 1000 - 10 + 10:
+                break
+            await asyncio.sleep(0.005)
+        data = b"".join(seen["B"])
+        assert set(data) <= set(b"Bb"), data[:40]
+        ca.close()
+        cb.close()
+        server.close()
+        await server.wait_closed()
+
+    run(main())
+
+
+def _open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+@needs_uring
+@pytest.mark.filterwarnings("ignore::ResourceWarning")
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+def test_closing_a_loop_with_ops_in_flight_reaps_them_and_leaks_no_fd() -> None:
+    before = _open_fds()
+    loop = EventLoop()
+    peers: list[socket.socket] = []
+    kept: list[Any] = []
+
+    async def main() -> None:
+        server = await asyncio.start_server(lambda r, w: kept.append(w), "127.0.0.1", 0)
+        addr = server.sockets[0].getsockname()
+        for _ in range(20):
+            kept.append(await asyncio.open_connection(*addr))  # receives armed, nothing sent
+        for _ in range(5):
+            peers.append(socket.create_connection(addr))  # accepted, then left
+        await asyncio.sleep(0.05)
+        assert loop._reactor.in_flight() >= 20
+
+    loop.run_until_complete(main())
+    loop.close()  # nothing closed the transports or the server: the loop's close must cope
+    for p in peers:
+        p.close()
+    kept.clear()
+    import gc
+
+    gc.collect()
+    assert _open_fds() <= before
+
+
+@needs_uring
+def test_servers_accept_through_multishot_accept() -> None:
+    async def main() -> int:
+        loop = asyncio.get_running_loop()
+        server = await asyncio.start_server(lambda r, w: w.close(), "127.0.0.1", 0)
+        assert len(loop._listeners) == 1  # type: ignore[attr-defined]
+        addr = server.sockets[0].getsockname()
+
+        async def one() -> bytes:
+            r, w = await asyncio.open_connection(*addr)
+            data = await r.read()
+            w.close()
+            return data
+
+        got = await asyncio.gather(*(one() for _ in range(300)))
+        server.close()
+        await server.wait_closed()
+        assert loop._listeners == {}  # type: ignore[attr-defined]
+        with pytest.raises(ConnectionRefusedError):
+            socket.create_connection(addr, timeout=2)
+        return len(got)
+
+    assert run(main()) == 300
+
+
+class _SmallBuffers(EventLoop):
+    _reactor_options: ClassVar[dict[str, int]] = {"buffers": 64, "buffer_size": 1024}
+
+
+@needs_uring
+def test_pause_reading_inside_data_received_stops_the_rest_of_the_batch() -> None:
+    """1 KiB buffers: one wait reaps many chunks of one stream. A protocol that pauses in
+    data_received must get no further call until it resumes, and lose nothing."""
+    payload = os.urandom(2 * 1024 * 1024)
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        done = loop.create_future()
+
+        class Pausing(asyncio.Protocol):
+            def __init__(self) -> None:
+                self.paused = False
+                self.early = 0
+                self.chunks: list[bytes] = []
+
+            def connection_made(self, transport: Any) -> None:
+                self.transport = transport
+
+            def data_received(self, data: bytes) -> None:
+                if self.paused:
+                    self.early += 1
+                self.chunks.append(data)
+                self.paused = True
+                self.transport.pause_reading()
+                loop.call_soon(self.resume)
+
+            def resume(self) -> None:
+                self.paused = False
+                self.transport.resume_reading()
+
+            def eof_received(self) -> None:
+                done.set_result(self)
+
+        server = await loop.create_server(Pausing, "127.0.0.1", 0)
+        peer = socket.create_connection(server.sockets[0].getsockname())
+        peer.setblocking(False)
+        await loop.sock_sendall(peer, payload)
+        peer.shutdown(socket.SHUT_WR)
+        p = await asyncio.wait_for(done, 30)
+        assert p.early == 0
+        assert b"".join(p.chunks) == payload
+        assert len(p.chunks) > 100
+        peer.close()
+        p.transport.close()
+        server.close()
+        await server.wait_closed()
+
+    run(main(), _SmallBuffers)
+
+
+@needs_uring
+def test_a_data_received_that_raises_goes_to_the_exception_handler_and_the_loop_goes_on() -> None:
+    contexts: list[dict[str, Any]] = []
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        loop.set_exception_handler(lambda _l, ctx: contexts.append(ctx))
+        lost = loop.create_future()
+
+        class Boom(asyncio.Protocol):
+            def data_received(self, data: bytes) -> None:
+                raise ZeroDivisionError("boom")
+
+            def connection_lost(self, exc: BaseException | None) -> None:
+                lost.set_result(exc)
+
+        server = await loop.create_server(Boom, "127.0.0.1", 0)
+        peer = socket.create_connection(server.sockets[0].getsockname())
+        peer.sendall(b"x")
+        exc = await asyncio.wait_for(lost, 10)
+        assert isinstance(exc, ZeroDivisionError)
+        await asyncio.sleep(0)
+        peer.close()
+        server.close()
+        await server.wait_closed()
+
+    run(main())
+    assert len(contexts) == 1
+    assert contexts[0]["message"] == "Fatal error: protocol.data_received() call failed."
+    assert isinstance(contexts[0]["exception"], ZeroDivisionError)
