@@ -149,7 +149,7 @@ def check_stats(stats: TransferStats | None, moved: int, planned: str, may_fall:
     """The stats agree with the return value, and every fallback is explained and chained:
     ``planned → … → stats["path"]``."""
     assert stats is not None
-    assert set(stats) == {"path", "bytes", "fallbacks", "remembered"}
+    assert set(stats) == {"path", "bytes", "fallbacks", "remembered", "would_block", "held"}
     assert stats["bytes"] == moved
     assert stats["path"] in PATHS
     fallbacks = stats["fallbacks"]
