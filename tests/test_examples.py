@@ -23,6 +23,13 @@ HEADER = re.compile(r"# examples/(readme_\w+\.py)\b")
 
 #: What each script must print (substrings of its stdout), as its comments say.
 EXPECTED = {
+    "readme_aio_tour.py": [
+        "EventLoop ",
+        "b'HELLO, RING\\n'",
+        "(1048576, '",
+        ") 1048576\n",
+        "\n20000\n",
+    ],
     "readme_fd_tour.py": ["greeted 127.0.0.1:", "b'hello\\n'", "1000000 []"],
     "readme_zerocopy_tour.py": ["4194304 {'path': ", "61440", "7 5 b'request' b'reply'"],
     "readme_atomic_pipe_tour.py": ["100000\n1\n1\n1\n", "line 14", "burst 23", "message 10000"],
