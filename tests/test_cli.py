@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+import fdkit.aio
+
 FDKIT = shutil.which("fdkit", path=os.path.dirname(sys.executable)) or "fdkit"
 
 
@@ -72,6 +74,9 @@ def test_doctor_reports_this_kernel() -> None:
         assert u["ops"]["nop"] is True
     else:
         assert u["reason"].startswith("io_uring_setup")
+    # fdkit.aio's engine: what a new loop gets here, and the reason when it is not io_uring.
+    assert info["aio"]["engine"] == fdkit.aio.engine_available()
+    assert (info["aio"]["reason"] is None) == (info["aio"]["engine"] == "io_uring")
     for check in ("splice", "copy_file_range", "sendfile"):
         assert isinstance(info["checks"][check]["ok"], bool)
     # Text mode names the same facts.

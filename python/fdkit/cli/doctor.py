@@ -128,7 +128,25 @@ def collect() -> dict[str, Any]:
         "rlimit_nofile": {"soft": soft, "hard": hard},
         "somaxconn": _read_sysctl("/proc/sys/net/core/somaxconn"),
         "checks": {name: {"ok": ok, "detail": d} for name, (ok, d) in checks.items()},
+        "aio": _aio_engine(),
     }
+
+
+def _aio_engine() -> dict[str, Any]:
+    """The engine fdkit.aio's loop gets here, and why not io_uring when it does not."""
+    from fdkit.aio import EventLoop
+
+    loop = EventLoop()
+    try:
+        return {"engine": loop.engine, "reason": loop.engine_reason}
+    finally:
+        loop.close()
+
+
+def _aio_line(aio: dict[str, Any]) -> str:
+    if aio["engine"] == "io_uring":
+        return "fdkit.aio         io_uring  (multishot recv and accept on provided buffers)"
+    return f"fdkit.aio         epoll     {aio['reason']}"
 
 
 def _mark(ok: bool) -> str:
@@ -163,6 +181,7 @@ def render(info: dict[str, Any]) -> str:
     lines.append(f"somaxconn         {info['somaxconn']}")
     for name, c in info["checks"].items():
         lines.append(f"{name:<17} {_mark(c['ok'])}  {c['detail']}")
+    lines.append(_aio_line(info["aio"]))
     return "\n".join(lines)
 
 
@@ -179,6 +198,8 @@ def problems(info: dict[str, Any]) -> list[str]:
     for name, c in info["checks"].items():
         if not c["ok"]:
             lines.append(f"{name:<17} {_mark(c['ok'])}  {c['detail']}")
+    if u["available"] and info["aio"]["engine"] != "io_uring":
+        lines.append(_aio_line(info["aio"]))
     return lines
 
 
