@@ -388,3 +388,58 @@ def test_a_data_received_that_raises_goes_to_the_exception_handler_and_the_loop_
     assert len(contexts) == 1
     assert contexts[0]["message"] == "Fatal error: protocol.data_received() call failed."
     assert isinstance(contexts[0]["exception"], ZeroDivisionError)
+
+
+@needs_uring
+def test_a_forked_childs_copy_of_the_loop_never_touches_the_parents_ring() -> None:
+    """After fork(2) the ring is shared: a child that closes (or collects) its copy of the loop
+    must not cancel or reap anything, or the parent's completions vanish into the child."""
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        assert isinstance(loop, EventLoop)
+
+        handled = loop.create_future()
+
+        async def echo(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+            while data := await r.read(4096):
+                w.write(data)
+                await w.drain()
+            w.close()
+            await w.wait_closed()
+            handled.set_result(None)
+
+        server = await asyncio.start_server(echo, "127.0.0.1", 0)
+        r, w = await asyncio.open_connection(*server.sockets[0].getsockname())
+        w.write(b"before")
+        assert await asyncio.wait_for(r.readexactly(6), 10) == b"before"
+        pid = os.fork()
+        if pid == 0:  # the child: every use of the shared ring is refused, close is harmless
+            code = 1
+            try:
+                reactor = loop._reactor
+                assert reactor.closed
+                try:
+                    reactor.poll(0)
+                except RuntimeError as exc:
+                    code = 0 if "forked" in str(exc) else 3
+                reactor.close()
+                del reactor
+                import gc
+
+                gc.collect()
+            finally:
+                os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+        for i in range(200):  # the parent's receives and polls still work
+            msg = f"after {i}".encode()
+            w.write(msg)
+            assert await asyncio.wait_for(r.readexactly(len(msg)), 10) == msg
+        w.close()
+        await w.wait_closed()
+        await asyncio.wait_for(handled, 10)
+        server.close()
+        await server.wait_closed()
+
+    run(main())

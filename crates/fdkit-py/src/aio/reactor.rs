@@ -32,8 +32,6 @@ const SINK_ERROR: u8 = 6;
 #[pyclass(frozen, module = "fdkit._fdkit", name = "Reactor")]
 pub struct PyReactor {
     inner: Mutex<Option<Reactor>>,
-    /// Reused between polls: the core appends, we drain.
-    events: Mutex<Vec<Event>>,
     /// Each stream's sink: called with the bytes it receives (a protocol's `data_received`).
     sinks: Mutex<HashMap<u64, Py<PyAny>>>,
 }
@@ -52,10 +50,30 @@ impl PyReactor {
     fn with<T>(&self, f: impl FnOnce(&mut Reactor) -> T) -> PyResult<T> {
         let mut g = self.lock()?;
         match g.as_mut() {
+            Some(r) if r.forked() => Err(forked_error()),
             Some(r) => Ok(f(r)),
             None => Err(PyRuntimeError::new_err("the reactor is closed")),
         }
     }
+}
+
+impl Drop for PyReactor {
+    fn drop(&mut self) {
+        let inner = self.inner.get_mut().unwrap_or_else(|p| p.into_inner());
+        if let Some(r) = inner.take() {
+            if r.forked() {
+                // A forked child's copy collected without close(): see close().
+                std::mem::forget(r);
+            }
+        }
+    }
+}
+
+fn forked_error() -> PyErr {
+    PyRuntimeError::new_err(
+        "this event loop belongs to the parent process (it was forked): \
+         create a new loop in the child",
+    )
 }
 
 fn check_callable(sink: &Bound<'_, PyAny>) -> PyResult<()> {
@@ -104,7 +122,6 @@ impl PyReactor {
         .map_err(core_error)?;
         Ok(PyReactor {
             inner: Mutex::new(Some(r)),
-            events: Mutex::new(Vec::new()),
             sinks: Mutex::new(HashMap::new()),
         })
     }
@@ -193,32 +210,25 @@ impl PyReactor {
     #[pyo3(signature = (timeout = None))]
     fn poll<'py>(&self, py: Python<'py>, timeout: Option<f64>) -> PyResult<Bound<'py, PyList>> {
         let timeout = timeout_arg(timeout)?;
-        let mut events =
-            std::mem::take(&mut *self.events.lock().unwrap_or_else(|p| p.into_inner()));
         let result = {
             let mut g = self.lock()?;
             let Some(r) = g.as_mut() else {
                 return Err(PyRuntimeError::new_err("the reactor is closed"));
             };
+            if r.forked() {
+                return Err(forked_error());
+            }
             if timeout == Some(Duration::ZERO) {
-                r.poll(timeout, &mut events)
+                r.poll(timeout)
             } else {
-                without_gil(py, || r.poll(timeout, &mut events))
+                without_gil(py, || r.poll(timeout))
             }
         };
+        result.map_err(core_error)?;
         let list = PyList::empty(py);
-        let mut drained = events.drain(..);
-        while let Some(e) = drained.next() {
-            // Sinks run user code, which may pause or close any stream: each stream event is
-            // checked against the reactor's state of the moment (the lock is not held while
-            // Python runs, so that code can call back in).
-            let e = match e {
-                Event::Ready { .. } => e,
-                other => match self.with(|r| r.deliverable(other))? {
-                    Some(e) => e,
-                    None => continue,
-                },
-            };
+        // One event at a time, the lock released in between: a sink runs user code, which
+        // may pause, resume or close any stream (and the reactor then holds back the rest).
+        while let Some(e) = self.with(|r| r.next_event())? {
             let item = match e {
                 Event::Ready { fd, ready } => (READY, fd, ready.mask()).into_pyobject(py)?,
                 Event::Data { stream, data } => {
@@ -231,13 +241,12 @@ impl PyReactor {
                     let Some(sink) = sink else { continue };
                     match sink.call1(py, (PyBytes::new(py, &data),)) {
                         Ok(_) => continue,
+                        // Ctrl-C: the rest stays queued in the reactor for the next poll.
                         Err(err)
                             if err.is_instance_of::<PyKeyboardInterrupt>(py)
                                 || err.is_instance_of::<PySystemExit>(py) =>
                         {
-                            let rest: Vec<Event> = drained.collect();
-                            self.with(|r| r.requeue(rest.into_iter()))?;
-                            return Err(err);
+                            return Err(err)
                         }
                         Err(err) => (SINK_ERROR, stream, err.into_value(py)).into_pyobject(py)?,
                     }
@@ -255,9 +264,6 @@ impl PyReactor {
             };
             list.append(item)?;
         }
-        drop(drained);
-        *self.events.lock().unwrap_or_else(|p| p.into_inner()) = events;
-        result.map_err(core_error)?;
         Ok(list)
     }
 
@@ -267,14 +273,20 @@ impl PyReactor {
         let sinks = std::mem::take(&mut *self.sinks.lock().unwrap_or_else(|p| p.into_inner()));
         drop(sinks);
         if let Some(r) = r {
-            without_gil(py, move || drop(r));
+            if r.forked() {
+                // The parent's ring: cancelling or reaping here would take its work away.
+                // This process's mappings and fd go when it exits.
+                std::mem::forget(r);
+            } else {
+                without_gil(py, move || drop(r));
+            }
         }
         Ok(())
     }
 
-    /// Whether `close()` ran.
+    /// Whether `close()` ran (or this is a forked child's copy, which must not be used).
     #[getter]
     fn closed(&self) -> PyResult<bool> {
-        Ok(self.lock()?.is_none())
+        Ok(self.lock()?.as_ref().map_or(true, |r| r.forked()))
     }
 }

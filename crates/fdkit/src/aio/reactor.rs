@@ -155,9 +155,22 @@ struct Stream {
     want: bool,
     /// EOF or an error was seen: never receive again.
     ended: bool,
-    /// Events received while paused, delivered on resume, in order.
-    held: VecDeque<Event>,
+    /// What arrived and was not handed over yet, in order: bytes, then maybe EOF or an error.
+    /// Events stay here while the stream is paused; nothing is ever moved back and forth.
+    inbox: VecDeque<Event>,
+    /// Bytes in `inbox`.
+    inbox_bytes: usize,
+    /// Whether the stream's id is in the reactor's `ready` list.
+    listed: bool,
+    /// A cancel of `op` was sent (too much arrived while paused).
+    cancel_sent: bool,
 }
+
+/// How many bytes a paused stream may receive before its receive is cancelled. A pause costs
+/// nothing until then: asyncio's streams pause and resume around every read that finds their
+/// buffer full, and cancelling and re-arming the multishot receive each time cost more than
+/// the reads did.
+const HOLD_LIMIT: usize = 256 * 1024;
 
 /// The loop's engine: selector interest and streams over one io_uring.
 pub struct Reactor {
@@ -170,12 +183,18 @@ pub struct Reactor {
     streams: HashMap<StreamId, Stream>,
     /// Streams to (re)arm before the next wait.
     rearm_streams: Vec<StreamId>,
-    /// Events to report at the next poll without waiting (held bytes after a resume).
-    pending: VecDeque<Event>,
+    /// Streams with something in their inbox for [`next_event`](Reactor::next_event).
+    ready: VecDeque<StreamId>,
+    /// Streams resumed since the last poll: listed as ready at the next one.
+    resumed: Vec<StreamId>,
+    /// Events that belong to no stream (readiness, accepts), for `next_event`.
+    general: VecDeque<Event>,
     /// Listeners: their fd and the multishot accept in flight.
     listeners: HashMap<ListenerId, (RawFd, Option<u64>)>,
     /// Listeners to (re)arm before the next wait.
     rearm_listeners: Vec<ListenerId>,
+    /// The fork generation the ring was set up in (see [`forked`](Reactor::forked)).
+    generation: u64,
 }
 
 impl std::fmt::Debug for Reactor {
@@ -208,10 +227,21 @@ impl Reactor {
             rearm: Vec::new(),
             streams: HashMap::new(),
             rearm_streams: Vec::new(),
-            pending: VecDeque::new(),
+            ready: VecDeque::new(),
+            resumed: Vec::new(),
+            general: VecDeque::new(),
             listeners: HashMap::new(),
             rearm_listeners: Vec::new(),
+            generation: crate::fd::fork_generation(),
         })
+    }
+
+    /// Whether this is a forked child's copy: the ring (its queues, its completions) is
+    /// shared with the parent, so the child must not submit, reap or tear it down — reaping
+    /// would steal the parent's completions. One atomic load (a `pthread_atfork` counter,
+    /// not getpid(2), which is a syscall on every call). See fork(2), io_uring(7).
+    pub fn forked(&self) -> bool {
+        crate::fd::fork_generation() != self.generation
     }
 
     /// The ring's fd (for display).
@@ -324,14 +354,17 @@ impl Reactor {
                 op: None,
                 want: false,
                 ended: false,
-                held: VecDeque::new(),
+                inbox: VecDeque::new(),
+                inbox_bytes: 0,
+                listed: false,
+                cancel_sent: false,
             },
         );
         id
     }
 
-    /// Receive on `stream` (asyncio's `resume_reading`): bytes held while paused come first,
-    /// at the next poll.
+    /// Receive on `stream` (asyncio's `resume_reading`): what arrived while it was paused
+    /// comes first, from the next poll on.
     pub fn resume(&mut self, stream: StreamId) {
         let Some(s) = self.streams.get_mut(&stream) else {
             return;
@@ -340,24 +373,21 @@ impl Reactor {
             return;
         }
         s.want = true;
-        self.pending.extend(s.held.drain(..));
+        if !s.inbox.is_empty() {
+            self.resumed.push(stream);
+        }
         if s.op.is_none() && !s.ended {
             self.rearm_streams.push(stream);
         }
     }
 
-    /// Stop receiving on `stream` (asyncio's `pause_reading`): the receive is cancelled, and
-    /// whatever it still brings is held for [`resume`](Reactor::resume).
+    /// Stop receiving on `stream` (asyncio's `pause_reading`): [`next_event`](Reactor::next_event)
+    /// hands over nothing more of it, at once, even from a batch already reaped; what arrives
+    /// meanwhile waits in its inbox, and once that passes [`HOLD_LIMIT`] the receive is
+    /// cancelled, so the peer meets TCP's own backpressure.
     pub fn pause(&mut self, stream: StreamId) {
-        let Some(s) = self.streams.get_mut(&stream) else {
-            return;
-        };
-        if !s.want {
-            return;
-        }
-        s.want = false;
-        if let Some(op) = s.op {
-            self.cancel(op);
+        if let Some(s) = self.streams.get_mut(&stream) {
+            s.want = false;
         }
     }
 
@@ -372,39 +402,45 @@ impl Reactor {
                 let _ = self.ring.submit();
             }
         }
-        self.pending.retain(|e| !is_for(e, stream));
     }
 
-    /// Whether `e` may be handed to its stream's owner now, for callers that dispatch a
-    /// [`poll`](Reactor::poll)'s events one by one while user code runs between them: an
-    /// event of a stream paused (or closed) meanwhile is held (or dropped) here and `None`
-    /// comes back; one that would overtake bytes held or pending for its stream queues behind
-    /// them. Events of other kinds come back as they are.
-    pub fn deliverable(&mut self, e: Event) -> Option<Event> {
-        let id = match &e {
-            Event::Data { stream, .. } | Event::Eof { stream } | Event::Error { stream, .. } => {
-                *stream
+    /// The next event to hand over, or None when there is none: called one event at a time,
+    /// with user code running in between that may pause, resume or close any stream; each
+    /// stream's events come in order, never one of a paused or closed stream. Readiness and
+    /// accepts first, then the streams' inboxes, a chunk each in turn.
+    pub fn next_event(&mut self) -> Option<Event> {
+        if let Some(e) = self.general.pop_front() {
+            return Some(e);
+        }
+        while let Some(id) = self.ready.pop_front() {
+            let Some(s) = self.streams.get_mut(&id) else {
+                continue;
+            };
+            if !s.want {
+                s.listed = false;
+                continue;
             }
-            _ => return Some(e),
-        };
-        let s = self.streams.get_mut(&id)?;
-        if !s.want {
-            s.held.push_back(e);
-            return None;
+            let Some(e) = s.inbox.pop_front() else {
+                s.listed = false;
+                continue;
+            };
+            if let Event::Data { data, .. } = &e {
+                s.inbox_bytes -= data.len();
+            }
+            if s.inbox.is_empty() {
+                s.listed = false;
+            } else {
+                self.ready.push_back(id);
+            }
+            return Some(e);
         }
-        if self.pending.iter().any(|p| is_for(p, id)) {
-            self.pending.push_back(e);
-            return None;
-        }
-        Some(e)
+        None
     }
 
-    /// Puts events a dispatcher could not hand over (its callback raised and it must stop)
-    /// back at the head of the queue, in order, for the next [`poll`](Reactor::poll).
-    pub fn requeue(&mut self, events: impl DoubleEndedIterator<Item = Event>) {
-        for e in events.rev() {
-            self.pending.push_front(e);
-        }
+    /// Whether events wait for [`next_event`](Reactor::next_event) (or resumed streams for the
+    /// next poll): then the next poll must not sleep.
+    fn backlog(&self) -> bool {
+        !self.general.is_empty() || !self.ready.is_empty() || !self.resumed.is_empty()
     }
 
     fn arm_streams(&mut self) -> Result<()> {
@@ -454,7 +490,7 @@ impl Reactor {
             // the kernel keeps accepting connections nobody will serve.
             let _ = self.ring.submit();
         }
-        self.pending.retain(|e| {
+        self.general.retain(|e| {
             !matches!(e, Event::Accepted { listener: l, .. } | Event::AcceptError { listener: l, .. } if *l == listener)
         });
     }
@@ -480,7 +516,7 @@ impl Reactor {
         Ok(())
     }
 
-    fn accept_done(&mut self, id: ListenerId, mut c: Completion, last: bool, out: &mut Vec<Event>) {
+    fn accept_done(&mut self, id: ListenerId, mut c: Completion, last: bool) {
         let Some(l) = self.listeners.get_mut(&id) else {
             return; // stopped: dropping the completion closes its fd
         };
@@ -488,7 +524,7 @@ impl Reactor {
             l.1 = None;
         }
         if let Some(fd) = c.take_fd() {
-            out.push(Event::Accepted { listener: id, fd });
+            self.general.push_back(Event::Accepted { listener: id, fd });
         } else {
             match c.error() {
                 None | Some(Errno::CANCELED) => {}
@@ -498,7 +534,7 @@ impl Reactor {
                 ) => {}
                 Some(errno) => {
                     self.listeners.remove(&id);
-                    out.push(Event::AcceptError {
+                    self.general.push_back(Event::AcceptError {
                         listener: id,
                         errno,
                     });
@@ -514,29 +550,38 @@ impl Reactor {
     // ---- the wait -----------------------------------------------------------------------------
 
     /// Submits what changed and waits, in one io_uring_enter(2), until something is ready or
-    /// `timeout` passes (`None`: no limit; zero: just look); appends what happened to `out`.
-    /// A signal ends the wait early (`Ok`, maybe nothing appended), as selectors do.
-    pub fn poll(&mut self, timeout: Option<Duration>, out: &mut Vec<Event>) -> Result<()> {
+    /// `timeout` passes (`None`: no limit; zero: just look; no wait at all while events are
+    /// still waiting to be handed over). What happened is then taken one event at a time with
+    /// [`next_event`](Reactor::next_event). A signal ends the wait early (`Ok`), as selectors
+    /// do.
+    pub fn poll(&mut self, timeout: Option<Duration>) -> Result<()> {
+        for id in std::mem::take(&mut self.resumed) {
+            if let Some(s) = self.streams.get_mut(&id) {
+                if s.want && !s.listed && !s.inbox.is_empty() {
+                    s.listed = true;
+                    self.ready.push_back(id);
+                }
+            }
+        }
         self.arm_polls()?;
         self.arm_streams()?;
         self.arm_listeners()?;
-        let timeout = if self.pending.is_empty() {
-            timeout
-        } else {
+        let timeout = if self.backlog() {
             Some(Duration::ZERO)
+        } else {
+            timeout
         };
         match self.ring.enter(1, timeout) {
             Ok(_) | Err(Error::Os(Errno::INTR)) => {}
             Err(e) => return Err(e),
         }
-        out.extend(self.pending.drain(..));
         while let Some(c) = self.ring.pop_completion() {
-            self.complete(c, out);
+            self.complete(c);
         }
         Ok(())
     }
 
-    fn complete(&mut self, c: Completion, out: &mut Vec<Event>) {
+    fn complete(&mut self, c: Completion) {
         let last = !c.more();
         let owner = if last {
             self.ops.remove(&c.user_data)
@@ -544,14 +589,14 @@ impl Reactor {
             self.ops.get(&c.user_data).copied()
         };
         match owner {
-            Some(Owner::Poll(fd)) => self.poll_done(fd, c, out),
-            Some(Owner::Recv(id)) => self.recv_done(id, c, last, out),
-            Some(Owner::Accept(id)) => self.accept_done(id, c, last, out),
+            Some(Owner::Poll(fd)) => self.poll_done(fd, c),
+            Some(Owner::Recv(id)) => self.recv_done(id, c, last),
+            Some(Owner::Accept(id)) => self.accept_done(id, c, last),
             Some(Owner::Nobody) | None => {}
         }
     }
 
-    fn poll_done(&mut self, fd: RawFd, c: Completion, out: &mut Vec<Event>) {
+    fn poll_done(&mut self, fd: RawFd, c: Completion) {
         let Some(reg) = self.polls.get_mut(&fd) else {
             return;
         };
@@ -586,16 +631,17 @@ impl Reactor {
             self.rearm.push(fd);
         }
         if !ready.is_empty() {
-            out.push(Event::Ready { fd, ready });
+            self.general.push_back(Event::Ready { fd, ready });
         }
     }
 
-    fn recv_done(&mut self, id: StreamId, c: Completion, last: bool, out: &mut Vec<Event>) {
+    fn recv_done(&mut self, id: StreamId, c: Completion, last: bool) {
         let Some(s) = self.streams.get_mut(&id) else {
             return;
         };
         if last && s.op == Some(c.user_data) {
             s.op = None;
+            s.cancel_sent = false;
         }
         let event = if c.result > 0 {
             match c.data {
@@ -615,24 +661,28 @@ impl Reactor {
                 }
             }
         };
+        let mut cancel = None;
         if let Some(e) = event {
-            if s.want {
-                out.push(e);
-            } else {
-                s.held.push_back(e);
+            if let Event::Data { data, .. } = &e {
+                s.inbox_bytes += data.len();
+            }
+            s.inbox.push_back(e);
+            if s.want && !s.listed {
+                s.listed = true;
+                self.ready.push_back(id);
+            }
+            if !s.want && s.inbox_bytes >= HOLD_LIMIT && !s.cancel_sent {
+                if let Some(op) = s.op {
+                    s.cancel_sent = true;
+                    cancel = Some(op);
+                }
             }
         }
         if s.op.is_none() && s.want && !s.ended {
             self.rearm_streams.push(id);
         }
-    }
-}
-
-fn is_for(e: &Event, id: StreamId) -> bool {
-    match e {
-        Event::Data { stream, .. } | Event::Eof { stream } | Event::Error { stream, .. } => {
-            *stream == id
+        if let Some(op) = cancel {
+            self.cancel(op);
         }
-        Event::Ready { .. } | Event::Accepted { .. } | Event::AcceptError { .. } => false,
     }
 }
