@@ -383,7 +383,7 @@ impl Reactor {
 
     /// Stop receiving on `stream` (asyncio's `pause_reading`): [`next_event`](Reactor::next_event)
     /// hands over nothing more of it, at once, even from a batch already reaped; what arrives
-    /// meanwhile waits in its inbox, and once that passes [`HOLD_LIMIT`] the receive is
+    /// meanwhile waits in its inbox, and once that passes 256 KiB the receive is
     /// cancelled, so the peer meets TCP's own backpressure.
     pub fn pause(&mut self, stream: StreamId) {
         if let Some(s) = self.streams.get_mut(&stream) {
