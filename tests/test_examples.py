@@ -23,7 +23,13 @@ HEADER = re.compile(r"# examples/(readme_\w+\.py)\b")
 
 #: What each script must print (substrings of its stdout), as its comments say.
 EXPECTED = {
-    "readme_fd_tour.py": ["greeted 127.0.0.1:", "b'hello\\n'", "1000000 []"],
+    "readme_fd_tour.py": [
+        "greeted 127.0.0.1:",
+        "b'hello\\n'",
+        "1000000 []",
+        "b'ping'",
+        "b'take this' b'via the passed fd'",
+    ],
     "readme_zerocopy_tour.py": ["4194304 {'path': ", "61440", "7 5 b'request' b'reply'"],
     "readme_atomic_pipe_tour.py": ["100000\n1\n1\n1\n", "line 14", "burst 23", "message 10000"],
     "readme_logging_children.py": ["item 0 done", "item 99 done"],

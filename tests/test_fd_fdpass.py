@@ -178,10 +178,10 @@ def test_bad_input(fds: Fds) -> None:
         fd.send_fds(a, [b"x"], [0] * 254)
     with pytest.raises(ValueError, match="maxfds"):
         fd.recv_fds(a, 8, 1 << 40)
-    with pytest.raises(OSError) as e:
+    with pytest.raises(OSError, match="Errno") as e:
         fd.send_fds(a, [b"x"], [2**31 - 1])  # not an open fd
     assert e.value.errno == 9  # EBADF
     r, _ = fds.pipe()
-    with pytest.raises(OSError) as e2:
+    with pytest.raises(OSError, match="Errno") as e2:
         fd.send_fds(r, [b"x"], [r])
     assert e2.value.errno == 88  # ENOTSOCK

@@ -115,7 +115,8 @@ def test_setlkw_waits_with_the_gil_released(locked_file: tuple[int, Path]) -> No
         text=True,
     )
     try:
-        assert holder.stdout is not None and holder.stdin is not None
+        assert holder.stdout is not None
+        assert holder.stdin is not None
         assert holder.stdout.readline() == "locked\n"
         done: list[fd.Lock] = []
         t = threading.Thread(
@@ -127,7 +128,9 @@ def test_setlkw_waits_with_the_gil_released(locked_file: tuple[int, Path]) -> No
         deadline = time.monotonic() + 0.3
         while time.monotonic() < deadline:
             spins += 1
-        assert not done and t.is_alive() and spins > 1000
+        assert not done
+        assert t.is_alive()
+        assert spins > 1000
         holder.communicate(timeout=TIMEOUT)  # closes its stdin: the holder exits, the lock goes
         t.join(TIMEOUT)
         assert not t.is_alive()
@@ -148,15 +151,15 @@ def test_bad_lock_arguments(locked_file: tuple[int, Path], fds: Fds) -> None:
         fd.fcntl(n, fd.F_GETLK, fd.Lock(1 << 20))
     with pytest.raises(TypeError):
         fd.fcntl(n, fd.F_GETLK, ("a", 0, 0, 0, 0))  # type: ignore[arg-type]
-    with pytest.raises(OSError) as e:
+    with pytest.raises(OSError, match="Errno") as e:
         fd.fcntl(n, fd.F_SETLK, fd.Lock(99))  # not a lock type
     assert e.value.errno == errno.EINVAL
-    with pytest.raises(OSError) as e:
+    with pytest.raises(OSError, match="Errno") as e:
         fd.fcntl(n, fd.F_OFD_SETLK, fd.Lock(fd.F_WRLCK, pid=1))  # OFD locks want pid 0
     assert e.value.errno == errno.EINVAL
     r, _ = fds.pipe()
-    with pytest.raises(OSError) as e:
+    with pytest.raises(OSError, match="Errno") as e:
         fd.fcntl(r, fd.F_SETLK, fd.Lock(fd.F_WRLCK))  # a read-only fd cannot take a write lock
     assert e.value.errno == errno.EBADF
     with pytest.raises(TypeError):
-        fd.fcntl(n, fcntl.F_GETFL, fd.Lock(fd.F_WRLCK))  # type: ignore[call-overload]
+        fd.fcntl(n, fcntl.F_GETFL, fd.Lock(fd.F_WRLCK))

@@ -84,12 +84,10 @@ pub fn accept_many<'py>(
 ) -> PyResult<Bound<'py, PyList>> {
     let max = match max {
         None => usize::MAX,
-        Some(Max(m)) => {
-            usize::try_from(m)
-                .ok()
-                .filter(|&m| m >= 1)
-                .ok_or_else(|| PyValueError::new_err(format!("max must be at least 1, got {m}")))?
-        }
+        Some(Max(m)) => usize::try_from(m)
+            .ok()
+            .filter(|&m| m >= 1)
+            .ok_or_else(|| PyValueError::new_err(format!("max must be at least 1, got {m}")))?,
     };
     let mut flags = SocketFlags::from_bits_retain(flags);
     if cloexec {

@@ -140,7 +140,8 @@ fn flock_arg(t: &Bound<'_, PyAny>) -> PyResult<Flock> {
     }
     let small = |i: usize, what: &str| -> PyResult<i16> {
         let v = i64_arg(&t.get_item(i)?)?;
-        i16::try_from(v).map_err(|_| PyValueError::new_err(format!("lock {what} out of range: {v}")))
+        i16::try_from(v)
+            .map_err(|_| PyValueError::new_err(format!("lock {what} out of range: {v}")))
     };
     let pid = i64_arg(&t.get_item(4)?)?;
     Ok(Flock {

@@ -118,7 +118,10 @@ pub fn recvfrom_into<'py>(
     let (got, from) = blocking(py, || fd::recvfrom(fd.borrow(), &mut *slice, flags))?;
     PyTuple::new(
         py,
-        [got.into_pyobject(py)?.into_any(), address(py, from.as_ref())?],
+        [
+            got.into_pyobject(py)?.into_any(),
+            address(py, from.as_ref())?,
+        ],
     )
 }
 

@@ -122,6 +122,7 @@ pub fn sendmsg(
 /// address. Pass `RecvFlags::CMSG_CLOEXEC` so that fds arriving by `SCM_RIGHTS` are
 /// close-on-exec from birth (their numbers are then in the `SCM_RIGHTS` data: the caller owns
 /// them; [`recv_fds`] takes them as `OwnedFd`). See recvmsg(2), cmsg(3), unix(7).
+#[allow(clippy::unnecessary_cast)] // msghdr's lengths differ in type between C libraries
 pub fn recvmsg(
     fd: BorrowedFd<'_>,
     buf: &mut [MaybeUninit<u8>],
@@ -154,7 +155,9 @@ pub fn recvmsg(
     let address = if namelen >= size_of::<libc::sa_family_t>() {
         // SAFETY: the kernel initialised `namelen` bytes of `name` (at least the family, and
         // at most the storage's size); SocketAddrStorage is sockaddr_storage.
-        Some(unsafe { SocketAddrAny::read(name.as_ptr().cast::<SocketAddrStorage>(), namelen as _) })
+        Some(unsafe {
+            SocketAddrAny::read(name.as_ptr().cast::<SocketAddrStorage>(), namelen as _)
+        })
     } else {
         None
     };
@@ -172,6 +175,7 @@ pub fn recvmsg(
 
 /// Splits a filled control buffer into messages, never reading past its end: a header whose
 /// length runs past the end (a truncated last message) keeps only the bytes present.
+#[allow(clippy::unnecessary_cast)] // cmsg_len is size_t on glibc, socklen_t on musl
 fn parse_control(raw: &[u8]) -> Vec<ControlMessage> {
     let mut out = Vec::new();
     let head = cmsg_len(0);
