@@ -53,6 +53,7 @@ BENCHES: dict[str, Bench] = dict(
         _bench("socket_create", "socket create+close per CPU-second: socket.socket vs fdkit vs C"),
         _bench("memory", "RSS per held socket: socket.socket objects vs fdkit int fds"),
         _bench("file_open", "file open+close per CPU-second: open(), os.open, fdkit, C"),
+        _bench("fd", "IPv6/unix socket create, listen(4096), pipe and socket read/write vs stdlib"),
         _bench("zerocopy", "relay CPU per GiB and MiB/s: transfer vs recv/sendall, splice, C"),
         _bench("proxy", "proxy CPU per GiB: fdkit proxy vs an asyncio proxy"),
         _bench("atomic_pipe", "whole messages from writer processes: AtomicPipe vs mp.Queue/Pipe"),

@@ -60,6 +60,13 @@ HEADLINES = {
     "socket_create": ["socket_create", "socket_vs_c"],
     "memory": ["fd_memory"],
     "file_open": ["file_open", "file_vs_c"],
+    "fd": [
+        "fd_socket_inet6_vs_stdlib",
+        "fd_socket_unix_vs_stdlib",
+        "fd_listen_backlog_vs_stdlib",
+        "fd_pipe_rw_vs_os",
+        "fd_socket_rw_vs_stdlib",
+    ],
     "zerocopy": [
         "transfer_tcp_tcp_64k",
         "transfer_tcp_tcp_1m",

@@ -259,7 +259,7 @@ def test_dup2_replaces_target(fds: Fds) -> None:
     r1, w1 = fds.pipe()
     r2, w2 = fds.pipe()
     assert fd.dup2(w1, w2) == w2  # w2 now writes to pipe 1, pipe 2's writer is closed
-    assert_cloexec(w2)
+    assert_cloexec(w2, False)  # inheritable by default, as os.dup2 (issue 12)
     fd.write(w2, b"via w2")
     assert fd.read(r1, 100) == b"via w2"
     # Pipe 2 lost its only writer: EOF on its reader.
@@ -319,6 +319,8 @@ def test_fcntl_getfd_and_dupfd_cloexec(fds: Fds) -> None:
     "cmd", [fcntl.F_GETLK, fcntl.F_SETLK, fcntl.F_SETLKW, fcntl.F_OFD_GETLK, 9999]
 )
 def test_fcntl_pointer_commands_refused(fds: Fds, cmd: int) -> None:
+    """An int where a pointer goes is refused; the lock commands take a `fd.Lock` instead
+    (tests/test_fd_locks.py)."""
     r, _ = fds.pipe()
     with pytest.raises(ValueError, match="fcntl command"):
         fd.fcntl(r, cmd, 12345)

@@ -1,9 +1,13 @@
 """fd-native syscalls: plain integer fds in, plain integer fds out.
 
 Every function here is the native one from the Rust core (no Python wrapper in the way) except
-the three ``stat`` calls, which wrap the kernel's fields in :class:`StatResult`.
+the three ``stat`` calls, which wrap the kernel's fields in :class:`StatResult`, and
+``fcntl``, which gives record locks as :class:`Lock`.
 
-* Every fd created here is close-on-exec from birth; pass ``cloexec=False`` to opt out.
+* Every fd created here is close-on-exec from birth (``socket``, ``socketpair``, ``accept``,
+  ``accept4``, ``accept_many``, ``open``, ``pipe``, ``dup``, ``mkstemp``, and the fds
+  ``recv_fds``/``recvmsg`` receive, with ``MSG_CMSG_CLOEXEC``); pass ``cloexec=False`` to opt
+  out. ``dup2`` follows ``os.dup2`` instead: inheritable unless ``cloexec=True``.
 * Kernel errors raise ``OSError`` subclasses with ``.errno`` set; misuse raises ``ValueError``
   or ``TypeError``. Calls that can block release the GIL and honour Ctrl-C.
 * Addresses are spelled as in :mod:`socket`: ``(host, port)`` for IPv4,
@@ -13,10 +17,12 @@ the three ``stat`` calls, which wrap the kernel's fields in :class:`StatResult`.
 
 from __future__ import annotations
 
+import fcntl as _fcntl_mod
 import os as _os
 import select as _select
 import socket as _socket
-from typing import Final, NamedTuple
+import termios as _termios
+from typing import Final, NamedTuple, overload
 
 from fdkit._fdkit import (
     accept,
@@ -27,12 +33,12 @@ from fdkit._fdkit import (
     connect,
     dup,
     dup2,
-    fcntl,
     get_blocking,
     get_cloexec,
     getpeername,
     getsockname,
     getsockopt,
+    ioctl,
     listen,
     lseek,
     mkdtemp,
@@ -45,17 +51,27 @@ from fdkit._fdkit import (
     read,
     readinto,
     recv,
+    recv_fds,
     recv_into,
+    recvfrom,
+    recvfrom_into,
+    recvmsg,
     send,
+    send_fds,
     sendfile,
+    sendmsg,
+    sendto,
     set_blocking,
     set_cloexec,
     setsockopt,
     shutdown,
     socket,
     socketpair,
+    splice,
+    tee,
     write,
 )
+from fdkit._fdkit import fcntl as _fcntl
 from fdkit._fdkit import fstat as _fstat
 from fdkit._fdkit import lstat as _lstat
 from fdkit._fdkit import stat as _stat
@@ -90,6 +106,78 @@ POLLIN: Final = _select.POLLIN
 POLLOUT: Final = _select.POLLOUT
 POLLERR: Final = _select.POLLERR
 POLLHUP: Final = _select.POLLHUP
+POLLPRI: Final = _select.POLLPRI
+POLLRDHUP: Final = _select.POLLRDHUP
+POLLNVAL: Final = _select.POLLNVAL
+SEEK_SET: Final = _os.SEEK_SET
+SEEK_CUR: Final = _os.SEEK_CUR
+SEEK_END: Final = _os.SEEK_END
+SEEK_DATA: Final = _os.SEEK_DATA
+SEEK_HOLE: Final = _os.SEEK_HOLE
+SOCK_SEQPACKET: Final = _socket.SOCK_SEQPACKET
+SOL_TCP: Final = _socket.SOL_TCP
+SCM_RIGHTS: Final = _socket.SCM_RIGHTS
+MSG_PEEK: Final = _socket.MSG_PEEK
+MSG_TRUNC: Final = _socket.MSG_TRUNC
+MSG_CTRUNC: Final = _socket.MSG_CTRUNC
+MSG_DONTWAIT: Final = _socket.MSG_DONTWAIT
+MSG_CMSG_CLOEXEC: Final = _socket.MSG_CMSG_CLOEXEC
+# splice(2)/tee(2) flags, as the Python `splice` module names them.
+SPLICE_F_MOVE: Final = 1
+SPLICE_F_NONBLOCK: Final = 2
+SPLICE_F_MORE: Final = 4
+SPLICE_F_GIFT: Final = 8
+# fcntl(2) record locks: the commands and the lock types.
+F_GETLK: Final = _fcntl_mod.F_GETLK
+F_SETLK: Final = _fcntl_mod.F_SETLK
+F_SETLKW: Final = _fcntl_mod.F_SETLKW
+F_OFD_GETLK: Final = _fcntl_mod.F_OFD_GETLK
+F_OFD_SETLK: Final = _fcntl_mod.F_OFD_SETLK
+F_OFD_SETLKW: Final = _fcntl_mod.F_OFD_SETLKW
+F_RDLCK: Final = _fcntl_mod.F_RDLCK
+F_WRLCK: Final = _fcntl_mod.F_WRLCK
+F_UNLCK: Final = _fcntl_mod.F_UNLCK
+# ioctl(2) requests with an int argument (see `ioctl`); the socket names are the tty ones.
+FIONREAD: Final = _termios.FIONREAD
+SIOCINQ: Final = _termios.FIONREAD
+TIOCOUTQ: Final = _termios.TIOCOUTQ
+SIOCOUTQ: Final = _termios.TIOCOUTQ
+SIOCOUTQNSD: Final = 0x894B  # <linux/sockios.h>, the same on every architecture
+FIONBIO: Final = _termios.FIONBIO
+FIOCLEX: Final = _termios.FIOCLEX
+FIONCLEX: Final = _termios.FIONCLEX
+
+
+class Lock(NamedTuple):
+    """A ``struct flock``: the record lock ``fcntl``'s lock commands take and return.
+
+    ``type`` is ``F_RDLCK``, ``F_WRLCK`` or ``F_UNLCK``; ``start`` counts from ``whence``
+    (``SEEK_SET``/``SEEK_CUR``/``SEEK_END``); ``len`` 0 means to the end of the file, however
+    far it grows. ``pid`` is what ``F_GETLK`` reports about the holder (-1 for an OFD lock);
+    leave it 0 when setting a lock.
+    """
+
+    type: int
+    whence: int = _os.SEEK_SET
+    start: int = 0
+    len: int = 0
+    pid: int = 0
+
+
+@overload
+def fcntl(fd: int, cmd: int, arg: int = 0) -> int: ...
+@overload
+def fcntl(fd: int, cmd: int, arg: Lock | tuple[int, int, int, int, int]) -> Lock: ...
+def fcntl(fd: int, cmd: int, arg: int | Lock | tuple[int, int, int, int, int] = 0) -> int | Lock:
+    """``fcntl(2)``: the int commands (``F_GETFL``, ``F_SETPIPE_SZ``, …) return an int; the
+    record-lock commands (``F_GETLK``, ``F_SETLK``, ``F_SETLKW``, ``F_OFD_*``) take a
+    :class:`Lock` and return it as the kernel left it (for the ``GETLK`` forms, the lock in
+    the way, or ``type=F_UNLCK`` when none is). ``F_SETLKW`` waits with the GIL released.
+    Other pointer-taking commands raise ``ValueError``."""
+    got = _fcntl(fd, cmd, arg)
+    if isinstance(got, tuple):
+        return Lock._make(got)
+    return got
 
 
 class StatResult(NamedTuple):
@@ -133,6 +221,24 @@ __all__ = [
     "AF_INET6",
     "AF_UNIX",
     "CLOEXEC",
+    "FIOCLEX",
+    "FIONBIO",
+    "FIONCLEX",
+    "FIONREAD",
+    "F_GETLK",
+    "F_OFD_GETLK",
+    "F_OFD_SETLK",
+    "F_OFD_SETLKW",
+    "F_RDLCK",
+    "F_SETLK",
+    "F_SETLKW",
+    "F_UNLCK",
+    "F_WRLCK",
+    "MSG_CMSG_CLOEXEC",
+    "MSG_CTRUNC",
+    "MSG_DONTWAIT",
+    "MSG_PEEK",
+    "MSG_TRUNC",
     "NONBLOCK",
     "O_APPEND",
     "O_CLOEXEC",
@@ -146,17 +252,37 @@ __all__ = [
     "POLLERR",
     "POLLHUP",
     "POLLIN",
+    "POLLNVAL",
     "POLLOUT",
+    "POLLPRI",
+    "POLLRDHUP",
+    "SCM_RIGHTS",
+    "SEEK_CUR",
+    "SEEK_DATA",
+    "SEEK_END",
+    "SEEK_HOLE",
+    "SEEK_SET",
     "SHUT_RD",
     "SHUT_RDWR",
     "SHUT_WR",
+    "SIOCINQ",
+    "SIOCOUTQ",
+    "SIOCOUTQNSD",
     "SOCK_CLOEXEC",
     "SOCK_DGRAM",
     "SOCK_NONBLOCK",
+    "SOCK_SEQPACKET",
     "SOCK_STREAM",
     "SOL_SOCKET",
+    "SOL_TCP",
     "SO_REUSEADDR",
     "SO_REUSEPORT",
+    "SPLICE_F_GIFT",
+    "SPLICE_F_MORE",
+    "SPLICE_F_MOVE",
+    "SPLICE_F_NONBLOCK",
+    "TIOCOUTQ",
+    "Lock",
     "StatResult",
     "accept",
     "accept4",
@@ -173,6 +299,7 @@ __all__ = [
     "getpeername",
     "getsockname",
     "getsockopt",
+    "ioctl",
     "listen",
     "lseek",
     "lstat",
@@ -186,15 +313,24 @@ __all__ = [
     "read",
     "readinto",
     "recv",
+    "recv_fds",
     "recv_into",
+    "recvfrom",
+    "recvfrom_into",
+    "recvmsg",
     "send",
+    "send_fds",
     "sendfile",
+    "sendmsg",
+    "sendto",
     "set_blocking",
     "set_cloexec",
     "setsockopt",
     "shutdown",
     "socket",
     "socketpair",
+    "splice",
     "stat",
+    "tee",
     "write",
 ]

@@ -37,12 +37,15 @@ mod _fdkit {
     use crate::fd::accept::{accept, accept4, accept_many};
     #[pymodule_export]
     use crate::fd::files::{
-        close, dup, dup2, fcntl, get_blocking, get_cloexec, open, pipe, set_blocking, set_cloexec,
+        close, dup, dup2, fcntl, get_blocking, get_cloexec, ioctl, open, pipe, set_blocking,
+        set_cloexec,
     };
     #[pymodule_export]
     use crate::fd::io::{
-        lseek, pread, pwrite, read, readinto, recv, recv_into, send, sendfile, write,
+        lseek, pread, pwrite, read, readinto, recv, recv_into, send, sendfile, splice, tee, write,
     };
+    #[pymodule_export]
+    use crate::fd::msg::{recv_fds, recvfrom, recvfrom_into, recvmsg, send_fds, sendmsg, sendto};
     #[pymodule_export]
     use crate::fd::poll::poll;
     #[pymodule_export]

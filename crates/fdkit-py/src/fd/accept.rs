@@ -2,7 +2,7 @@
 //! backlog in one call. See accept(2), accept4(2).
 
 use super::addr;
-use crate::args::{i64_arg, u32_arg, Fd};
+use crate::args::{u32_arg, Fd};
 use crate::errors::core_error;
 use crate::gil::{blocking, other_threads_exist, without_gil};
 use fdkit::fd::{self, SocketFlags};
@@ -10,6 +10,17 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyList, PyTuple};
 use std::os::fd::{IntoRawFd, RawFd};
+
+/// `accept_many`'s `max`: an int (`None`, meaning no limit, is the `Option` around it).
+pub struct Max(i64);
+
+impl<'a, 'py> FromPyObject<'a, 'py> for Max {
+    type Error = PyErr;
+
+    fn extract(obj: Borrowed<'a, 'py, PyAny>) -> PyResult<Self> {
+        crate::args::int_arg(obj, "max").map(Max)
+    }
+}
 
 fn accepted<'py>(py: Python<'py>, (conn, peer): fd::Accepted) -> PyResult<Bound<'py, PyTuple>> {
     // Build the address first: if that failed after `into_raw_fd`, the fd would leak.
@@ -20,11 +31,18 @@ fn accepted<'py>(py: Python<'py>, (conn, peer): fd::Accepted) -> PyResult<Bound<
     )
 }
 
-/// `accept4(fd, SOCK_CLOEXEC)`: returns `(conn_fd, address)`. One syscall: no socket object,
-/// no `getsockname`. Releases the GIL; Ctrl-C interrupts a blocking wait. See accept(2).
+/// `accept4(fd, SOCK_CLOEXEC)`: returns `(conn_fd, address)`, the new fd close-on-exec
+/// unless `cloexec=False`. One syscall: no socket object, no `getsockname`. Releases the GIL;
+/// Ctrl-C interrupts a blocking wait. See accept(2).
 #[pyfunction]
-pub fn accept<'py>(py: Python<'py>, fd: Fd) -> PyResult<Bound<'py, PyTuple>> {
-    let pair = blocking(py, || fd::accept4(fd.borrow(), SocketFlags::CLOEXEC))?;
+#[pyo3(signature = (fd, *, cloexec=true))]
+pub fn accept<'py>(py: Python<'py>, fd: Fd, cloexec: bool) -> PyResult<Bound<'py, PyTuple>> {
+    let flags = if cloexec {
+        SocketFlags::CLOEXEC
+    } else {
+        SocketFlags::empty()
+    };
+    let pair = blocking(py, || fd::accept4(fd.borrow(), flags))?;
     accepted(py, pair)
 }
 
@@ -47,23 +65,30 @@ pub fn accept4<'py>(
 }
 
 /// `accept_many(fd, max=64, flags=SOCK_NONBLOCK|SOCK_CLOEXEC)`: drains up to `max` pending
-/// connections from a non-blocking listener in one call, the GIL released once for the whole
-/// batch. Returns `[(conn_fd, address), …]`, `[]` when nothing is pending. Skips connections
+/// connections (every pending one with `max=None`) from a non-blocking listener in one call.
+/// The GIL is released once for the whole batch when other Python threads exist, and not at
+/// all otherwise (the batch never waits, so nobody else could use it). Returns `[(conn_fd, address), …]`, `[]` when nothing is pending. Skips connections
 /// the peer aborted; on `EMFILE`/`ENFILE` returns what it has and raises only when it has
 /// nothing. A blocking listener raises `ValueError` rather than hanging. See accept4(2).
 #[pyfunction]
-#[pyo3(signature = (fd, max=64, flags=0o4000 | 0o2000000, *, cloexec=true))]
+#[pyo3(
+    signature = (fd, max=Some(Max(64)), flags=0o4000 | 0o2000000, *, cloexec=true),
+    text_signature = "(fd, max=64, flags=..., *, cloexec=True)"
+)]
 pub fn accept_many<'py>(
     py: Python<'py>,
     fd: Fd,
-    #[pyo3(from_py_with = i64_arg)] max: i64,
+    max: Option<Max>,
     #[pyo3(from_py_with = u32_arg)] flags: u32,
     cloexec: bool,
 ) -> PyResult<Bound<'py, PyList>> {
-    let max = usize::try_from(max)
-        .ok()
-        .filter(|&m| m >= 1)
-        .ok_or_else(|| PyValueError::new_err(format!("max must be at least 1, got {max}")))?;
+    let max = match max {
+        None => usize::MAX,
+        Some(Max(m)) => usize::try_from(m)
+            .ok()
+            .filter(|&m| m >= 1)
+            .ok_or_else(|| PyValueError::new_err(format!("max must be at least 1, got {m}")))?,
+    };
     let mut flags = SocketFlags::from_bits_retain(flags);
     if cloexec {
         flags |= SocketFlags::CLOEXEC;

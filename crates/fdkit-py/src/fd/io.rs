@@ -12,7 +12,7 @@ use pyo3::types::PyBytes;
 use std::mem::MaybeUninit;
 
 /// The first `limit` bytes of a writable buffer (all when 0) for the kernel to fill.
-fn writable_prefix(buf: &mut RawBuffer, limit: u64) -> PyResult<&mut [MaybeUninit<u8>]> {
+pub(crate) fn writable_prefix(buf: &mut RawBuffer, limit: u64) -> PyResult<&mut [MaybeUninit<u8>]> {
     let all = buf.as_uninit_mut();
     let len = all.len();
     let limit = usize::try_from(limit).unwrap_or(usize::MAX);
@@ -29,7 +29,7 @@ fn writable_prefix(buf: &mut RawBuffer, limit: u64) -> PyResult<&mut [MaybeUnini
 ///
 /// The kernel writes straight into the new `bytes` object's storage (no second buffer, no
 /// copy), which is then shrunk to what arrived, as `os.read` does.
-fn read_to_bytes<'py>(
+pub(crate) fn read_to_bytes<'py>(
     py: Python<'py>,
     n: Count,
     mut call: impl FnMut(&mut [MaybeUninit<u8>]) -> Result<usize, fd::Errno> + Send,
@@ -210,4 +210,52 @@ pub fn lseek(
         _ => return Err(PyValueError::new_err(format!("invalid whence {whence}"))),
     };
     fd::lseek(fd.borrow(), pos).map_err(os_error)
+}
+
+/// `splice(fd_in, fd_out, count, *, off_in=None, off_out=None, flags=0)`: moves up to `count`
+/// bytes between two fds, one of them a pipe, in one syscall (no loop), the GIL released.
+/// `off_in`/`off_out` read or write at that offset of a file, its position untouched. Returns
+/// the bytes moved, 0 at end of input. `flags`: `SPLICE_F_MOVE`, `SPLICE_F_NONBLOCK`,
+/// `SPLICE_F_MORE`, `SPLICE_F_GIFT`. See splice(2).
+#[pyfunction]
+#[pyo3(signature = (fd_in, fd_out, count, *, off_in=None, off_out=None, flags=0))]
+pub fn splice(
+    py: Python<'_>,
+    fd_in: Fd,
+    fd_out: Fd,
+    count: Count,
+    off_in: Option<Count>,
+    off_out: Option<Count>,
+    #[pyo3(from_py_with = u32_arg)] flags: u32,
+) -> PyResult<usize> {
+    let flags = fd::SpliceFlags::from_bits_retain(flags);
+    let (mut a, mut b) = (off_in.map(|o| o.0), off_out.map(|o| o.0));
+    let len = count.clamped();
+    blocking(py, || {
+        fd::splice(
+            fd_in.borrow(),
+            a.as_mut(),
+            fd_out.borrow(),
+            b.as_mut(),
+            len,
+            flags,
+        )
+    })
+}
+
+/// `tee(fd_in, fd_out, count, flags=0)`: copies up to `count` bytes from one pipe to another
+/// without consuming them, in one syscall, the GIL released. Returns the bytes copied.
+/// See tee(2).
+#[pyfunction]
+#[pyo3(signature = (fd_in, fd_out, count, flags=0))]
+pub fn tee(
+    py: Python<'_>,
+    fd_in: Fd,
+    fd_out: Fd,
+    count: Count,
+    #[pyo3(from_py_with = u32_arg)] flags: u32,
+) -> PyResult<usize> {
+    let flags = fd::SpliceFlags::from_bits_retain(flags);
+    let len = count.clamped();
+    blocking(py, || fd::tee(fd_in.borrow(), fd_out.borrow(), len, flags))
 }

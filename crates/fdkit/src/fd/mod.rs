@@ -6,7 +6,9 @@
 //! [`accept_many`] drains a listener in one call, [`sendfile_all`] loops over partial sends and
 //! the 2 GiB cap, [`connect`] finishes a connect that a signal interrupted, [`close`] reports
 //! errors, [`mkstemp`] and [`mkdtemp`] create close-on-exec temporaries, [`poll`] keeps its
-//! deadline across signals, and [`getsockopt_raw`]/[`setsockopt_raw`] reach any option.
+//! deadline across signals, [`getsockopt_raw`]/[`setsockopt_raw`] reach any option,
+//! [`sendmsg`]/[`recvmsg`] carry control messages ([`send_fds`]/[`recv_fds`] pass fds),
+//! [`fcntl_lock`] types record locks and [`ioctl_int`] runs the int-argument ioctls.
 //!
 //! Close-on-exec: every function that creates an fd takes its flags from the caller, the
 //! rustix way; pass the `CLOEXEC` flag of that call (the Python binding always does unless the
@@ -66,6 +68,9 @@ mod accept;
 mod fcntl;
 mod file;
 mod fork;
+mod ioctl;
+mod lock;
+mod msg;
 mod pipe_size;
 mod poll;
 mod sendfile;
@@ -78,6 +83,12 @@ pub use accept::{accept4, accept_many, Accepted};
 pub use fcntl::{fcntl_int, get_blocking, get_cloexec, set_blocking, set_cloexec, FcntlCmd};
 pub use file::{close, dup, dup3, mkdtemp, mkstemp};
 pub use fork::fork_generation;
+pub use ioctl::{int_request, ioctl_int, struct_request_name, IoctlArg, INT_REQUESTS};
+pub use lock::{fcntl_lock, Flock, LockCmd};
+pub use msg::{
+    cmsg_len, cmsg_space, recv_fds, recvfrom, recvmsg, send_fds, sendmsg, sendto, take_fds,
+    ControlMessage, Received, ReceivedFds, MAX_CONTROL_LEN, SCM_MAX_FD,
+};
 pub use pipe_size::{pipe_max_size, pipe_size, set_pipe_size, set_pipe_size_or_max};
 pub use poll::{cancel_slice, poll, poll_cancellable, CANCEL_SLICE};
 pub use sendfile::sendfile_all;
@@ -100,6 +111,7 @@ pub use rustix::net::{
 pub use rustix::net::{recv, send};
 pub use rustix::pipe::pipe_with as pipe2;
 pub use rustix::pipe::PipeFlags;
+pub use rustix::pipe::{splice, tee, SpliceFlags};
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
