@@ -349,7 +349,7 @@ def test_pause_reading_inside_data_received_stops_the_rest_of_the_batch() -> Non
         p = await asyncio.wait_for(done, 30)
         assert p.early == 0
         assert b"".join(p.chunks) == payload
-        assert len(p.chunks) > 100
+        assert len(p.chunks) > 1
         peer.close()
         p.transport.close()
         server.close()

@@ -195,6 +195,8 @@ pub struct Reactor {
     rearm_listeners: Vec<ListenerId>,
     /// The fork generation the ring was set up in (see [`forked`](Reactor::forked)).
     generation: u64,
+    /// The provided buffers' size: a chunk this long says more is probably waiting.
+    buffer_size: usize,
 }
 
 impl std::fmt::Debug for Reactor {
@@ -233,6 +235,7 @@ impl Reactor {
             listeners: HashMap::new(),
             rearm_listeners: Vec::new(),
             generation: crate::fd::fork_generation(),
+            buffer_size: options.buffer_size as usize,
         })
     }
 
@@ -435,6 +438,62 @@ impl Reactor {
             return Some(e);
         }
         None
+    }
+
+    /// For a dispatcher that just took an [`Event::Data`] of `stream` from
+    /// [`next_event`](Reactor::next_event): the bytes right behind it in the stream's inbox,
+    /// up to about `max` more, so that they go over in one piece (asyncio hands a protocol up
+    /// to 256 KiB per `data_received`; a chunk per provided buffer would mean up to sixteen
+    /// calls where asyncio makes one).
+    pub fn take_more_data(&mut self, stream: StreamId, max: usize) -> Vec<Vec<u8>> {
+        let mut more = Vec::new();
+        let Some(s) = self.streams.get_mut(&stream) else {
+            return more;
+        };
+        let mut total = 0;
+        while s.want && total < max {
+            match s.inbox.front() {
+                Some(Event::Data { data, .. }) if total + data.len() <= max => {}
+                _ => break,
+            }
+            if let Some(Event::Data { data, .. }) = s.inbox.pop_front() {
+                total += data.len();
+                s.inbox_bytes -= data.len();
+                more.push(data);
+            }
+        }
+        more
+    }
+
+    /// Gives back the bytes of an [`Event::Data`] once handed over, for reuse (see
+    /// [`Ring::recycle_data`]).
+    pub fn recycle(&mut self, data: Vec<u8>) {
+        self.ring.recycle_data(data);
+    }
+
+    /// The provided buffers' size. A [`Event::Data`] this long filled its buffer: the sender is
+    /// streaming, and more is probably waiting in the socket.
+    pub fn buffer_size(&self) -> usize {
+        self.buffer_size
+    }
+
+    /// For a dispatcher that just handed over a full buffer of `stream`: the fd to read the
+    /// rest from itself, with recv(2) straight into its own memory (one copy, where the
+    /// provided buffers cost two more), or None when it must not. It must not when the stream
+    /// is paused, closed or ended, or when bytes older than the socket's unread ones wait in
+    /// its inbox; so what the kernel posted since the poll (task work run at the exit of any
+    /// syscall user code made) is reaped first. Bytes the caller reads this way are in order:
+    /// the multishot receive only takes what arrives after. Only the bytes: EOF and errors are
+    /// for the multishot receive to report, once.
+    pub fn direct_read_fd(&mut self, stream: StreamId) -> Option<RawFd> {
+        if self.ring.reap().is_err() {
+            return None;
+        }
+        while let Some(c) = self.ring.pop_completion() {
+            self.complete(c);
+        }
+        let s = self.streams.get(&stream)?;
+        (s.want && !s.ended && s.inbox.is_empty()).then_some(s.fd)
     }
 
     /// Whether events wait for [`next_event`](Reactor::next_event) (or resumed streams for the

@@ -115,20 +115,9 @@ impl BufRing {
         self.publish();
     }
 
-    /// Copies the first `len` bytes of buffer `bid` out and gives the buffer back to the
-    /// kernel. `None` when `bid` is not one of ours.
-    pub fn take(&mut self, bid: u16, len: usize) -> Option<Vec<u8>> {
-        if bid >= self.count {
-            return None;
-        }
-        let len = len.min(self.size as usize);
-        // SAFETY: buffer `bid` spans `size` bytes inside `bufs` (bid < count); the kernel
-        // wrote `len <= size` bytes into it and no longer touches it until it is given back
-        // below; the allocation is zero-initialised, so every byte is initialised.
-        let data = unsafe { std::slice::from_raw_parts(self.buf_ptr(bid), len).to_vec() };
-        self.write_entry(bid);
-        self.publish();
-        Some(data)
+    /// How many buffers the ring holds.
+    pub fn len(&self) -> usize {
+        self.count as usize
     }
 
     /// Appends the first `len` bytes of buffer `bid` to `out` (no allocation when `out` has

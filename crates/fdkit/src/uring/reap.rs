@@ -71,7 +71,10 @@ impl Ring {
             c.buffer_id = Some(bid);
             if let Owned::Group(group) = slot.owned {
                 if let Some(ring) = self.groups.get_mut(&group) {
-                    c.data = ring.take(bid, res.max(0) as usize);
+                    let mut data = self.data_pool.pop().unwrap_or_default();
+                    if ring.take_into(bid, res.max(0) as usize, &mut data) {
+                        c.data = Some(data);
+                    }
                 }
             }
         } else if slot.op == OpKind::RecvMulti && res >= 0 {
