@@ -280,7 +280,7 @@ impl Ring {
                 let Some(s) = self.slots.get(p) else { break };
                 key = s.prev;
                 if s.flags.contains(SqeFlags::SKIP_SUCCESS) {
-                    self.release(p);
+                    self.release(p, false);
                 }
             }
             // A skip_success link_timeout guarding this op posts nothing once it is disarmed.
@@ -288,7 +288,7 @@ impl Ring {
                 if self.slots.get(n).is_some_and(|s| {
                     s.op == OpKind::LinkTimeout && s.flags.contains(SqeFlags::SKIP_SUCCESS)
                 }) {
-                    self.release(n);
+                    self.release(n, false);
                 }
             }
         }
@@ -297,17 +297,20 @@ impl Ring {
             while let Some(n) = key.and_then(|k| self.slots.id_of(k)) {
                 let Some(s) = self.slots.get(n) else { break };
                 key = s.next;
-                self.release(n);
+                self.release(n, true);
             }
         }
     }
 
     /// Releases slot `id` without a completion (the kernel posts none for it), unlinking it
-    /// from its chain and letting cancels waiting for it go on.
-    fn release(&mut self, id: usize) {
-        let Some(slot) = self.slots.remove(id) else {
+    /// from its chain and letting cancels waiting for it go on; `cancelled`: it never ran.
+    fn release(&mut self, id: usize, cancelled: bool) {
+        let Some(mut slot) = self.slots.remove(id) else {
             return;
         };
+        if cancelled {
+            slot.owned.never_ran();
+        }
         let (prev, next) = (slot.prev, slot.next);
         if let Some(p) = prev.and_then(|k| self.slots.id_of(k)) {
             if let Some(p) = self.slots.get_mut(p) {

@@ -285,7 +285,8 @@ impl Ring {
     }
 
     /// `IORING_OP_CLOSE`: the ring takes `fd` and closes it. If the op cannot be queued, the
-    /// error comes back with the fd, still open. See io_uring_prep_close(3).
+    /// error comes back with the fd, still open; if it is cancelled before it runs (a failed
+    /// link: `ECANCELED`), the ring closes the fd itself. See io_uring_prep_close(3).
     pub fn close_fd(
         &mut self,
         fd: OwnedFd,
@@ -301,8 +302,9 @@ impl Ring {
         }
         let raw = fd.into_raw_fd();
         let entry = opcode::Close::new(types::Fd(raw)).build();
-        let slot = Slot::new(user_data, OpKind::Close, Owned::Nothing).on(OpFd::Raw(raw));
-        // The queue has room (checked above), so this push cannot fail.
+        let slot = Slot::new(user_data, OpKind::Close, Owned::Closing(raw)).on(OpFd::Raw(raw));
+        // The queue has room (checked above): only refused flags make this push fail (the
+        // slot is dropped with the error; `Owned::Closing` does not close on drop).
         self.push(entry, slot).map_err(|e| {
             // SAFETY: the push failed, so the kernel never saw `raw`; it is still ours, from
             // the `OwnedFd` just taken apart.

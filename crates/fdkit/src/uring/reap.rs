@@ -98,6 +98,10 @@ impl Ring {
             return;
         };
         self.unlink(&slot);
+        let mut slot = slot;
+        if res == -libc::ECANCELED {
+            slot.owned.never_ran();
+        }
         match slot.owned {
             Owned::Fill(mut buf) if res >= 0 => {
                 let n = (res as usize).min(buf.capacity());

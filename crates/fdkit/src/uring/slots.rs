@@ -42,6 +42,21 @@ pub(crate) enum Owned {
     Msg(Box<super::ops::MsgParts>),
     /// A registered buffer (its index) a `read_fixed` fills or a `write_fixed` reads.
     FixedBuf(u16),
+    /// The fd a `close_fd` hands the kernel: the ring closes it itself if the op is
+    /// cancelled before it ran (a failed link), so it never stays open unowned.
+    Closing(std::os::fd::RawFd),
+}
+
+impl Owned {
+    /// Called when the op never ran (cancelled in its chain): closes a `close_fd`'s fd.
+    pub fn never_ran(&mut self) {
+        if let Owned::Closing(fd) = *self {
+            // SAFETY: the caller handed this fd to the ring to close and the op that would
+            // have closed it never ran, so the number is still the one we were given.
+            drop(unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) });
+            *self = Owned::Nothing;
+        }
+    }
 }
 
 /// The progress of one [`Owned::Cancel`].
