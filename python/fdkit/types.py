@@ -135,6 +135,7 @@ class Statx(TypedDict):
     dev: int
     rdev: int
 
+
 # One path ``transfer`` left for the next one, and why. "from" is a keyword: the functional
 # form is the only way to spell this TypedDict.
 TransferFallback = TypedDict(

@@ -8,12 +8,12 @@
 //! feature is missing here.
 
 use fdkit::fd::{self, Errno, OFlags};
-#[allow(unused_imports)]
-use std::os::fd::BorrowedFd;
 use fdkit::uring::{probe, Completion, OpFd, OpKind, Ring, SqeFlags, Target};
 use rustix::net::{RecvFlags, SendFlags};
 use rustix::pipe::PipeFlags;
 use std::ffi::CString;
+#[allow(unused_imports)]
+use std::os::fd::BorrowedFd;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::time::{Duration, Instant};
 
@@ -77,7 +77,10 @@ fn read8(r: &OwnedFd) -> Vec<u8> {
 /// for long.
 fn nothing_to_read(r: &OwnedFd) -> Option<i32> {
     let mut fds = [rustix::event::PollFd::new(r, rustix::event::PollFlags::IN)];
-    let zero = rustix::event::Timespec { tv_sec: 0, tv_nsec: 0 };
+    let zero = rustix::event::Timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
     match rustix::event::poll(&mut fds, Some(&zero)).unwrap() {
         0 => Some(libc::EAGAIN),
         _ => None,
@@ -99,7 +102,10 @@ fn a_linked_write_after_a_failed_read_is_cancelled() {
     let got = summary(&drain(&mut ring));
     assert_eq!(
         got,
-        vec![(1, OpKind::Read, -libc::EBADF), (2, OpKind::Write, ECANCELED)]
+        vec![
+            (1, OpKind::Read, -libc::EBADF),
+            (2, OpKind::Write, ECANCELED)
+        ]
     );
     assert_eq!(nothing_to_read(&r), Some(libc::EAGAIN));
 }
@@ -127,8 +133,10 @@ fn linked_ops_run_in_order() {
         return;
     };
     let (r, w) = pipe();
-    ring.with_flags(SqeFlags::LINK, |ring| ring.write(w.as_fd(), b"ab".to_vec(), None, 1))
-        .unwrap();
+    ring.with_flags(SqeFlags::LINK, |ring| {
+        ring.write(w.as_fd(), b"ab".to_vec(), None, 1)
+    })
+    .unwrap();
     ring.with_flags(SqeFlags::LINK, |ring| ring.read(r.as_fd(), 2, None, 2))
         .unwrap();
     ring.write(w.as_fd(), b"cd".to_vec(), None, 3).unwrap();
@@ -156,10 +164,7 @@ fn a_link_timeout_cancels_a_recv_that_never_gets_data() {
     let lt = cs.iter().find(|c| c.user_data == 2).unwrap();
     // io_uring_prep_link_timeout(3): the op is cancelled (ECANCELED, or EINTR for some);
     // the timeout reports ETIME.
-    assert!(
-        [ECANCELED, -libc::EINTR].contains(&recv.result),
-        "{recv:?}"
-    );
+    assert!([ECANCELED, -libc::EINTR].contains(&recv.result), "{recv:?}");
     assert_eq!((lt.op, lt.result), (OpKind::LinkTimeout, -libc::ETIME));
 }
 
@@ -206,8 +211,10 @@ fn skip_success_posts_nothing_and_releases_its_slot() {
     assert_eq!(read8(&r), b"quiet");
     // In a chain: only the last op reports.
     for i in 0..3 {
-        ring.with_flags(SqeFlags::LINK | SqeFlags::SKIP_SUCCESS, |ring| ring.nop(10 + i))
-            .unwrap();
+        ring.with_flags(SqeFlags::LINK | SqeFlags::SKIP_SUCCESS, |ring| {
+            ring.nop(10 + i)
+        })
+        .unwrap();
     }
     ring.nop(20).unwrap();
     assert_eq!(summary(&drain(&mut ring)), vec![(20, OpKind::Nop, 0)]);
@@ -230,8 +237,10 @@ fn a_failed_skip_success_op_reports_and_its_chain_is_released() {
         ring.read(w.as_fd(), 8, None, 1)
     })
     .unwrap();
-    ring.with_flags(SqeFlags::LINK, |ring| ring.write(w.as_fd(), b"x".to_vec(), None, 2))
-        .unwrap();
+    ring.with_flags(SqeFlags::LINK, |ring| {
+        ring.write(w.as_fd(), b"x".to_vec(), None, 2)
+    })
+    .unwrap();
     ring.nop(3).unwrap();
     // The kernel posts the failure and skips the cancelled ops' completions.
     let got = summary(&drain(&mut ring));
@@ -270,9 +279,12 @@ fn drain_and_async_flags_complete_normally() {
         return;
     };
     let (r, w) = pipe();
-    ring.with_flags(SqeFlags::ASYNC, |ring| ring.write(w.as_fd(), b"a".to_vec(), None, 1))
+    ring.with_flags(SqeFlags::ASYNC, |ring| {
+        ring.write(w.as_fd(), b"a".to_vec(), None, 1)
+    })
+    .unwrap();
+    ring.with_flags(SqeFlags::DRAIN, |ring| ring.nop(2))
         .unwrap();
-    ring.with_flags(SqeFlags::DRAIN, |ring| ring.nop(2)).unwrap();
     let got = summary(&drain(&mut ring));
     assert_eq!(got, vec![(1, OpKind::Write, 1), (2, OpKind::Nop, 0)]);
     assert_eq!(read8(&r), b"a");
@@ -284,7 +296,8 @@ fn fixed_files_and_buffers_round_trip() {
         return;
     };
     let (r, w) = pipe();
-    ring.register_files(&[r.as_raw_fd(), w.as_raw_fd()]).unwrap();
+    ring.register_files(&[r.as_raw_fd(), w.as_raw_fd()])
+        .unwrap();
     assert_eq!(ring.registered_files(), 2);
     ring.write(Target::Fixed(1), b"via index".to_vec(), None, 1)
         .unwrap();
@@ -354,7 +367,8 @@ fn openat_statx_fsync_on_a_file() {
     ring.fsync(file.as_fd(), true, 3).unwrap();
     let got = summary(&drain(&mut ring));
     assert_eq!(got, vec![(2, OpKind::Write, 5), (3, OpKind::Fsync, 0)]);
-    ring.statx(None, cpath, 0, libc::STATX_BASIC_STATS, 4).unwrap();
+    ring.statx(None, cpath, 0, libc::STATX_BASIC_STATS, 4)
+        .unwrap();
     let c = drain(&mut ring).pop().unwrap();
     let st = c.statx.expect("statx");
     let meta = std::fs::metadata(&path).unwrap();

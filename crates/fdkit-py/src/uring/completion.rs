@@ -2,10 +2,10 @@
 
 use crate::errors::os_error;
 use fdkit::uring::Completion;
+use fdkit::uring::OpFd;
 use pyo3::exceptions::PyBaseException;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
-use fdkit::uring::OpFd;
 use std::os::fd::IntoRawFd;
 
 /// One completion: `user_data`, `result` (bytes moved, a new fd, 0, or `-errno`), `error` (an

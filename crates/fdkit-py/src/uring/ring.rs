@@ -365,7 +365,9 @@ impl PyRing {
         fixed: bool,
     ) -> PyResult<()> {
         let fl = sqe(link, hardlink, drain, async_, skip_success);
-        self.queue_with(py, fl, |r| r.recv_multishot(tgt(fd, fixed), group, user_data))
+        self.queue_with(py, fl, |r| {
+            r.recv_multishot(tgt(fd, fixed), group, user_data)
+        })
     }
 
     /// `provide_buffers(group, count, size)`: registers a provided-buffer ring of `count`
@@ -443,7 +445,9 @@ impl PyRing {
         let fl = sqe(link, hardlink, drain, async_, skip_success);
         let data = send_data(data)?;
         let flags = SendFlags::from_bits_retain(flags);
-        self.queue_with(py, fl, |r| r.send_zc(tgt(fd, fixed), data, flags, user_data))
+        self.queue_with(py, fl, |r| {
+            r.send_zc(tgt(fd, fixed), data, flags, user_data)
+        })
     }
 
     /// `read(fd, nbytes, user_data, *, offset=None)`: up to `nbytes` bytes at `offset` (None:
@@ -875,31 +879,31 @@ impl PyRing {
 
     /// `fill_buffer(index, data, *, offset=0)`: copies `data` into registered buffer
     /// `index`; `OSError(EBUSY)` while an op using it is in flight.
-    #[pyo3(signature = (index, data, *, offset=Count(0)))]
+    #[pyo3(signature = (index, data, *, offset=0))]
     fn fill_buffer(
         &self,
         py: Python<'_>,
         #[pyo3(from_py_with = u16_arg)] index: u16,
         data: &Bound<'_, PyAny>,
-        offset: Count,
+        offset: usize,
     ) -> PyResult<()> {
         let data = send_data(data)?;
-        let at = usize::try_from(offset.0).unwrap_or(usize::MAX);
+        let at = offset;
         self.queue(py, move |r| r.fill_fixed(index, at, data.as_ref()))
     }
 
     /// `buffer_bytes(index, nbytes=None, *, offset=0)`: a copy of registered buffer
     /// `index` (`nbytes` from `offset`; None: to its end); `OSError(EBUSY)` while an op
     /// using it is in flight.
-    #[pyo3(signature = (index, nbytes=None, *, offset=Count(0)))]
+    #[pyo3(signature = (index, nbytes=None, *, offset=0))]
     fn buffer_bytes<'py>(
         &self,
         py: Python<'py>,
         #[pyo3(from_py_with = u16_arg)] index: u16,
         nbytes: Option<Count>,
-        offset: Count,
+        offset: usize,
     ) -> PyResult<Bound<'py, PyBytes>> {
-        let start = usize::try_from(offset.0).unwrap_or(usize::MAX);
+        let start = offset;
         let n = nbytes.map(|n| usize::try_from(n.0).unwrap_or(usize::MAX));
         let bytes = self.with_ring(py, move |r| {
             let size = r.registered_buffers().map_or(0, |(_, s)| s as usize);
@@ -907,7 +911,8 @@ impl PyRing {
                 None => size,
                 Some(n) => start.saturating_add(n),
             };
-            r.fixed_bytes(index, start..end.max(start)).map_err(Fail::Core)
+            r.fixed_bytes(index, start..end.max(start))
+                .map_err(Fail::Core)
         })?;
         Ok(PyBytes::new(py, &bytes))
     }

@@ -55,10 +55,16 @@ impl SqeFlags {
     pub(crate) fn kernel(self) -> squeue::Flags {
         let mut f = squeue::Flags::empty();
         f.set(squeue::Flags::IO_LINK, self.contains(SqeFlags::LINK));
-        f.set(squeue::Flags::IO_HARDLINK, self.contains(SqeFlags::HARDLINK));
+        f.set(
+            squeue::Flags::IO_HARDLINK,
+            self.contains(SqeFlags::HARDLINK),
+        );
         f.set(squeue::Flags::IO_DRAIN, self.contains(SqeFlags::DRAIN));
         f.set(squeue::Flags::ASYNC, self.contains(SqeFlags::ASYNC));
-        f.set(squeue::Flags::SKIP_SUCCESS, self.contains(SqeFlags::SKIP_SUCCESS));
+        f.set(
+            squeue::Flags::SKIP_SUCCESS,
+            self.contains(SqeFlags::SKIP_SUCCESS),
+        );
         f
     }
 
@@ -103,7 +109,9 @@ impl Ring {
     /// Checks `flags` against the op in `slot`; `multishot` for ops that stay armed.
     fn check_flags(&self, flags: SqeFlags, slot: &Slot, multishot: bool) -> Result<()> {
         if flags.contains(SqeFlags::LINK | SqeFlags::HARDLINK) {
-            return Err(Error::InvalidArgument("link and hardlink exclude each other"));
+            return Err(Error::InvalidArgument(
+                "link and hardlink exclude each other",
+            ));
         }
         let skip = flags.contains(SqeFlags::SKIP_SUCCESS);
         if skip && !self.skip_cqe {
@@ -121,7 +129,11 @@ impl Ring {
         }
         if slot.op == OpKind::LinkTimeout {
             match self.chain.tail.and_then(|k| self.slots.id_of(k)) {
-                Some(prev) if self.slots.get(prev).is_some_and(|s| s.op != OpKind::LinkTimeout) => {}
+                Some(prev)
+                    if self
+                        .slots
+                        .get(prev)
+                        .is_some_and(|s| s.op != OpKind::LinkTimeout) => {}
                 _ => {
                     return Err(Error::InvalidArgument(
                         "link_timeout must follow an op queued with link or hardlink",
@@ -219,7 +231,9 @@ impl Ring {
                 };
                 self.chain.entries.push(last.flags(link));
             }
-            self.chain.entries.push(opcode::Nop::new().build().user_data(key));
+            self.chain
+                .entries
+                .push(opcode::Nop::new().build().user_data(key));
             self.chain.tail = Some(key);
         }
         let n = self.chain.entries.len();

@@ -215,7 +215,8 @@ pub struct Statx {
 
 impl Statx {
     pub(crate) fn from_raw(s: &libc::statx) -> Statx {
-        let ns = |t: libc::statx_timestamp| i128::from(t.tv_sec) * 1_000_000_000 + i128::from(t.tv_nsec);
+        let ns =
+            |t: libc::statx_timestamp| i128::from(t.tv_sec) * 1_000_000_000 + i128::from(t.tv_nsec);
         Statx {
             mask: s.stx_mask,
             mode: u32::from(s.stx_mode),

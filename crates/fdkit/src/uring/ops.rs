@@ -86,13 +86,20 @@ impl Ring {
         let entry = opcode::Accept::new(fd, std::ptr::null_mut(), std::ptr::null_mut())
             .flags(libc::SOCK_CLOEXEC)
             .build();
-        self.push(entry, Slot::new(user_data, OpKind::Accept, Owned::Nothing).on(at))
+        self.push(
+            entry,
+            Slot::new(user_data, OpKind::Accept, Owned::Nothing).on(at),
+        )
     }
 
     /// `IORING_OP_ACCEPT` with `IORING_ACCEPT_MULTISHOT`: one completion per connection (flag
     /// `MORE` while armed) until cancelled or an error ends it. See
     /// io_uring_prep_multishot_accept(3).
-    pub fn accept_multishot<'a>(&mut self, fd: impl Into<Target<'a>>, user_data: u64) -> Result<()> {
+    pub fn accept_multishot<'a>(
+        &mut self,
+        fd: impl Into<Target<'a>>,
+        user_data: u64,
+    ) -> Result<()> {
         let (fd, at) = on(fd);
         let entry = opcode::AcceptMulti::new(fd)
             .flags(libc::SOCK_CLOEXEC)
@@ -132,7 +139,10 @@ impl Ring {
         let entry = opcode::Recv::new(fd, buf.as_mut_ptr(), len as u32)
             .flags(flags.bits() as i32)
             .build();
-        self.push(entry, Slot::new(user_data, OpKind::Recv, Owned::Fill(buf)).on(at))
+        self.push(
+            entry,
+            Slot::new(user_data, OpKind::Recv, Owned::Fill(buf)).on(at),
+        )
     }
 
     /// Multishot `IORING_OP_RECV` from buffer group `group` (see
@@ -140,7 +150,12 @@ impl Ring {
     /// its bytes, `MORE` while armed. Result 0 is end of stream; `ENOBUFS` means the group ran
     /// dry and the receive ended (queue it again: the data waits in the socket).
     /// See io_uring_prep_recv_multishot(3).
-    pub fn recv_multishot<'a>(&mut self, fd: impl Into<Target<'a>>, group: u16, user_data: u64) -> Result<()> {
+    pub fn recv_multishot<'a>(
+        &mut self,
+        fd: impl Into<Target<'a>>,
+        group: u16,
+        user_data: u64,
+    ) -> Result<()> {
         let (fd, at) = on(fd);
         if !self.has_group(group) {
             return Err(Error::InvalidArgument(
@@ -201,7 +216,10 @@ impl Ring {
         let entry = opcode::Read::new(fd, buf.as_mut_ptr(), len as u32)
             .offset(offset.unwrap_or(u64::MAX))
             .build();
-        self.push(entry, Slot::new(user_data, OpKind::Read, Owned::Fill(buf)).on(at))
+        self.push(
+            entry,
+            Slot::new(user_data, OpKind::Read, Owned::Fill(buf)).on(at),
+        )
     }
 
     /// `IORING_OP_WRITE` of `data` at `offset` (None: the file position, which advances).
@@ -249,7 +267,10 @@ impl Ring {
         .flags(flags.bits())
         .build();
         let at = OpFd::Raw(fd_in.as_raw_fd());
-        self.push(entry, Slot::new(user_data, OpKind::Splice, Owned::Nothing).on(at))
+        self.push(
+            entry,
+            Slot::new(user_data, OpKind::Splice, Owned::Nothing).on(at),
+        )
     }
 
     /// `IORING_OP_TEE`: duplicates up to `len` bytes from pipe `fd_in` into pipe `fd_out`
@@ -266,11 +287,19 @@ impl Ring {
             .flags(flags.bits())
             .build();
         let at = OpFd::Raw(fd_in.as_raw_fd());
-        self.push(entry, Slot::new(user_data, OpKind::Tee, Owned::Nothing).on(at))
+        self.push(
+            entry,
+            Slot::new(user_data, OpKind::Tee, Owned::Nothing).on(at),
+        )
     }
 
     /// `IORING_OP_SHUTDOWN`. See io_uring_prep_shutdown(3).
-    pub fn shutdown<'a>(&mut self, fd: impl Into<Target<'a>>, how: Shutdown, user_data: u64) -> Result<()> {
+    pub fn shutdown<'a>(
+        &mut self,
+        fd: impl Into<Target<'a>>,
+        how: Shutdown,
+        user_data: u64,
+    ) -> Result<()> {
         let (fd, at) = on(fd);
         let how = match how {
             Shutdown::Read => libc::SHUT_RD,
@@ -475,7 +504,10 @@ impl Ring {
             .flags(flags | libc::O_CLOEXEC)
             .mode(mode)
             .build();
-        self.push(entry, Slot::new(user_data, OpKind::OpenAt, Owned::Path(path)))
+        self.push(
+            entry,
+            Slot::new(user_data, OpKind::OpenAt, Owned::Path(path)),
+        )
     }
 
     /// `IORING_OP_STATX` of `path` (relative to `dir`; with `AT_EMPTY_PATH` and an empty
@@ -498,7 +530,10 @@ impl Ring {
             .flags(flags)
             .mask(mask)
             .build();
-        self.push(entry, Slot::new(user_data, OpKind::Statx, Owned::Statx(parts)))
+        self.push(
+            entry,
+            Slot::new(user_data, OpKind::Statx, Owned::Statx(parts)),
+        )
     }
 
     /// `IORING_OP_FSYNC` of `fd` (`datasync`: `IORING_FSYNC_DATASYNC`, as fdatasync(2)).
@@ -516,7 +551,10 @@ impl Ring {
             types::FsyncFlags::empty()
         };
         let entry = opcode::Fsync::new(fd).flags(flags).build();
-        self.push(entry, Slot::new(user_data, OpKind::Fsync, Owned::Nothing).on(at))
+        self.push(
+            entry,
+            Slot::new(user_data, OpKind::Fsync, Owned::Nothing).on(at),
+        )
     }
 
     /// `IORING_OP_SENDMSG`: sends `buffers` as one message (to `addr` when given: a
@@ -564,7 +602,10 @@ impl Ring {
         let entry = opcode::SendMsg::new(fd, &raw const parts.hdr)
             .flags(flags.bits())
             .build();
-        self.push(entry, Slot::new(user_data, OpKind::SendMsg, Owned::Msg(parts)).on(at))
+        self.push(
+            entry,
+            Slot::new(user_data, OpKind::SendMsg, Owned::Msg(parts)).on(at),
+        )
     }
 
     /// `IORING_OP_RECVMSG` of up to `len` bytes: the completion carries the bytes and the
@@ -591,7 +632,10 @@ impl Ring {
         let entry = opcode::RecvMsg::new(fd, &raw mut parts.hdr)
             .flags(flags.bits())
             .build();
-        self.push(entry, Slot::new(user_data, OpKind::RecvMsg, Owned::Msg(parts)).on(at))
+        self.push(
+            entry,
+            Slot::new(user_data, OpKind::RecvMsg, Owned::Msg(parts)).on(at),
+        )
     }
 
     /// `IORING_OP_READ_FIXED`: up to `len` bytes at `offset` (None: the file position) into
@@ -660,6 +704,7 @@ impl MsgParts {
             iov: Vec::new(),
             data: Vec::new(),
             fill: Vec::new(),
+            // SAFETY: as above: an all-zero sockaddr_storage is AF_UNSPEC.
             addr: unsafe { std::mem::zeroed() },
         }
     }

@@ -425,9 +425,12 @@ impl Ring {
 
     /// How many buffers are registered, and their size.
     pub fn registered_buffers(&self) -> Option<(u16, u32)> {
-        self.fixed
-            .as_ref()
-            .map(|f| (f.bufs.len() as u16, f.bufs.first().map_or(0, |b| b.len() as u32)))
+        self.fixed.as_ref().map(|f| {
+            (
+                f.bufs.len() as u16,
+                f.bufs.first().map_or(0, |b| b.len() as u32),
+            )
+        })
     }
 
     /// Copies `data` into registered buffer `index` at `at`; `EBUSY` while an op using
@@ -467,10 +470,9 @@ impl Ring {
 
     /// The address of registered buffer `index`, checked to hold `len` bytes.
     pub(crate) fn fixed_ptr(&mut self, index: u16, len: usize) -> Result<*mut u8> {
-        let f = self
-            .fixed
-            .as_mut()
-            .ok_or(Error::InvalidArgument("no buffers registered (register_buffers first)"))?;
+        let f = self.fixed.as_mut().ok_or(Error::InvalidArgument(
+            "no buffers registered (register_buffers first)",
+        ))?;
         let buf = f
             .bufs
             .get_mut(usize::from(index))
@@ -484,7 +486,7 @@ impl Ring {
     /// Whether an op in flight uses registered buffer `index` (None: any).
     pub(crate) fn fixed_in_use(&self, index: Option<u16>) -> bool {
         self.slots.iter().any(|(_, s)| match s.owned {
-            super::slots::Owned::FixedBuf(i) => index.is_none_or(|x| x == i),
+            super::slots::Owned::FixedBuf(i) => index.map_or(true, |x| x == i),
             _ => false,
         })
     }
