@@ -412,3 +412,28 @@ fn sendmsg_recvmsg_over_udp_and_accept_with_address() {
     assert!(c.take_fd().is_some());
     assert_eq!(c.address, Some(getsockname(&client).unwrap()));
 }
+
+#[test]
+fn a_chain_must_fit_the_submission_queue() {
+    if !require_uring() {
+        return;
+    }
+    let mut ring = Ring::new(4).unwrap();
+    let n = ring.sq_entries() as u64;
+    for i in 0..n - 1 {
+        ring.with_flags(SqeFlags::LINK, |r| r.nop(i)).unwrap();
+    }
+    // One more linked op (and a witness) would not fit one submission: refused, queued nothing.
+    assert!(ring.with_flags(SqeFlags::LINK, |r| r.nop(99)).is_err());
+    ring.nop(100).unwrap_err();
+    // Submitting ends the chain as it stands (the kernel would do the same).
+    ring.submit().unwrap();
+    assert_eq!(drain(&mut ring).len(), (n - 1) as usize);
+    if ring.can_skip_success() {
+        let mut tiny = Ring::new(1).unwrap();
+        assert!(tiny
+            .with_flags(SqeFlags::SKIP_SUCCESS, |r| r.nop(1))
+            .is_err());
+        assert_eq!(tiny.in_flight(), 0);
+    }
+}

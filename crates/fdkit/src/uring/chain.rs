@@ -141,9 +141,9 @@ impl Ring {
                 }
             }
         }
-        let len = self.chain.entries.len() + usize::from(flags.linked() || self.chain_open());
-        // Room for the chain and its witness in one submission.
-        if len + 1 > self.sq_entries() as usize {
+        let chained = flags.linked() || self.chain_open() || skip;
+        // The chain so far, this op and a possible witness go to the kernel in one piece.
+        if chained && self.chain.entries.len() + 2 > self.sq_entries() as usize {
             return Err(Error::InvalidArgument(
                 "a linked chain must fit the submission queue (entries - 1 ops)",
             ));
