@@ -177,10 +177,6 @@ fn tgt(fd: Fd, fixed: bool) -> Target<'static> {
     }
 }
 
-/// The message of a refused fixed-file index.
-fn fixed_fd(fd: Fd, fixed: bool) -> PyResult<Target<'static>> {
-    Ok(tgt(fd, fixed))
-}
 
 #[pymethods]
 #[allow(clippy::too_many_arguments)]
@@ -288,7 +284,7 @@ impl PyRing {
         fixed: bool,
     ) -> PyResult<()> {
         let fl = sqe(link, hardlink, drain, async_, skip_success);
-        let t = fixed_fd(fd, fixed)?;
+        let t = tgt(fd, fixed);
         if multishot && address {
             return Err(PyValueError::new_err(
                 "a multishot accept cannot collect addresses (use address=False)",
