@@ -40,7 +40,12 @@ EXPECTED = {
     "readme_zerocopy_tour.py": ["4194304 {'path': ", "61440", "7 5 b'request' b'reply'"],
     "readme_atomic_pipe_tour.py": ["100000\n1\n1\n1\n", "line 14", "burst 23", "message 10000"],
     "readme_logging_children.py": ["item 0 done", "item 99 done"],
-    "readme_uring_ring.py": ["b'pong: ping'"],
+    "readme_uring_ring.py": [
+        "b'pong: ping'",
+        "[('read', 'EBADF'), ('write', 'ECANCELED')]",
+        "('link_timeout', 'ETIME')",
+        "[('read_fixed', 0, b'fixed')]\n[] 0",
+    ],
 }
 
 

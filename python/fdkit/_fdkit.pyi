@@ -18,6 +18,7 @@ from fdkit.types import (
     ProtocolErrorKind,
     ProxyStats,
     ServeStaticStats,
+    Statx,
     TransferStats,
     WouldBlock,
     ZstdCodec,
@@ -208,6 +209,14 @@ class Completion:
     def data(self) -> bytes | None: ...
     @property
     def op(self) -> CompletionOp: ...
+    @property
+    def fd(self) -> int | None: ...  # the fd the op was on (a registered-file index if fixed)
+    @property
+    def fixed(self) -> bool: ...
+    @property
+    def address(self) -> _Address | None: ...  # accept(address=True)'s peer, recvmsg's sender
+    @property
+    def statx(self) -> Statx | None: ...
 
 @final
 class Reactor:
@@ -236,18 +245,141 @@ class Ring:
     def __new__(
         cls, entries: int = 256, *, defer_taskrun: bool | None = None, cq_entries: int | None = None
     ) -> Ring: ...
-    def nop(self, user_data: int) -> None: ...
-    def socket(self, family: int, type: int, user_data: int, *, proto: int = 0) -> None: ...
-    def accept(self, fd: int, user_data: int, *, multishot: bool = False) -> None: ...
-    def connect(self, fd: int, address: _Address, user_data: int) -> None: ...
-    def recv(self, fd: int, nbytes: int, user_data: int, *, flags: int = 0) -> None: ...
-    def recv_multishot(self, fd: int, group: int, user_data: int) -> None: ...
+    # Every op takes the SQE flags link, hardlink, drain, async_ (IOSQE_ASYNC) and
+    # skip_success (IOSQE_CQE_SKIP_SUCCESS); ops on an fd take fixed=True (fd: an index into
+    # register_files).
+    def nop(
+        self,
+        user_data: int,
+        *,
+        link: bool = False,
+        hardlink: bool = False,
+        drain: bool = False,
+        async_: bool = False,
+        skip_success: bool = False,
+    ) -> None: ...
+    def socket(
+        self,
+        family: int,
+        type: int,
+        user_data: int,
+        *,
+        proto: int = 0,
+        link: bool = False,
+        hardlink: bool = False,
+        drain: bool = False,
+        async_: bool = False,
+        skip_success: bool = False,
+    ) -> None: ...
+    def accept(
+        self,
+        fd: int,
+        user_data: int,
+        *,
+        multishot: bool = False,
+        address: bool = False,
+        link: bool = False,
+        hardlink: bool = False,
+        drain: bool = False,
+        async_: bool = False,
+        skip_success: bool = False,
+        fixed: bool = False,
+    ) -> None: ...
+    def connect(
+        self,
+        fd: int,
+        address: _Address,
+        user_data: int,
+        *,
+        link: bool = False,
+        hardlink: bool = False,
+        drain: bool = False,
+        async_: bool = False,
+        skip_success: bool = False,
+    ) -> None: ...
+    def recv(
+        self,
+        fd: int,
+        nbytes: int,
+        user_data: int,
+        *,
+        flags: int = 0,
+        link: bool = False,
+        hardlink: bool = False,
+        drain: bool = False,
+        async_: bool = False,
+        skip_success: bool = False,
+        fixed: bool = False,
+    ) -> None: ...
+    def recv_multishot(
+        self,
+        fd: int,
+        group: int,
+        user_data: int,
+        *,
+        link: bool = False,
+        hardlink: bool = False,
+        drain: bool = False,
+        async_: bool = False,
+        skip_success: bool = False,
+        fixed: bool = False,
+    ) -> None: ...
     def provide_buffers(self, group: int, count: int, size: int) -> None: ...
-    def send(self, fd: int, data: ReadableBuffer, user_data: int, *, flags: int = 0) -> None: ...
-    def send_zc(self, fd: int, data: ReadableBuffer, user_data: int, *, flags: int = 0) -> None: ...
-    def read(self, fd: int, nbytes: int, user_data: int, *, offset: int | None = None) -> None: ...
+    def send(
+        self,
+        fd: int,
+        data: ReadableBuffer,
+        user_data: int,
+        *,
+        flags: int = 0,
+        link: bool = False,
+        hardlink: bool = False,
+        drain: bool = False,
+        async_: bool = False,
+        skip_success: bool = False,
+        fixed: bool = False,
+    ) -> None: ...
+    def send_zc(
+        self,
+        fd: int,
+        data: ReadableBuffer,
+        user_data: int,
+        *,
+        flags: int = 0,
+        link: bool = False,
+        hardlink: bool = False,
+        drain: bool = False,
+        async_: bool = False,
+        skip_success: bool = False,
+        fixed: bool = False,
+    ) -> None: ...
+    def read(
+        self,
+        fd: int,
+        nbytes: int,
+        user_data: int,
+        *,
+        offset: int | None = None,
+        link: bool = False,
+        hardlink: bool = False,
+        drain: bool = False,
+        async_: bool = False,
+        skip_success: bool = False,
+        fixed: bool = False,
+    ) -> None: ...
     def write(
-        self, fd: int, data: ReadableBuffer, user_data: int, *, offset: int | None = None
+        self,
+        fd: int,
+        data: ReadableBuffer,
+        user_data: int,
+        *,
+        offset: int | None = None,
+        link: bool = False,
+        hardlink: bool = False,
+        drain: bool = False,
+        async_: bool = False,
+        skip_success: bool = False,
+        fixed: bool = False,
     ) -> None: ...
     def splice(
         self,
@@ -259,19 +391,208 @@ class Ring:
         off_in: int | None = None,
         off_out: int | None = None,
         flags: int = 0,
+        link: bool = False,
+        hardlink: bool = False,
+        drain: bool = False,
+        async_: bool = False,
+        skip_success: bool = False,
     ) -> None: ...
     def tee(
-        self, fd_in: int, fd_out: int, nbytes: int, user_data: int, *, flags: int = 0
+        self,
+        fd_in: int,
+        fd_out: int,
+        nbytes: int,
+        user_data: int,
+        *,
+        flags: int = 0,
+        link: bool = False,
+        hardlink: bool = False,
+        drain: bool = False,
+        async_: bool = False,
+        skip_success: bool = False,
     ) -> None: ...
-    def shutdown(self, fd: int, how: int, user_data: int) -> None: ...
-    def close_fd(self, fd: int, user_data: int) -> None: ...
+    def shutdown(
+        self,
+        fd: int,
+        how: int,
+        user_data: int,
+        *,
+        link: bool = False,
+        hardlink: bool = False,
+        drain: bool = False,
+        async_: bool = False,
+        skip_success: bool = False,
+        fixed: bool = False,
+    ) -> None: ...
+    def close_fd(
+        self,
+        fd: int,
+        user_data: int,
+        *,
+        link: bool = False,
+        hardlink: bool = False,
+        drain: bool = False,
+        async_: bool = False,
+        skip_success: bool = False,
+    ) -> None: ...
     def poll_add(
-        self, fd: int, events: int, user_data: int, *, multishot: bool = False
+        self,
+        fd: int,
+        events: int,
+        user_data: int,
+        *,
+        multishot: bool = False,
+        link: bool = False,
+        hardlink: bool = False,
+        drain: bool = False,
+        async_: bool = False,
+        skip_success: bool = False,
+        fixed: bool = False,
     ) -> None: ...
-    def timeout(self, seconds: float, user_data: int, *, count: int = 0) -> None: ...
-    def cancel(self, target_user_data: int, user_data: int) -> None: ...
+    def timeout(
+        self,
+        seconds: float,
+        user_data: int,
+        *,
+        count: int = 0,
+        link: bool = False,
+        hardlink: bool = False,
+        drain: bool = False,
+        async_: bool = False,
+        skip_success: bool = False,
+    ) -> None: ...
+    def cancel(
+        self,
+        target_user_data: int,
+        user_data: int,
+        *,
+        link: bool = False,
+        hardlink: bool = False,
+        drain: bool = False,
+        async_: bool = False,
+        skip_success: bool = False,
+    ) -> None: ...
+    def link_timeout(
+        self,
+        seconds: float,
+        user_data: int,
+        *,
+        link: bool = False,
+        hardlink: bool = False,
+        drain: bool = False,
+        async_: bool = False,
+        skip_success: bool = False,
+    ) -> None: ...
+    def openat(
+        self,
+        path: _Path,
+        flags: int,
+        user_data: int,
+        *,
+        mode: int = 0o777,
+        dir_fd: int | None = None,
+        link: bool = False,
+        hardlink: bool = False,
+        drain: bool = False,
+        async_: bool = False,
+        skip_success: bool = False,
+    ) -> None: ...
+    def statx(
+        self,
+        path: _Path,
+        user_data: int,
+        *,
+        dir_fd: int | None = None,
+        flags: int = 0,
+        mask: int = 0x7FF,
+        link: bool = False,
+        hardlink: bool = False,
+        drain: bool = False,
+        async_: bool = False,
+        skip_success: bool = False,
+    ) -> None: ...
+    def fsync(
+        self,
+        fd: int,
+        user_data: int,
+        *,
+        datasync: bool = False,
+        link: bool = False,
+        hardlink: bool = False,
+        drain: bool = False,
+        async_: bool = False,
+        skip_success: bool = False,
+        fixed: bool = False,
+    ) -> None: ...
+    def sendmsg(
+        self,
+        fd: int,
+        buffers: Iterable[ReadableBuffer],
+        user_data: int,
+        *,
+        address: _Address | None = None,
+        flags: int = 0,
+        link: bool = False,
+        hardlink: bool = False,
+        drain: bool = False,
+        async_: bool = False,
+        skip_success: bool = False,
+        fixed: bool = False,
+    ) -> None: ...
+    def recvmsg(
+        self,
+        fd: int,
+        nbytes: int,
+        user_data: int,
+        *,
+        flags: int = 0,
+        link: bool = False,
+        hardlink: bool = False,
+        drain: bool = False,
+        async_: bool = False,
+        skip_success: bool = False,
+        fixed: bool = False,
+    ) -> None: ...
+    def register_files(self, fds: Iterable[int]) -> None: ...
+    def unregister_files(self) -> None: ...
+    def register_buffers(self, count: int, size: int) -> None: ...
+    def unregister_buffers(self) -> None: ...
+    def fill_buffer(self, index: int, data: ReadableBuffer, *, offset: int = 0) -> None: ...
+    def buffer_bytes(self, index: int, nbytes: int | None = None, *, offset: int = 0) -> bytes: ...
+    def read_fixed(
+        self,
+        fd: int,
+        buf_index: int,
+        nbytes: int,
+        user_data: int,
+        *,
+        offset: int | None = None,
+        link: bool = False,
+        hardlink: bool = False,
+        drain: bool = False,
+        async_: bool = False,
+        skip_success: bool = False,
+        fixed: bool = False,
+    ) -> None: ...
+    def write_fixed(
+        self,
+        fd: int,
+        buf_index: int,
+        data: ReadableBuffer | int,
+        user_data: int,
+        *,
+        offset: int | None = None,
+        link: bool = False,
+        hardlink: bool = False,
+        drain: bool = False,
+        async_: bool = False,
+        skip_success: bool = False,
+        fixed: bool = False,
+    ) -> None: ...
     def submit(self) -> int: ...
-    def wait(self, min_complete: int = 1, timeout: float | None = None) -> list[Completion]: ...
+    def wait(
+        self, min_complete: int = 1, timeout: float | None = None, *, timeout_error: bool = False
+    ) -> list[Completion]: ...
     def fileno(self) -> int: ...
     @property
     def fd(self) -> int: ...  # the older spelling of fileno(), kept as an alias

@@ -27,6 +27,7 @@ __all__ = [
     "ProxyStats",
     "ServeStaticStats",
     "ServeStats",
+    "Statx",
     "StoppedBy",
     "TransferFallback",
     "TransferPath",
@@ -84,13 +85,12 @@ StoppedBy = Literal["SIGINT", "SIGTERM"]
 #: The paths ``zerocopy.transfer`` can take (``transfer_stats()["path"]``).
 TransferPath = Literal["copy_file_range", "sendfile", "splice", "splice_via_pipe", "read_write"]
 
-#: ``Completion.op``: the ``Ring`` method that queued the operation (multishot accept and
-#: ``recv_multishot`` have their own names; ``close_fd`` reports ``"close"``).
+#: ``Completion.op``: the name of the ``Ring`` method that queued the operation (a multishot
+#: accept is ``"accept"``, told apart by ``more``; ``close_fd`` is ``"close_fd"``).
 CompletionOp = Literal[
     "nop",
     "socket",
     "accept",
-    "accept_multishot",
     "connect",
     "recv",
     "recv_multishot",
@@ -101,11 +101,40 @@ CompletionOp = Literal[
     "splice",
     "tee",
     "shutdown",
-    "close",
+    "close_fd",
     "poll_add",
     "timeout",
     "cancel",
+    "link_timeout",
+    "openat",
+    "statx",
+    "fsync",
+    "sendmsg",
+    "recvmsg",
+    "read_fixed",
+    "write_fixed",
 ]
+
+
+class Statx(TypedDict):
+    """``Completion.statx``: what a ``Ring.statx`` found (see statx(2); times in ns)."""
+
+    mask: int
+    mode: int
+    ino: int
+    nlink: int
+    uid: int
+    gid: int
+    size: int
+    blksize: int
+    blocks: int
+    atime_ns: int
+    mtime_ns: int
+    ctime_ns: int
+    btime_ns: int
+    dev: int
+    rdev: int
+
 
 # One path ``transfer`` left for the next one, and why. "from" is a keyword: the functional
 # form is the only way to spell this TypedDict.

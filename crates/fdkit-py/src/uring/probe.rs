@@ -4,7 +4,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
 /// `uring_probe()`: `{"available": bool, "reason": str | None, "ops": {name: bool},
-/// "defer_taskrun": bool}`. Releases the GIL while the kernel is asked.
+/// "defer_taskrun": bool, "skip_success": bool}`. Releases the GIL while the kernel is asked.
 #[pyfunction]
 pub fn uring_probe(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     let a = py.detach(fdkit::uring::probe);
@@ -17,5 +17,6 @@ pub fn uring_probe(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     }
     d.set_item("ops", ops)?;
     d.set_item("defer_taskrun", a.defer_taskrun)?;
+    d.set_item("skip_success", a.skip_success)?;
     Ok(d)
 }

@@ -8,15 +8,15 @@
 
 use super::args::{self, send_data, user_data_arg};
 use super::completion::PyCompletion;
-use crate::args::{i32_arg, u16_arg, u32_arg, Count, Fd, Seconds};
+use crate::args::{i32_arg, u16_arg, u32_arg, Count, Fd, PathArg, Seconds};
 use crate::closable::{Closable, Release, Use};
 use crate::errors::core_error;
 use crate::gil::without_gil;
 use fdkit::fd::Errno;
-use fdkit::uring::{Ring, RingOptions};
+use fdkit::uring::{Ring, RingOptions, SqeFlags, Target};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use pyo3::types::{PyList, PyTuple};
+use pyo3::types::{PyBytes, PyList, PyTuple};
 use rustix::event::PollFlags;
 use rustix::net::SocketType;
 use rustix::net::{AddressFamily, Protocol, RecvFlags, SendFlags, Shutdown, SocketFlags};
@@ -137,6 +137,16 @@ impl PyRing {
         })
     }
 
+    /// Queues one op with the SQE flags `fl`.
+    fn queue_with(
+        &self,
+        py: Python<'_>,
+        fl: SqeFlags,
+        f: impl FnOnce(&mut Ring) -> fdkit::error::Result<()> + Send,
+    ) -> PyResult<()> {
+        self.queue(py, move |r| r.with_flags(fl, f))
+    }
+
     /// Queues one op (no kernel entry unless the submission queue is full).
     fn queue(
         &self,
@@ -147,7 +157,29 @@ impl PyRing {
     }
 }
 
+/// The SQE flags of an op's keyword arguments.
+fn sqe(link: bool, hardlink: bool, drain: bool, async_: bool, skip_success: bool) -> SqeFlags {
+    let mut f = SqeFlags::empty();
+    f.set(SqeFlags::LINK, link);
+    f.set(SqeFlags::HARDLINK, hardlink);
+    f.set(SqeFlags::DRAIN, drain);
+    f.set(SqeFlags::ASYNC, async_);
+    f.set(SqeFlags::SKIP_SUCCESS, skip_success);
+    f
+}
+
+/// An op's fd: with `fixed`, an index into the registered files.
+fn tgt(fd: Fd, fixed: bool) -> Target<'static> {
+    if fixed {
+        Target::Fixed(fd.0 as u32)
+    } else {
+        Target::Fd(fd.borrow())
+    }
+}
+
+
 #[pymethods]
+#[allow(clippy::too_many_arguments)]
 impl PyRing {
     /// `Ring(entries=256, *, defer_taskrun=None, cq_entries=None)`: io_uring_setup(2) with
     /// `entries` submission entries (1..=32768) and `cq_entries` completion entries (default
@@ -188,18 +220,25 @@ impl PyRing {
     }
 
     /// `nop(user_data)`: completes with result 0. io_uring_prep_nop(3).
+    #[pyo3(signature = (user_data, *, link=false, hardlink=false, drain=false, async_=false, skip_success=false))]
     fn nop(
         &self,
         py: Python<'_>,
         #[pyo3(from_py_with = user_data_arg)] user_data: u64,
+        link: bool,
+        hardlink: bool,
+        drain: bool,
+        async_: bool,
+        skip_success: bool,
     ) -> PyResult<()> {
-        self.queue(py, |r| r.nop(user_data))
+        let fl = sqe(link, hardlink, drain, async_, skip_success);
+        self.queue_with(py, fl, |r| r.nop(user_data))
     }
 
     /// `socket(family, type, user_data, *, proto=0)`: a new socket (close-on-exec; `type` may
     /// include `SOCK_NONBLOCK`); its fd is the completion's `result`, yours to close.
     /// io_uring_prep_socket(3).
-    #[pyo3(signature = (family, r#type, user_data, *, proto=0))]
+    #[pyo3(signature = (family, r#type, user_data, *, proto=0, link=false, hardlink=false, drain=false, async_=false, skip_success=false))]
     fn socket(
         &self,
         py: Python<'_>,
@@ -207,7 +246,13 @@ impl PyRing {
         #[pyo3(from_py_with = u32_arg)] r#type: u32,
         #[pyo3(from_py_with = user_data_arg)] user_data: u64,
         #[pyo3(from_py_with = u32_arg)] proto: u32,
+        link: bool,
+        hardlink: bool,
+        drain: bool,
+        async_: bool,
+        skip_success: bool,
     ) -> PyResult<()> {
+        let fl = sqe(link, hardlink, drain, async_, skip_success);
         let family = u16::try_from(family)
             .map(AddressFamily::from_raw)
             .map_err(|_| PyValueError::new_err(format!("invalid address family {family}")))?;
@@ -215,44 +260,68 @@ impl PyRing {
         let flags = SocketFlags::from_bits_retain(r#type & type_flags);
         let ty = SocketType::from_raw(r#type & !type_flags);
         let proto = std::num::NonZeroU32::new(proto).map(Protocol::from_raw);
-        self.queue(py, |r| r.socket(family, ty, flags, proto, user_data))
+        self.queue_with(py, fl, |r| r.socket(family, ty, flags, proto, user_data))
     }
 
-    /// `accept(fd, user_data, *, multishot=False)`: a connection from listener `fd`
-    /// (close-on-exec); its fd is the completion's `result`, yours to close. With `multishot`,
-    /// one completion per connection (`more` while armed). io_uring_prep_accept(3),
-    /// io_uring_prep_multishot_accept(3).
-    #[pyo3(signature = (fd, user_data, *, multishot=false))]
+    /// `accept(fd, user_data, *, multishot=False, address=False, ...)`: a connection from
+    /// listener `fd` (close-on-exec); its fd is the completion's `result`, yours to close.
+    /// With `multishot`, one completion per connection (`more` while armed); with
+    /// `address`, the completion's `address` is the peer's (not with `multishot`).
+    /// io_uring_prep_accept(3), io_uring_prep_multishot_accept(3).
+    #[pyo3(signature = (fd, user_data, *, multishot=false, address=false, link=false, hardlink=false, drain=false, async_=false, skip_success=false, fixed=false))]
     fn accept(
         &self,
         py: Python<'_>,
         fd: Fd,
         #[pyo3(from_py_with = user_data_arg)] user_data: u64,
         multishot: bool,
+        address: bool,
+        link: bool,
+        hardlink: bool,
+        drain: bool,
+        async_: bool,
+        skip_success: bool,
+        fixed: bool,
     ) -> PyResult<()> {
+        let fl = sqe(link, hardlink, drain, async_, skip_success);
+        let t = tgt(fd, fixed);
+        if multishot && address {
+            return Err(PyValueError::new_err(
+                "a multishot accept cannot collect addresses (use address=False)",
+            ));
+        }
         if multishot {
-            self.queue(py, |r| r.accept_multishot(fd.borrow(), user_data))
+            self.queue_with(py, fl, |r| r.accept_multishot(t, user_data))
+        } else if address {
+            self.queue_with(py, fl, |r| r.accept_with_address(t, user_data))
         } else {
-            self.queue(py, |r| r.accept(fd.borrow(), user_data))
+            self.queue_with(py, fl, |r| r.accept(t, user_data))
         }
     }
 
     /// `connect(fd, address, user_data)`: `address` as for `socket.connect` (a `(host, port)`
     /// tuple, or a path for AF_UNIX). io_uring_prep_connect(3).
+    #[pyo3(signature = (fd, address, user_data, *, link=false, hardlink=false, drain=false, async_=false, skip_success=false))]
     fn connect(
         &self,
         py: Python<'_>,
         fd: Fd,
         address: &Bound<'_, PyAny>,
         #[pyo3(from_py_with = user_data_arg)] user_data: u64,
+        link: bool,
+        hardlink: bool,
+        drain: bool,
+        async_: bool,
+        skip_success: bool,
     ) -> PyResult<()> {
+        let fl = sqe(link, hardlink, drain, async_, skip_success);
         let addr = crate::fd::addr::from_py(address, fd.borrow())?;
-        self.queue(py, |r| r.connect(fd.borrow(), &addr, user_data))
+        self.queue_with(py, fl, |r| r.connect(fd.borrow(), &addr, user_data))
     }
 
     /// `recv(fd, nbytes, user_data, *, flags=0)`: up to `nbytes` bytes, in the completion's
     /// `data`. io_uring_prep_recv(3).
-    #[pyo3(signature = (fd, nbytes, user_data, *, flags=0))]
+    #[pyo3(signature = (fd, nbytes, user_data, *, flags=0, link=false, hardlink=false, drain=false, async_=false, skip_success=false, fixed=false))]
     fn recv(
         &self,
         py: Python<'_>,
@@ -260,24 +329,41 @@ impl PyRing {
         nbytes: Count,
         #[pyo3(from_py_with = user_data_arg)] user_data: u64,
         #[pyo3(from_py_with = u32_arg)] flags: u32,
+        link: bool,
+        hardlink: bool,
+        drain: bool,
+        async_: bool,
+        skip_success: bool,
+        fixed: bool,
     ) -> PyResult<()> {
+        let fl = sqe(link, hardlink, drain, async_, skip_success);
         let n = args::nbytes(nbytes)?;
         let flags = RecvFlags::from_bits_retain(flags);
-        self.queue(py, |r| r.recv(fd.borrow(), n, flags, user_data))
+        self.queue_with(py, fl, |r| r.recv(tgt(fd, fixed), n, flags, user_data))
     }
 
     /// `recv_multishot(fd, group, user_data)`: receives into buffer group `group` (see
     /// `provide_buffers`) until cancelled, end of stream (`result` 0) or an error: one
     /// completion per chunk, `more` while armed. `ENOBUFS` in `error` means the group ran dry;
     /// queue the receive again, no data is lost. io_uring_prep_recv_multishot(3).
+    #[pyo3(signature = (fd, group, user_data, *, link=false, hardlink=false, drain=false, async_=false, skip_success=false, fixed=false))]
     fn recv_multishot(
         &self,
         py: Python<'_>,
         fd: Fd,
         #[pyo3(from_py_with = u16_arg)] group: u16,
         #[pyo3(from_py_with = user_data_arg)] user_data: u64,
+        link: bool,
+        hardlink: bool,
+        drain: bool,
+        async_: bool,
+        skip_success: bool,
+        fixed: bool,
     ) -> PyResult<()> {
-        self.queue(py, |r| r.recv_multishot(fd.borrow(), group, user_data))
+        let fl = sqe(link, hardlink, drain, async_, skip_success);
+        self.queue_with(py, fl, |r| {
+            r.recv_multishot(tgt(fd, fixed), group, user_data)
+        })
     }
 
     /// `provide_buffers(group, count, size)`: registers a provided-buffer ring of `count`
@@ -313,7 +399,7 @@ impl PyRing {
 
     /// `send(fd, data, user_data, *, flags=0)`: sends `data` (any bytes-like object; `bytes`
     /// are kept by reference, others copied). io_uring_prep_send(3).
-    #[pyo3(signature = (fd, data, user_data, *, flags=0))]
+    #[pyo3(signature = (fd, data, user_data, *, flags=0, link=false, hardlink=false, drain=false, async_=false, skip_success=false, fixed=false))]
     fn send(
         &self,
         py: Python<'_>,
@@ -321,16 +407,23 @@ impl PyRing {
         data: &Bound<'_, PyAny>,
         #[pyo3(from_py_with = user_data_arg)] user_data: u64,
         #[pyo3(from_py_with = u32_arg)] flags: u32,
+        link: bool,
+        hardlink: bool,
+        drain: bool,
+        async_: bool,
+        skip_success: bool,
+        fixed: bool,
     ) -> PyResult<()> {
+        let fl = sqe(link, hardlink, drain, async_, skip_success);
         let data = send_data(data)?;
         let flags = SendFlags::from_bits_retain(flags);
-        self.queue(py, |r| r.send(fd.borrow(), data, flags, user_data))
+        self.queue_with(py, fl, |r| r.send(tgt(fd, fixed), data, flags, user_data))
     }
 
     /// `send_zc(fd, data, user_data, *, flags=0)`: a zero-copy send; two completions: the
     /// result (`more` set) and then the notification (`notif` set) once the kernel is done
     /// with `data`. io_uring_prep_send_zc(3).
-    #[pyo3(signature = (fd, data, user_data, *, flags=0))]
+    #[pyo3(signature = (fd, data, user_data, *, flags=0, link=false, hardlink=false, drain=false, async_=false, skip_success=false, fixed=false))]
     fn send_zc(
         &self,
         py: Python<'_>,
@@ -338,15 +431,24 @@ impl PyRing {
         data: &Bound<'_, PyAny>,
         #[pyo3(from_py_with = user_data_arg)] user_data: u64,
         #[pyo3(from_py_with = u32_arg)] flags: u32,
+        link: bool,
+        hardlink: bool,
+        drain: bool,
+        async_: bool,
+        skip_success: bool,
+        fixed: bool,
     ) -> PyResult<()> {
+        let fl = sqe(link, hardlink, drain, async_, skip_success);
         let data = send_data(data)?;
         let flags = SendFlags::from_bits_retain(flags);
-        self.queue(py, |r| r.send_zc(fd.borrow(), data, flags, user_data))
+        self.queue_with(py, fl, |r| {
+            r.send_zc(tgt(fd, fixed), data, flags, user_data)
+        })
     }
 
     /// `read(fd, nbytes, user_data, *, offset=None)`: up to `nbytes` bytes at `offset` (None:
     /// the file position), in the completion's `data`. io_uring_prep_read(3).
-    #[pyo3(signature = (fd, nbytes, user_data, *, offset=None))]
+    #[pyo3(signature = (fd, nbytes, user_data, *, offset=None, link=false, hardlink=false, drain=false, async_=false, skip_success=false, fixed=false))]
     fn read(
         &self,
         py: Python<'_>,
@@ -354,15 +456,22 @@ impl PyRing {
         nbytes: Count,
         #[pyo3(from_py_with = user_data_arg)] user_data: u64,
         offset: Option<Count>,
+        link: bool,
+        hardlink: bool,
+        drain: bool,
+        async_: bool,
+        skip_success: bool,
+        fixed: bool,
     ) -> PyResult<()> {
+        let fl = sqe(link, hardlink, drain, async_, skip_success);
         let n = args::nbytes(nbytes)?;
         let offset = offset.map(|o| o.0);
-        self.queue(py, |r| r.read(fd.borrow(), n, offset, user_data))
+        self.queue_with(py, fl, |r| r.read(tgt(fd, fixed), n, offset, user_data))
     }
 
     /// `write(fd, data, user_data, *, offset=None)`: writes `data` at `offset` (None: the file
     /// position). io_uring_prep_write(3).
-    #[pyo3(signature = (fd, data, user_data, *, offset=None))]
+    #[pyo3(signature = (fd, data, user_data, *, offset=None, link=false, hardlink=false, drain=false, async_=false, skip_success=false, fixed=false))]
     fn write(
         &self,
         py: Python<'_>,
@@ -370,15 +479,22 @@ impl PyRing {
         data: &Bound<'_, PyAny>,
         #[pyo3(from_py_with = user_data_arg)] user_data: u64,
         offset: Option<Count>,
+        link: bool,
+        hardlink: bool,
+        drain: bool,
+        async_: bool,
+        skip_success: bool,
+        fixed: bool,
     ) -> PyResult<()> {
+        let fl = sqe(link, hardlink, drain, async_, skip_success);
         let data = send_data(data)?;
         let offset = offset.map(|o| o.0);
-        self.queue(py, |r| r.write(fd.borrow(), data, offset, user_data))
+        self.queue_with(py, fl, |r| r.write(tgt(fd, fixed), data, offset, user_data))
     }
 
     /// `splice(fd_in, fd_out, nbytes, user_data, *, off_in=None, off_out=None, flags=0)`: moves
     /// up to `nbytes` bytes between two fds, one of them a pipe. io_uring_prep_splice(3).
-    #[pyo3(signature = (fd_in, fd_out, nbytes, user_data, *, off_in=None, off_out=None, flags=0))]
+    #[pyo3(signature = (fd_in, fd_out, nbytes, user_data, *, off_in=None, off_out=None, flags=0, link=false, hardlink=false, drain=false, async_=false, skip_success=false))]
     #[allow(clippy::too_many_arguments)]
     fn splice(
         &self,
@@ -390,10 +506,16 @@ impl PyRing {
         off_in: Option<Count>,
         off_out: Option<Count>,
         #[pyo3(from_py_with = u32_arg)] flags: u32,
+        link: bool,
+        hardlink: bool,
+        drain: bool,
+        async_: bool,
+        skip_success: bool,
     ) -> PyResult<()> {
+        let fl = sqe(link, hardlink, drain, async_, skip_success);
         let flags = SpliceFlags::from_bits_retain(flags);
         let (oi, oo) = (off_in.map(|o| o.0), off_out.map(|o| o.0));
-        self.queue(py, |r| {
+        self.queue_with(py, fl, |r| {
             r.splice(
                 fd_in.borrow(),
                 oi,
@@ -408,7 +530,7 @@ impl PyRing {
 
     /// `tee(fd_in, fd_out, nbytes, user_data, *, flags=0)`: duplicates up to `nbytes` bytes
     /// from one pipe into another. io_uring_prep_tee(3).
-    #[pyo3(signature = (fd_in, fd_out, nbytes, user_data, *, flags=0))]
+    #[pyo3(signature = (fd_in, fd_out, nbytes, user_data, *, flags=0, link=false, hardlink=false, drain=false, async_=false, skip_success=false))]
     fn tee(
         &self,
         py: Python<'_>,
@@ -417,22 +539,36 @@ impl PyRing {
         #[pyo3(from_py_with = u32_arg)] nbytes: u32,
         #[pyo3(from_py_with = user_data_arg)] user_data: u64,
         #[pyo3(from_py_with = u32_arg)] flags: u32,
+        link: bool,
+        hardlink: bool,
+        drain: bool,
+        async_: bool,
+        skip_success: bool,
     ) -> PyResult<()> {
+        let fl = sqe(link, hardlink, drain, async_, skip_success);
         let flags = SpliceFlags::from_bits_retain(flags);
-        self.queue(py, |r| {
+        self.queue_with(py, fl, |r| {
             r.tee(fd_in.borrow(), fd_out.borrow(), nbytes, flags, user_data)
         })
     }
 
     /// `shutdown(fd, how, user_data)`: `how` is `socket.SHUT_RD`, `SHUT_WR` or `SHUT_RDWR`.
     /// io_uring_prep_shutdown(3).
+    #[pyo3(signature = (fd, how, user_data, *, link=false, hardlink=false, drain=false, async_=false, skip_success=false, fixed=false))]
     fn shutdown(
         &self,
         py: Python<'_>,
         fd: Fd,
         #[pyo3(from_py_with = i32_arg)] how: i32,
         #[pyo3(from_py_with = user_data_arg)] user_data: u64,
+        link: bool,
+        hardlink: bool,
+        drain: bool,
+        async_: bool,
+        skip_success: bool,
+        fixed: bool,
     ) -> PyResult<()> {
+        let fl = sqe(link, hardlink, drain, async_, skip_success);
         let how = match how {
             0 => Shutdown::Read,
             1 => Shutdown::Write,
@@ -443,32 +579,42 @@ impl PyRing {
                 )))
             }
         };
-        self.queue(py, |r| r.shutdown(fd.borrow(), how, user_data))
+        self.queue_with(py, fl, |r| r.shutdown(tgt(fd, fixed), how, user_data))
     }
 
     /// `close_fd(fd, user_data)`: closes `fd` through the ring (the fd is the ring's from
     /// now on; if queueing fails it is left open and the error raised).
     /// io_uring_prep_close(3).
+    #[pyo3(signature = (fd, user_data, *, link=false, hardlink=false, drain=false, async_=false, skip_success=false))]
     fn close_fd(
         &self,
         py: Python<'_>,
         fd: Fd,
         #[pyo3(from_py_with = user_data_arg)] user_data: u64,
+        link: bool,
+        hardlink: bool,
+        drain: bool,
+        async_: bool,
+        skip_success: bool,
     ) -> PyResult<()> {
+        let fl = sqe(link, hardlink, drain, async_, skip_success);
         Ok(self.with_ring(py, |r| {
             // SAFETY: the Python caller hands this fd number over to be closed, as with
             // `os.close`; if queueing fails it is given back below without being closed.
             let owned = unsafe { OwnedFd::from_raw_fd(fd.0) };
-            r.close_fd(owned, user_data).map_err(|(e, owned)| {
-                let _ = owned.into_raw_fd();
-                Fail::Core(e)
+            r.with_flags(fl, |r| {
+                r.close_fd(owned, user_data).map_err(|(e, owned)| {
+                    let _ = owned.into_raw_fd();
+                    e
+                })
             })
+            .map_err(Fail::Core)
         })?)
     }
 
     /// `poll_add(fd, events, user_data, *, multishot=False)`: completes with the ready events
     /// (`select.POLLIN`…) in `result`. io_uring_prep_poll_add(3).
-    #[pyo3(signature = (fd, events, user_data, *, multishot=false))]
+    #[pyo3(signature = (fd, events, user_data, *, multishot=false, link=false, hardlink=false, drain=false, async_=false, skip_success=false, fixed=false))]
     fn poll_add(
         &self,
         py: Python<'_>,
@@ -476,40 +622,363 @@ impl PyRing {
         #[pyo3(from_py_with = u32_arg)] events: u32,
         #[pyo3(from_py_with = user_data_arg)] user_data: u64,
         multishot: bool,
+        link: bool,
+        hardlink: bool,
+        drain: bool,
+        async_: bool,
+        skip_success: bool,
+        fixed: bool,
     ) -> PyResult<()> {
+        let fl = sqe(link, hardlink, drain, async_, skip_success);
         let events = u16::try_from(events)
             .map(PollFlags::from_bits_retain)
             .map_err(|_| PyValueError::new_err(format!("events out of range: {events}")))?;
-        self.queue(py, |r| {
-            r.poll_add(fd.borrow(), events, multishot, user_data)
+        self.queue_with(py, fl, |r| {
+            r.poll_add(tgt(fd, fixed), events, multishot, user_data)
         })
     }
 
     /// `timeout(seconds, user_data, *, count=0)`: completes with `error` `ETIME` after
     /// `seconds`, or with result 0 once `count` other completions arrived (`count` 0: time
     /// only). io_uring_prep_timeout(3).
-    #[pyo3(signature = (seconds, user_data, *, count=0))]
+    #[pyo3(signature = (seconds, user_data, *, count=0, link=false, hardlink=false, drain=false, async_=false, skip_success=false))]
     fn timeout(
         &self,
         py: Python<'_>,
         seconds: f64,
         #[pyo3(from_py_with = user_data_arg)] user_data: u64,
         #[pyo3(from_py_with = u32_arg)] count: u32,
+        link: bool,
+        hardlink: bool,
+        drain: bool,
+        async_: bool,
+        skip_success: bool,
     ) -> PyResult<()> {
+        let fl = sqe(link, hardlink, drain, async_, skip_success);
         let d = Seconds::wait("timeout").of(seconds)?;
-        self.queue(py, |r| r.timeout(d, count, user_data))
+        self.queue_with(py, fl, |r| r.timeout(d, count, user_data))
     }
 
     /// `cancel(target_user_data, user_data)`: cancels every op in flight with user_data
     /// `target_user_data`. Its completion comes after the targets' last ones: result 0, or
     /// `error` `ENOENT` (nothing to cancel) / `EALREADY`. io_uring_prep_cancel(3).
+    #[pyo3(signature = (target_user_data, user_data, *, link=false, hardlink=false, drain=false, async_=false, skip_success=false))]
     fn cancel(
         &self,
         py: Python<'_>,
         #[pyo3(from_py_with = user_data_arg)] target_user_data: u64,
         #[pyo3(from_py_with = user_data_arg)] user_data: u64,
+        link: bool,
+        hardlink: bool,
+        drain: bool,
+        async_: bool,
+        skip_success: bool,
     ) -> PyResult<()> {
-        self.queue(py, |r| r.cancel(target_user_data, user_data))
+        let fl = sqe(link, hardlink, drain, async_, skip_success);
+        self.queue_with(py, fl, |r| r.cancel(target_user_data, user_data))
+    }
+
+    /// `link_timeout(seconds, user_data, *, link=False, ...)`: bounds the op queued just
+    /// before it (queued with `link=True` or `hardlink=True`): if that op is still running
+    /// after `seconds` it is cancelled (`ECANCELED`) and this completes with `ETIME`; if it
+    /// completes first, this completes with `ECANCELED`. io_uring_prep_link_timeout(3).
+    #[pyo3(signature = (seconds, user_data, *, link=false, hardlink=false, drain=false, async_=false, skip_success=false))]
+    fn link_timeout(
+        &self,
+        py: Python<'_>,
+        seconds: f64,
+        #[pyo3(from_py_with = user_data_arg)] user_data: u64,
+        link: bool,
+        hardlink: bool,
+        drain: bool,
+        async_: bool,
+        skip_success: bool,
+    ) -> PyResult<()> {
+        let fl = sqe(link, hardlink, drain, async_, skip_success);
+        let d = Seconds::wait("timeout").of(seconds)?;
+        self.queue_with(py, fl, |r| r.link_timeout(d, user_data))
+    }
+
+    /// `openat(path, flags, user_data, *, mode=0o777, dir_fd=None, ...)`: opens `path` as
+    /// `os.open` does (always close-on-exec); the new fd is the completion's `result`, yours
+    /// to close. io_uring_prep_openat(3).
+    #[pyo3(signature = (path, flags, user_data, *, mode=0o777, dir_fd=None, link=false, hardlink=false, drain=false, async_=false, skip_success=false))]
+    fn openat(
+        &self,
+        py: Python<'_>,
+        path: &Bound<'_, PyAny>,
+        #[pyo3(from_py_with = i32_arg)] flags: i32,
+        #[pyo3(from_py_with = user_data_arg)] user_data: u64,
+        #[pyo3(from_py_with = u32_arg)] mode: u32,
+        dir_fd: Option<Fd>,
+        link: bool,
+        hardlink: bool,
+        drain: bool,
+        async_: bool,
+        skip_success: bool,
+    ) -> PyResult<()> {
+        let fl = sqe(link, hardlink, drain, async_, skip_success);
+        let path = PathArg::extract(path)?.0.into_owned();
+        let dir = dir_fd.map(Fd::borrow);
+        self.queue_with(py, fl, |r| r.openat(dir, path, flags, mode, user_data))
+    }
+
+    /// `statx(path, user_data, *, dir_fd=None, flags=0, mask=STATX_BASIC_STATS, ...)`: the
+    /// file's metadata in the completion's `statx` (a dict). `flags` are `AT_*`
+    /// (`AT_SYMLINK_NOFOLLOW`, `AT_EMPTY_PATH` with `path=""` for `dir_fd` itself).
+    /// io_uring_prep_statx(3).
+    #[pyo3(signature = (path, user_data, *, dir_fd=None, flags=0, mask=0x7ff, link=false, hardlink=false, drain=false, async_=false, skip_success=false))]
+    fn statx(
+        &self,
+        py: Python<'_>,
+        path: &Bound<'_, PyAny>,
+        #[pyo3(from_py_with = user_data_arg)] user_data: u64,
+        dir_fd: Option<Fd>,
+        #[pyo3(from_py_with = i32_arg)] flags: i32,
+        #[pyo3(from_py_with = u32_arg)] mask: u32,
+        link: bool,
+        hardlink: bool,
+        drain: bool,
+        async_: bool,
+        skip_success: bool,
+    ) -> PyResult<()> {
+        let fl = sqe(link, hardlink, drain, async_, skip_success);
+        let path = PathArg::extract(path)?.0.into_owned();
+        let dir = dir_fd.map(Fd::borrow);
+        self.queue_with(py, fl, |r| r.statx(dir, path, flags, mask, user_data))
+    }
+
+    /// `fsync(fd, user_data, *, datasync=False, ...)`: fsync(2), or fdatasync(2) with
+    /// `datasync`. io_uring_prep_fsync(3).
+    #[pyo3(signature = (fd, user_data, *, datasync=false, link=false, hardlink=false, drain=false, async_=false, skip_success=false, fixed=false))]
+    fn fsync(
+        &self,
+        py: Python<'_>,
+        fd: Fd,
+        #[pyo3(from_py_with = user_data_arg)] user_data: u64,
+        datasync: bool,
+        link: bool,
+        hardlink: bool,
+        drain: bool,
+        async_: bool,
+        skip_success: bool,
+        fixed: bool,
+    ) -> PyResult<()> {
+        let fl = sqe(link, hardlink, drain, async_, skip_success);
+        self.queue_with(py, fl, |r| r.fsync(tgt(fd, fixed), datasync, user_data))
+    }
+
+    /// `sendmsg(fd, buffers, user_data, *, address=None, flags=0, ...)`: sends the
+    /// bytes-like objects in `buffers` as one message, to `address` when given (a datagram's
+    /// destination, as `socket.sendmsg`'s). io_uring_prep_sendmsg(3).
+    #[pyo3(signature = (fd, buffers, user_data, *, address=None, flags=0, link=false, hardlink=false, drain=false, async_=false, skip_success=false, fixed=false))]
+    fn sendmsg(
+        &self,
+        py: Python<'_>,
+        fd: Fd,
+        buffers: &Bound<'_, PyAny>,
+        #[pyo3(from_py_with = user_data_arg)] user_data: u64,
+        address: Option<&Bound<'_, PyAny>>,
+        #[pyo3(from_py_with = u32_arg)] flags: u32,
+        link: bool,
+        hardlink: bool,
+        drain: bool,
+        async_: bool,
+        skip_success: bool,
+        fixed: bool,
+    ) -> PyResult<()> {
+        let fl = sqe(link, hardlink, drain, async_, skip_success);
+        let mut parts: Vec<Box<dyn AsRef<[u8]> + Send>> = Vec::new();
+        for item in buffers.try_iter()? {
+            parts.push(Box::new(send_data(&item?)?));
+        }
+        let addr = match address {
+            None => None,
+            Some(a) if fixed => {
+                // The family comes from the address itself for a fixed file.
+                let _ = a;
+                return Err(PyValueError::new_err(
+                    "sendmsg with an address takes a plain fd (fixed=False)",
+                ));
+            }
+            Some(a) => Some(crate::fd::addr::from_py(a, fd.borrow())?),
+        };
+        let flags = SendFlags::from_bits_retain(flags);
+        self.queue_with(py, fl, |r| {
+            r.sendmsg(tgt(fd, fixed), parts, addr.as_ref(), flags, user_data)
+        })
+    }
+
+    /// `recvmsg(fd, nbytes, user_data, *, flags=0, ...)`: up to `nbytes` bytes in the
+    /// completion's `data`, the sender in its `address`. io_uring_prep_recvmsg(3).
+    #[pyo3(signature = (fd, nbytes, user_data, *, flags=0, link=false, hardlink=false, drain=false, async_=false, skip_success=false, fixed=false))]
+    fn recvmsg(
+        &self,
+        py: Python<'_>,
+        fd: Fd,
+        nbytes: Count,
+        #[pyo3(from_py_with = user_data_arg)] user_data: u64,
+        #[pyo3(from_py_with = u32_arg)] flags: u32,
+        link: bool,
+        hardlink: bool,
+        drain: bool,
+        async_: bool,
+        skip_success: bool,
+        fixed: bool,
+    ) -> PyResult<()> {
+        let fl = sqe(link, hardlink, drain, async_, skip_success);
+        let n = args::nbytes(nbytes)?;
+        let flags = RecvFlags::from_bits_retain(flags);
+        self.queue_with(py, fl, |r| r.recvmsg(tgt(fd, fixed), n, flags, user_data))
+    }
+
+    /// `register_files(fds)`: registers the fds (a sequence of ints; -1 leaves a slot empty)
+    /// so ops can take `fixed=True` with an index into it as their fd. The kernel keeps its
+    /// own reference: closing an fd later does not unregister it.
+    /// io_uring_register_files(3).
+    fn register_files(&self, py: Python<'_>, fds: Vec<i32>) -> PyResult<()> {
+        Ok(self.detached(py, move |r| r.register_files(&fds).map_err(Fail::Core))?)
+    }
+
+    /// `unregister_files()`: drops the registered files (ops in flight keep theirs).
+    /// io_uring_unregister_files(3).
+    fn unregister_files(&self, py: Python<'_>) -> PyResult<()> {
+        Ok(self.detached(py, |r| r.unregister_files().map_err(Fail::Core))?)
+    }
+
+    /// `register_buffers(count, size)`: `count` zeroed buffers of `size` bytes owned by the
+    /// ring (at most 1 GiB in all) for `read_fixed`/`write_fixed`. Python never sees their
+    /// memory: bytes are copied in (`fill_buffer`, `write_fixed(data=bytes)`) and out
+    /// (`buffer_bytes`, a `read_fixed` completion's `data`). io_uring_register_buffers(3).
+    fn register_buffers(
+        &self,
+        py: Python<'_>,
+        #[pyo3(from_py_with = u32_arg)] count: u32,
+        #[pyo3(from_py_with = u32_arg)] size: u32,
+    ) -> PyResult<()> {
+        let count = u16::try_from(count)
+            .ok()
+            .filter(|&c| c > 0 && c <= 16384)
+            .ok_or_else(|| {
+                PyValueError::new_err(format!("count must be in 1..=16384, got {count}"))
+            })?;
+        Ok(self.detached(py, move |r| {
+            r.register_buffers(count, size).map_err(Fail::Core)
+        })?)
+    }
+
+    /// `unregister_buffers()`: unregisters and frees the buffers; `OSError(EBUSY)` while an
+    /// op using one is in flight. io_uring_unregister_buffers(3).
+    fn unregister_buffers(&self, py: Python<'_>) -> PyResult<()> {
+        Ok(self.detached(py, |r| r.unregister_buffers().map_err(Fail::Core))?)
+    }
+
+    /// `fill_buffer(index, data, *, offset=0)`: copies `data` into registered buffer
+    /// `index`; `OSError(EBUSY)` while an op using it is in flight.
+    #[pyo3(signature = (index, data, *, offset=0))]
+    fn fill_buffer(
+        &self,
+        py: Python<'_>,
+        #[pyo3(from_py_with = u16_arg)] index: u16,
+        data: &Bound<'_, PyAny>,
+        offset: usize,
+    ) -> PyResult<()> {
+        let data = send_data(data)?;
+        let at = offset;
+        self.queue(py, move |r| r.fill_fixed(index, at, data.as_ref()))
+    }
+
+    /// `buffer_bytes(index, nbytes=None, *, offset=0)`: a copy of registered buffer
+    /// `index` (`nbytes` from `offset`; None: to its end); `OSError(EBUSY)` while an op
+    /// using it is in flight.
+    #[pyo3(signature = (index, nbytes=None, *, offset=0))]
+    fn buffer_bytes<'py>(
+        &self,
+        py: Python<'py>,
+        #[pyo3(from_py_with = u16_arg)] index: u16,
+        nbytes: Option<Count>,
+        offset: usize,
+    ) -> PyResult<Bound<'py, PyBytes>> {
+        let start = offset;
+        let n = nbytes.map(|n| usize::try_from(n.0).unwrap_or(usize::MAX));
+        let bytes = self.with_ring(py, move |r| {
+            let size = r.registered_buffers().map_or(0, |(_, s)| s as usize);
+            let end = match n {
+                None => size,
+                Some(n) => start.saturating_add(n),
+            };
+            r.fixed_bytes(index, start..end.max(start))
+                .map_err(Fail::Core)
+        })?;
+        Ok(PyBytes::new(py, &bytes))
+    }
+
+    /// `read_fixed(fd, buf_index, nbytes, user_data, *, offset=None, ...)`: up to `nbytes`
+    /// bytes into registered buffer `buf_index`; the completion's `data` is a copy of them
+    /// (they also stay in the buffer). io_uring_prep_read_fixed(3).
+    #[pyo3(signature = (fd, buf_index, nbytes, user_data, *, offset=None, link=false, hardlink=false, drain=false, async_=false, skip_success=false, fixed=false))]
+    fn read_fixed(
+        &self,
+        py: Python<'_>,
+        fd: Fd,
+        #[pyo3(from_py_with = u16_arg)] buf_index: u16,
+        nbytes: Count,
+        #[pyo3(from_py_with = user_data_arg)] user_data: u64,
+        offset: Option<Count>,
+        link: bool,
+        hardlink: bool,
+        drain: bool,
+        async_: bool,
+        skip_success: bool,
+        fixed: bool,
+    ) -> PyResult<()> {
+        let fl = sqe(link, hardlink, drain, async_, skip_success);
+        let n = args::nbytes(nbytes)?;
+        let offset = offset.map(|o| o.0);
+        self.queue_with(py, fl, |r| {
+            r.read_fixed(tgt(fd, fixed), buf_index, n, offset, user_data)
+        })
+    }
+
+    /// `write_fixed(fd, buf_index, data, user_data, *, offset=None, ...)`: writes from
+    /// registered buffer `buf_index`: `data` (bytes-like) is copied into it first, or an int
+    /// `data` writes the buffer's first `data` bytes as they are (say, what a linked
+    /// `read_fixed` put there). io_uring_prep_write_fixed(3).
+    #[pyo3(signature = (fd, buf_index, data, user_data, *, offset=None, link=false, hardlink=false, drain=false, async_=false, skip_success=false, fixed=false))]
+    fn write_fixed(
+        &self,
+        py: Python<'_>,
+        fd: Fd,
+        #[pyo3(from_py_with = u16_arg)] buf_index: u16,
+        data: &Bound<'_, PyAny>,
+        #[pyo3(from_py_with = user_data_arg)] user_data: u64,
+        offset: Option<Count>,
+        link: bool,
+        hardlink: bool,
+        drain: bool,
+        async_: bool,
+        skip_success: bool,
+        fixed: bool,
+    ) -> PyResult<()> {
+        let fl = sqe(link, hardlink, drain, async_, skip_success);
+        let offset = offset.map(|o| o.0);
+        let copy_in = if data.is_instance_of::<pyo3::types::PyInt>() {
+            None
+        } else {
+            Some(send_data(data)?)
+        };
+        let n = match &copy_in {
+            Some(d) => d.as_ref().len(),
+            None => args::nbytes(data.extract::<Count>()?)?,
+        };
+        self.queue(py, move |r| {
+            if let Some(d) = &copy_in {
+                r.fill_fixed(buf_index, 0, d.as_ref())?;
+            }
+            r.with_flags(fl, |r| {
+                r.write_fixed(tgt(fd, fixed), buf_index, n, offset, user_data)
+            })
+        })
     }
 
     /// `submit()`: hands the queued ops to the kernel; returns how many it took.
@@ -520,15 +989,19 @@ impl PyRing {
 
     /// `wait(min_complete=1, timeout=None)`: submits what is queued, then waits until at least
     /// `min_complete` completions arrived, `timeout` seconds passed, or nothing is left in
-    /// flight; returns every completion ready (maybe none). The GIL is released while
+    /// flight; returns every completion ready (maybe none: then `in_flight` tells whether
+    /// the timeout passed or nothing was left to wait for; with `timeout_error=True` a timeout
+    /// with nothing ready raises `TimeoutError` instead, so `[]` only ever means "nothing in
+    /// flight"). The GIL is released while
     /// waiting; signal handlers run every 20 ms at most (Ctrl-C raises; completions already
     /// reaped stay for the next call). io_uring_submit_and_wait_timeout(3).
-    #[pyo3(signature = (min_complete=1, timeout=None))]
+    #[pyo3(signature = (min_complete=1, timeout=None, *, timeout_error=false))]
     fn wait<'py>(
         &self,
         py: Python<'py>,
         #[pyo3(from_py_with = u32_arg)] min_complete: u32,
         timeout: Option<f64>,
+        timeout_error: bool,
     ) -> PyResult<Bound<'py, PyList>> {
         let min = min_complete as usize;
         let deadline = match timeout {
@@ -573,10 +1046,15 @@ impl PyRing {
             }
             py.check_signals()?;
         }
-        let done = match cell.lock().as_mut() {
-            Some(r) => r.take_ready(),
+        let (done, in_flight) = match cell.lock().as_mut() {
+            Some(r) => (r.take_ready(), r.in_flight()),
             None => return Err(Fail::Closed.into()),
         };
+        if timeout_error && done.is_empty() && in_flight > 0 {
+            return Err(pyo3::exceptions::PyTimeoutError::new_err(format!(
+                "no completion within the timeout ({in_flight} ops in flight)"
+            )));
+        }
         let list = PyList::empty(py);
         for c in done {
             list.append(PyCompletion::from_core(py, c)?)?;

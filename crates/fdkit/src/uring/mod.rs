@@ -6,7 +6,11 @@
 //!   timed wait, and [`KernelVersion`]; used by [`Ring`], [`probe`] and the static server.
 //! - `teardown.rs`: the one way a ring ends: bounded wait for what is in flight, then leak it.
 //! - `ring.rs`: [`Ring`]: submit, wait, close.
-//! - `ops.rs`: one method per op (`nop`, `socket`, `accept`, `recv`, `send`, …, `cancel`).
+//! - `ops.rs`: one method per op (`nop`, `socket`, `accept`, `recv`, `send`, …, `cancel`,
+//!   `link_timeout`, `openat`, `statx`, `fsync`, `sendmsg`, `recvmsg`, `read_fixed`,
+//!   `write_fixed`); registered files and buffers live in `ring.rs`.
+//! - `chain.rs`: SQE flags ([`SqeFlags`], [`Ring::with_flags`]), linked chains, and the
+//!   bookkeeping of `skip_success` ops that post no completion.
 //! - `reap.rs`: completion queue entries into [`Completion`]s; overflow flush; cancel order.
 //! - `slots.rs`: what each op in flight owns.
 //! - `buf_ring.rs`: provided-buffer rings for multishot receives.
@@ -58,6 +62,7 @@
 //!  - [io_uring_enter(2)](https://man7.org/linux/man-pages/man2/io_uring_enter.2.html)
 
 mod buf_ring;
+mod chain;
 mod completion;
 mod ops;
 mod probe;
@@ -69,7 +74,8 @@ mod teardown;
 
 pub(crate) use buf_ring::BufRing;
 pub use buf_ring::MAX_BUFFERS;
-pub use completion::{Completion, CompletionFlags, OpKind};
+pub use chain::SqeFlags;
+pub use completion::{Completion, CompletionFlags, OpFd, OpKind, Statx, Target};
 pub(crate) use probe::{explain, missing_op};
 pub use probe::{probe, Availability, OpSupport};
 pub use ring::{Ring, RingOptions, CLOSE_TIMEOUT, MAX_ENTRIES};

@@ -5,7 +5,8 @@
 //! A queued op takes effect at the next submit ([`Ring::submit`], or [`Ring::wait`]); the fds
 //! it names must stay open until then (the kernel takes its own reference at submission).
 
-use super::completion::OpKind;
+use super::chain::SqeFlags;
+use super::completion::{OpFd, OpKind, Target};
 use super::ring::{Ring, NO_TARGET};
 use super::slots::{CancelState, Owned, Slot};
 use crate::error::{Error, Result};
@@ -21,6 +22,13 @@ use std::time::Duration;
 
 fn target(fd: BorrowedFd<'_>) -> types::Fd {
     types::Fd(fd.as_raw_fd())
+}
+
+/// The entry's fd field for `fd` (an fd, or a registered file's index) and what the
+/// completion reports; the ring adds `IOSQE_FIXED_FILE` for an index.
+fn on<'a>(fd: impl Into<Target<'a>>) -> (types::Fd, OpFd) {
+    let t = fd.into();
+    (types::Fd(t.raw().0), t.op_fd())
 }
 
 /// A buffer of `len` bytes for the kernel to fill, or `ENOMEM` (never an abort).
@@ -73,56 +81,68 @@ impl Ring {
 
     /// `IORING_OP_ACCEPT`: one connection from listener `fd`, close-on-exec; the completion
     /// owns the new fd. The peer address is not collected. See io_uring_prep_accept(3).
-    pub fn accept(&mut self, fd: BorrowedFd<'_>, user_data: u64) -> Result<()> {
-        let entry = opcode::Accept::new(target(fd), std::ptr::null_mut(), std::ptr::null_mut())
+    pub fn accept<'a>(&mut self, fd: impl Into<Target<'a>>, user_data: u64) -> Result<()> {
+        let (fd, at) = on(fd);
+        let entry = opcode::Accept::new(fd, std::ptr::null_mut(), std::ptr::null_mut())
             .flags(libc::SOCK_CLOEXEC)
             .build();
-        self.push(entry, Slot::new(user_data, OpKind::Accept, Owned::Nothing))
+        self.push(
+            entry,
+            Slot::new(user_data, OpKind::Accept, Owned::Nothing).on(at),
+        )
     }
 
     /// `IORING_OP_ACCEPT` with `IORING_ACCEPT_MULTISHOT`: one completion per connection (flag
     /// `MORE` while armed) until cancelled or an error ends it. See
     /// io_uring_prep_multishot_accept(3).
-    pub fn accept_multishot(&mut self, fd: BorrowedFd<'_>, user_data: u64) -> Result<()> {
-        let entry = opcode::AcceptMulti::new(target(fd))
+    pub fn accept_multishot<'a>(
+        &mut self,
+        fd: impl Into<Target<'a>>,
+        user_data: u64,
+    ) -> Result<()> {
+        let (fd, at) = on(fd);
+        let entry = opcode::AcceptMulti::new(fd)
             .flags(libc::SOCK_CLOEXEC)
             .build();
-        self.push(
-            entry,
-            Slot::new(user_data, OpKind::AcceptMulti, Owned::Nothing),
-        )
+        let slot = Slot::new(user_data, OpKind::AcceptMulti, Owned::Nothing).on(at);
+        self.push_op(entry, slot, true)
     }
 
     /// `IORING_OP_CONNECT` to `addr` (the ring keeps its own copy). See
     /// io_uring_prep_connect(3).
-    pub fn connect(
+    pub fn connect<'a>(
         &mut self,
-        fd: BorrowedFd<'_>,
+        fd: impl Into<Target<'a>>,
         addr: &SocketAddrAny,
         user_data: u64,
     ) -> Result<()> {
+        let (fd, at) = on(fd);
         let addr = Box::new(addr.clone());
-        let entry = opcode::Connect::new(target(fd), addr.as_ptr().cast(), addr.addr_len()).build();
+        let entry = opcode::Connect::new(fd, addr.as_ptr().cast(), addr.addr_len()).build();
         self.push(
             entry,
-            Slot::new(user_data, OpKind::Connect, Owned::Addr(addr)),
+            Slot::new(user_data, OpKind::Connect, Owned::Addr(addr)).on(at),
         )
     }
 
     /// `IORING_OP_RECV` of up to `len` bytes into a buffer the ring owns; the completion
     /// carries the bytes. See io_uring_prep_recv(3).
-    pub fn recv(
+    pub fn recv<'a>(
         &mut self,
-        fd: BorrowedFd<'_>,
+        fd: impl Into<Target<'a>>,
         len: usize,
         flags: RecvFlags,
         user_data: u64,
     ) -> Result<()> {
+        let (fd, at) = on(fd);
         let mut buf = fill_buffer(len)?;
-        let entry = opcode::Recv::new(target(fd), buf.as_mut_ptr(), len as u32)
+        let entry = opcode::Recv::new(fd, buf.as_mut_ptr(), len as u32)
             .flags(flags.bits() as i32)
             .build();
-        self.push(entry, Slot::new(user_data, OpKind::Recv, Owned::Fill(buf)))
+        self.push(
+            entry,
+            Slot::new(user_data, OpKind::Recv, Owned::Fill(buf)).on(at),
+        )
     }
 
     /// Multishot `IORING_OP_RECV` from buffer group `group` (see
@@ -130,82 +150,93 @@ impl Ring {
     /// its bytes, `MORE` while armed. Result 0 is end of stream; `ENOBUFS` means the group ran
     /// dry and the receive ended (queue it again: the data waits in the socket).
     /// See io_uring_prep_recv_multishot(3).
-    pub fn recv_multishot(&mut self, fd: BorrowedFd<'_>, group: u16, user_data: u64) -> Result<()> {
+    pub fn recv_multishot<'a>(
+        &mut self,
+        fd: impl Into<Target<'a>>,
+        group: u16,
+        user_data: u64,
+    ) -> Result<()> {
+        let (fd, at) = on(fd);
         if !self.has_group(group) {
             return Err(Error::InvalidArgument(
                 "no such buffer group (call provide_buffers first)",
             ));
         }
-        let entry = opcode::RecvMulti::new(target(fd), group).build();
-        self.push(
-            entry,
-            Slot::new(user_data, OpKind::RecvMulti, Owned::Group(group)),
-        )
+        let entry = opcode::RecvMulti::new(fd, group).build();
+        let slot = Slot::new(user_data, OpKind::RecvMulti, Owned::Group(group)).on(at);
+        self.push_op(entry, slot, true)
     }
 
     /// `IORING_OP_SEND` of `data` (kept by the ring until the completion).
     /// See io_uring_prep_send(3).
-    pub fn send(
+    pub fn send<'a>(
         &mut self,
-        fd: BorrowedFd<'_>,
+        fd: impl Into<Target<'a>>,
         data: impl AsRef<[u8]> + Send + 'static,
         flags: SendFlags,
         user_data: u64,
     ) -> Result<()> {
+        let (fd, at) = on(fd);
         let (owned, ptr, len) = lend(data)?;
-        let entry = opcode::Send::new(target(fd), ptr, len)
+        let entry = opcode::Send::new(fd, ptr, len)
             .flags(flags.bits() as i32)
             .build();
-        self.push(entry, Slot::new(user_data, OpKind::Send, owned))
+        self.push(entry, Slot::new(user_data, OpKind::Send, owned).on(at))
     }
 
     /// `IORING_OP_SEND_ZC`: a zero-copy send. Two completions: the result (flag `MORE` when a
     /// notification follows), then the notification (flag `NOTIF`) once the kernel no longer
     /// reads `data`, which the ring keeps until then. See io_uring_prep_send_zc(3).
-    pub fn send_zc(
+    pub fn send_zc<'a>(
         &mut self,
-        fd: BorrowedFd<'_>,
+        fd: impl Into<Target<'a>>,
         data: impl AsRef<[u8]> + Send + 'static,
         flags: SendFlags,
         user_data: u64,
     ) -> Result<()> {
+        let (fd, at) = on(fd);
         let (owned, ptr, len) = lend(data)?;
-        let entry = opcode::SendZc::new(target(fd), ptr, len)
+        let entry = opcode::SendZc::new(fd, ptr, len)
             .flags(flags.bits() as i32)
             .build();
-        self.push(entry, Slot::new(user_data, OpKind::SendZc, owned))
+        self.push(entry, Slot::new(user_data, OpKind::SendZc, owned).on(at))
     }
 
     /// `IORING_OP_READ` of up to `len` bytes at `offset` (None: the file position, which
     /// advances); the completion carries the bytes. See io_uring_prep_read(3).
-    pub fn read(
+    pub fn read<'a>(
         &mut self,
-        fd: BorrowedFd<'_>,
+        fd: impl Into<Target<'a>>,
         len: usize,
         offset: Option<u64>,
         user_data: u64,
     ) -> Result<()> {
+        let (fd, at) = on(fd);
         let mut buf = fill_buffer(len)?;
-        let entry = opcode::Read::new(target(fd), buf.as_mut_ptr(), len as u32)
+        let entry = opcode::Read::new(fd, buf.as_mut_ptr(), len as u32)
             .offset(offset.unwrap_or(u64::MAX))
             .build();
-        self.push(entry, Slot::new(user_data, OpKind::Read, Owned::Fill(buf)))
+        self.push(
+            entry,
+            Slot::new(user_data, OpKind::Read, Owned::Fill(buf)).on(at),
+        )
     }
 
     /// `IORING_OP_WRITE` of `data` at `offset` (None: the file position, which advances).
     /// See io_uring_prep_write(3).
-    pub fn write(
+    pub fn write<'a>(
         &mut self,
-        fd: BorrowedFd<'_>,
+        fd: impl Into<Target<'a>>,
         data: impl AsRef<[u8]> + Send + 'static,
         offset: Option<u64>,
         user_data: u64,
     ) -> Result<()> {
+        let (fd, at) = on(fd);
         let (owned, ptr, len) = lend(data)?;
-        let entry = opcode::Write::new(target(fd), ptr, len)
+        let entry = opcode::Write::new(fd, ptr, len)
             .offset(offset.unwrap_or(u64::MAX))
             .build();
-        self.push(entry, Slot::new(user_data, OpKind::Write, owned))
+        self.push(entry, Slot::new(user_data, OpKind::Write, owned).on(at))
     }
 
     /// `IORING_OP_SPLICE`: up to `len` bytes from `fd_in` to `fd_out`, one of them a pipe;
@@ -235,7 +266,11 @@ impl Ring {
         )
         .flags(flags.bits())
         .build();
-        self.push(entry, Slot::new(user_data, OpKind::Splice, Owned::Nothing))
+        let at = OpFd::Raw(fd_in.as_raw_fd());
+        self.push(
+            entry,
+            Slot::new(user_data, OpKind::Splice, Owned::Nothing).on(at),
+        )
     }
 
     /// `IORING_OP_TEE`: duplicates up to `len` bytes from pipe `fd_in` into pipe `fd_out`
@@ -251,25 +286,36 @@ impl Ring {
         let entry = opcode::Tee::new(target(fd_in), target(fd_out), len)
             .flags(flags.bits())
             .build();
-        self.push(entry, Slot::new(user_data, OpKind::Tee, Owned::Nothing))
+        let at = OpFd::Raw(fd_in.as_raw_fd());
+        self.push(
+            entry,
+            Slot::new(user_data, OpKind::Tee, Owned::Nothing).on(at),
+        )
     }
 
     /// `IORING_OP_SHUTDOWN`. See io_uring_prep_shutdown(3).
-    pub fn shutdown(&mut self, fd: BorrowedFd<'_>, how: Shutdown, user_data: u64) -> Result<()> {
+    pub fn shutdown<'a>(
+        &mut self,
+        fd: impl Into<Target<'a>>,
+        how: Shutdown,
+        user_data: u64,
+    ) -> Result<()> {
+        let (fd, at) = on(fd);
         let how = match how {
             Shutdown::Read => libc::SHUT_RD,
             Shutdown::Write => libc::SHUT_WR,
             Shutdown::Both => libc::SHUT_RDWR,
         };
-        let entry = opcode::Shutdown::new(target(fd), how).build();
+        let entry = opcode::Shutdown::new(fd, how).build();
         self.push(
             entry,
-            Slot::new(user_data, OpKind::Shutdown, Owned::Nothing),
+            Slot::new(user_data, OpKind::Shutdown, Owned::Nothing).on(at),
         )
     }
 
     /// `IORING_OP_CLOSE`: the ring takes `fd` and closes it. If the op cannot be queued, the
-    /// error comes back with the fd, still open. See io_uring_prep_close(3).
+    /// error comes back with the fd, still open; if it is cancelled before it runs (a failed
+    /// link: `ECANCELED`), the ring closes the fd itself. See io_uring_prep_close(3).
     pub fn close_fd(
         &mut self,
         fd: OwnedFd,
@@ -285,8 +331,9 @@ impl Ring {
         }
         let raw = fd.into_raw_fd();
         let entry = opcode::Close::new(types::Fd(raw)).build();
-        let slot = Slot::new(user_data, OpKind::Close, Owned::Nothing);
-        // The queue has room (checked above), so this push cannot fail.
+        let slot = Slot::new(user_data, OpKind::Close, Owned::Closing(raw)).on(OpFd::Raw(raw));
+        // The queue has room (checked above): only refused flags make this push fail (the
+        // slot is dropped with the error; `Owned::Closing` does not close on drop).
         self.push(entry, slot).map_err(|e| {
             // SAFETY: the push failed, so the kernel never saw `raw`; it is still ours, from
             // the `OwnedFd` just taken apart.
@@ -297,17 +344,19 @@ impl Ring {
     /// `IORING_OP_POLL_ADD`: completes with the ready events (a `PollFlags` bit set) once
     /// `fd` has one of `events`; `multishot` keeps it armed (flag `MORE`).
     /// See io_uring_prep_poll_add(3), io_uring_prep_poll_multishot(3).
-    pub fn poll_add(
+    pub fn poll_add<'a>(
         &mut self,
-        fd: BorrowedFd<'_>,
+        fd: impl Into<Target<'a>>,
         events: PollFlags,
         multishot: bool,
         user_data: u64,
     ) -> Result<()> {
-        let entry = opcode::PollAdd::new(target(fd), u32::from(events.bits()))
+        let (fd, at) = on(fd);
+        let entry = opcode::PollAdd::new(fd, u32::from(events.bits()))
             .multi(multishot)
             .build();
-        self.push(entry, Slot::new(user_data, OpKind::PollAdd, Owned::Nothing))
+        let slot = Slot::new(user_data, OpKind::PollAdd, Owned::Nothing).on(at);
+        self.push_op(entry, slot, multishot)
     }
 
     /// `IORING_OP_TIMEOUT`: completes with `ETIME` after `duration`, or with 0 once `count`
@@ -328,11 +377,22 @@ impl Ring {
     /// (or had already finished); `EALREADY` when one was running and could not be stopped
     /// at once (it still completes first). See io_uring_prep_cancel(3).
     pub fn cancel(&mut self, target_user_data: u64, user_data: u64) -> Result<()> {
+        let flags = self.take_flags();
+        if flags.intersects(SqeFlags::LINK | SqeFlags::HARDLINK | SqeFlags::SKIP_SUCCESS) {
+            return Err(Error::InvalidArgument(
+                "cancel cannot be linked or skip_success (it may be several kernel requests)",
+            ));
+        }
+        if self.chain_open() {
+            return Err(Error::InvalidArgument(
+                "cancel cannot end a linked chain: queue the chain's last op first",
+            ));
+        }
         let targets = self.slots.ids_with_user_data(target_user_data);
         let kernel_targets: Vec<u64> = if targets.is_empty() {
             vec![NO_TARGET]
         } else {
-            targets.iter().map(|&t| t as u64).collect()
+            targets.iter().map(|&t| self.slots.key(t)).collect()
         };
         // Everything is registered before the first push: a push may submit (and, on old
         // kernels, reap), so targets and answers can arrive while we are still pushing.
@@ -352,7 +412,10 @@ impl Ring {
         let mut pushed = 0usize;
         let mut failure = None;
         for &t in &kernel_targets {
-            let entry = opcode::AsyncCancel::new(t).build().user_data(id as u64);
+            let entry = opcode::AsyncCancel::new(t)
+                .build()
+                .flags(flags.kernel())
+                .user_data(self.slots.key(id));
             if let Err(e) = self.push_entry(entry) {
                 failure = Some(e);
                 break;
@@ -389,5 +452,273 @@ impl Ring {
         }
         self.finish_cancel_if_done(id);
         Ok(())
+    }
+
+    /// `IORING_OP_ACCEPT` that also collects the peer's address (the completion's
+    /// `address`). See io_uring_prep_accept(3).
+    pub fn accept_with_address<'a>(
+        &mut self,
+        fd: impl Into<Target<'a>>,
+        user_data: u64,
+    ) -> Result<()> {
+        let (fd, at) = on(fd);
+        // SAFETY: an all-zero sockaddr_storage is a valid value (family AF_UNSPEC).
+        let mut addr: Box<(libc::sockaddr_storage, libc::socklen_t)> =
+            Box::new((unsafe { std::mem::zeroed() }, 0));
+        addr.1 = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+        let entry = opcode::Accept::new(fd, (&raw mut addr.0).cast(), &raw mut addr.1)
+            .flags(libc::SOCK_CLOEXEC)
+            .build();
+        let slot = Slot::new(user_data, OpKind::Accept, Owned::PeerAddr(addr)).on(at);
+        self.push(entry, slot)
+    }
+
+    /// `IORING_OP_LINK_TIMEOUT`: bounds the op queued just before it (which must have been
+    /// queued with `LINK` or `HARDLINK`): if that op has not completed after `duration`, it
+    /// is cancelled (its completion says `ECANCELED`, or `EINTR` for some) and this one
+    /// completes with `ETIME`; if the op completes first, this one completes with
+    /// `ECANCELED`. Queued with `LINK` itself, the chain goes on after the guarded op.
+    /// See io_uring_prep_link_timeout(3).
+    pub fn link_timeout(&mut self, duration: Duration, user_data: u64) -> Result<()> {
+        let ts = Box::new(types::Timespec::from(duration));
+        let entry = opcode::LinkTimeout::new(&*ts).build();
+        self.push(
+            entry,
+            Slot::new(user_data, OpKind::LinkTimeout, Owned::Time(ts)),
+        )
+    }
+
+    /// `IORING_OP_OPENAT`: opens `path` (relative to `dir`, None: the working directory)
+    /// with `flags` (always `O_CLOEXEC`) and `mode`; the completion owns the new fd.
+    /// See io_uring_prep_openat(3).
+    pub fn openat(
+        &mut self,
+        dir: Option<BorrowedFd<'_>>,
+        path: std::ffi::CString,
+        flags: i32,
+        mode: u32,
+        user_data: u64,
+    ) -> Result<()> {
+        let dirfd = dir.map_or(libc::AT_FDCWD, |d| d.as_raw_fd());
+        let entry = opcode::OpenAt::new(types::Fd(dirfd), path.as_ptr())
+            .flags(flags | libc::O_CLOEXEC)
+            .mode(mode)
+            .build();
+        self.push(
+            entry,
+            Slot::new(user_data, OpKind::OpenAt, Owned::Path(path)),
+        )
+    }
+
+    /// `IORING_OP_STATX` of `path` (relative to `dir`; with `AT_EMPTY_PATH` and an empty
+    /// path, `dir` itself); `flags` are `AT_*`, `mask` the `STATX_*` fields wanted. The
+    /// completion's `statx` has the answer. See io_uring_prep_statx(3), statx(2).
+    pub fn statx(
+        &mut self,
+        dir: Option<BorrowedFd<'_>>,
+        path: std::ffi::CString,
+        flags: i32,
+        mask: u32,
+        user_data: u64,
+    ) -> Result<()> {
+        let dirfd = dir.map_or(libc::AT_FDCWD, |d| d.as_raw_fd());
+        // SAFETY: struct statx is plain integers; all zeroes is a valid value.
+        let mut parts: Box<(std::ffi::CString, libc::statx)> =
+            Box::new((path, unsafe { std::mem::zeroed() }));
+        let buf: *mut libc::statx = &raw mut parts.1;
+        let entry = opcode::Statx::new(types::Fd(dirfd), parts.0.as_ptr(), buf.cast())
+            .flags(flags)
+            .mask(mask)
+            .build();
+        self.push(
+            entry,
+            Slot::new(user_data, OpKind::Statx, Owned::Statx(parts)),
+        )
+    }
+
+    /// `IORING_OP_FSYNC` of `fd` (`datasync`: `IORING_FSYNC_DATASYNC`, as fdatasync(2)).
+    /// See io_uring_prep_fsync(3).
+    pub fn fsync<'a>(
+        &mut self,
+        fd: impl Into<Target<'a>>,
+        datasync: bool,
+        user_data: u64,
+    ) -> Result<()> {
+        let (fd, at) = on(fd);
+        let flags = if datasync {
+            types::FsyncFlags::DATASYNC
+        } else {
+            types::FsyncFlags::empty()
+        };
+        let entry = opcode::Fsync::new(fd).flags(flags).build();
+        self.push(
+            entry,
+            Slot::new(user_data, OpKind::Fsync, Owned::Nothing).on(at),
+        )
+    }
+
+    /// `IORING_OP_SENDMSG`: sends `buffers` as one message (to `addr` when given: a
+    /// datagram's destination). The ring keeps the buffers, header and address until the
+    /// completion. See io_uring_prep_sendmsg(3), sendmsg(2).
+    pub fn sendmsg<'a>(
+        &mut self,
+        fd: impl Into<Target<'a>>,
+        buffers: Vec<Box<dyn AsRef<[u8]> + Send>>,
+        addr: Option<&SocketAddrAny>,
+        flags: SendFlags,
+        user_data: u64,
+    ) -> Result<()> {
+        let (fd, at) = on(fd);
+        if buffers.len() > 1024 {
+            return Err(Error::InvalidArgument("at most 1024 buffers (IOV_MAX)"));
+        }
+        let mut parts = Box::new(MsgParts::new());
+        parts.iov = buffers
+            .iter()
+            .map(|b| {
+                let s = (**b).as_ref();
+                libc::iovec {
+                    iov_base: s.as_ptr() as *mut libc::c_void,
+                    iov_len: s.len(),
+                }
+            })
+            .collect();
+        parts.data = buffers;
+        if let Some(a) = addr {
+            let len = a.addr_len() as usize;
+            // SAFETY: `a` is valid for `addr_len()` bytes, which fit a sockaddr_storage.
+            unsafe {
+                std::ptr::copy_nonoverlapping(
+                    a.as_ptr().cast::<u8>(),
+                    (&raw mut parts.addr).cast::<u8>(),
+                    len,
+                )
+            };
+            parts.hdr.msg_name = (&raw mut parts.addr).cast();
+            parts.hdr.msg_namelen = len as libc::socklen_t;
+        }
+        parts.hdr.msg_iov = parts.iov.as_mut_ptr();
+        parts.hdr.msg_iovlen = parts.iov.len() as _;
+        let entry = opcode::SendMsg::new(fd, &raw const parts.hdr)
+            .flags(flags.bits())
+            .build();
+        self.push(
+            entry,
+            Slot::new(user_data, OpKind::SendMsg, Owned::Msg(parts)).on(at),
+        )
+    }
+
+    /// `IORING_OP_RECVMSG` of up to `len` bytes: the completion carries the bytes and the
+    /// sender's address (`address`, for sockets that report one). See
+    /// io_uring_prep_recvmsg(3), recvmsg(2).
+    pub fn recvmsg<'a>(
+        &mut self,
+        fd: impl Into<Target<'a>>,
+        len: usize,
+        flags: RecvFlags,
+        user_data: u64,
+    ) -> Result<()> {
+        let (fd, at) = on(fd);
+        let mut parts = Box::new(MsgParts::new());
+        parts.fill = fill_buffer(len)?;
+        parts.iov = vec![libc::iovec {
+            iov_base: parts.fill.as_mut_ptr().cast(),
+            iov_len: len,
+        }];
+        parts.hdr.msg_iov = parts.iov.as_mut_ptr();
+        parts.hdr.msg_iovlen = 1;
+        parts.hdr.msg_name = (&raw mut parts.addr).cast();
+        parts.hdr.msg_namelen = std::mem::size_of::<libc::sockaddr_storage>() as _;
+        let entry = opcode::RecvMsg::new(fd, &raw mut parts.hdr)
+            .flags(flags.bits())
+            .build();
+        self.push(
+            entry,
+            Slot::new(user_data, OpKind::RecvMsg, Owned::Msg(parts)).on(at),
+        )
+    }
+
+    /// `IORING_OP_READ_FIXED`: up to `len` bytes at `offset` (None: the file position) into
+    /// registered buffer `index` ([`register_buffers`](Ring::register_buffers)); the
+    /// completion carries a copy of the bytes read, which also stay in the buffer.
+    /// See io_uring_prep_read_fixed(3).
+    pub fn read_fixed<'a>(
+        &mut self,
+        fd: impl Into<Target<'a>>,
+        index: u16,
+        len: usize,
+        offset: Option<u64>,
+        user_data: u64,
+    ) -> Result<()> {
+        let (fd, at) = on(fd);
+        let ptr = self.fixed_ptr(index, len)?;
+        let entry = opcode::ReadFixed::new(fd, ptr, len as u32, index)
+            .offset(offset.unwrap_or(u64::MAX))
+            .build();
+        let slot = Slot::new(user_data, OpKind::ReadFixed, Owned::FixedBuf(index)).on(at);
+        self.push(entry, slot)
+    }
+
+    /// `IORING_OP_WRITE_FIXED`: writes the first `len` bytes of registered buffer `index` at
+    /// `offset` (None: the file position). Put bytes there with
+    /// [`fill_fixed`](Ring::fill_fixed) first, or let a linked `read_fixed` fill it.
+    /// See io_uring_prep_write_fixed(3).
+    pub fn write_fixed<'a>(
+        &mut self,
+        fd: impl Into<Target<'a>>,
+        index: u16,
+        len: usize,
+        offset: Option<u64>,
+        user_data: u64,
+    ) -> Result<()> {
+        let (fd, at) = on(fd);
+        let ptr = self.fixed_ptr(index, len)?;
+        let entry = opcode::WriteFixed::new(fd, ptr, len as u32, index)
+            .offset(offset.unwrap_or(u64::MAX))
+            .build();
+        let slot = Slot::new(user_data, OpKind::WriteFixed, Owned::FixedBuf(index)).on(at);
+        self.push(entry, slot)
+    }
+}
+
+/// What a `sendmsg` or `recvmsg` lends the kernel: the header, its iovecs, the bytes (sent,
+/// or the buffer filled) and the address. Boxed: the header points into the box.
+pub(crate) struct MsgParts {
+    pub hdr: libc::msghdr,
+    pub iov: Vec<libc::iovec>,
+    pub data: Vec<Box<dyn AsRef<[u8]> + Send>>,
+    pub fill: Vec<u8>,
+    pub addr: libc::sockaddr_storage,
+}
+
+// SAFETY: the raw pointers in `hdr` and `iov` point into this same box (`addr`, `iov`) or
+// into the heap allocations of `data` and `fill`, which move with it; nothing is shared.
+unsafe impl Send for MsgParts {}
+
+impl MsgParts {
+    fn new() -> MsgParts {
+        MsgParts {
+            // SAFETY: msghdr and sockaddr_storage are plain C structs; zeroes are valid
+            // (null pointers, zero lengths, AF_UNSPEC).
+            hdr: unsafe { std::mem::zeroed() },
+            iov: Vec::new(),
+            data: Vec::new(),
+            fill: Vec::new(),
+            // SAFETY: as above: an all-zero sockaddr_storage is AF_UNSPEC.
+            addr: unsafe { std::mem::zeroed() },
+        }
+    }
+
+    /// The sender's address a `recvmsg` collected, if the kernel wrote one.
+    pub fn address_of(&self) -> Option<SocketAddrAny> {
+        let len = self.hdr.msg_namelen as usize;
+        if len < std::mem::size_of::<libc::sa_family_t>()
+            || len > std::mem::size_of::<libc::sockaddr_storage>()
+            || self.addr.ss_family == 0
+        {
+            return None;
+        }
+        // SAFETY: the kernel wrote `len` bytes of a socket address into `addr`.
+        Some(unsafe { SocketAddrAny::read((&raw const self.addr).cast(), len as u32) })
     }
 }

@@ -29,6 +29,9 @@ pub struct Availability {
     /// Whether `IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN` rings can be built
     /// (Linux 6.1+): the fast setup for one-thread servers.
     pub defer_taskrun: bool,
+    /// Whether `IOSQE_CQE_SKIP_SUCCESS` works (`IORING_FEAT_CQE_SKIP`, Linux 5.17): the
+    /// `skip_success` flag.
+    pub skip_success: bool,
 }
 
 /// The opcodes fdkit's ring and servers use, by name.
@@ -50,6 +53,14 @@ const OPS: &[(&str, u8)] = &[
     ("timeout", opcode::Timeout::CODE),
     ("cancel", opcode::AsyncCancel::CODE),
     ("provide_buffers", opcode::ProvideBuffers::CODE),
+    ("link_timeout", opcode::LinkTimeout::CODE),
+    ("openat", opcode::OpenAt::CODE),
+    ("statx", opcode::Statx::CODE),
+    ("fsync", opcode::Fsync::CODE),
+    ("sendmsg", opcode::SendMsg::CODE),
+    ("recvmsg", opcode::RecvMsg::CODE),
+    ("read_fixed", opcode::ReadFixed::CODE),
+    ("write_fixed", opcode::WriteFixed::CODE),
 ];
 
 /// Sets up a small ring, asks the kernel which opcodes it supports (`IORING_REGISTER_PROBE`),
@@ -70,10 +81,12 @@ pub fn probe() -> Availability {
                     })
                     .collect(),
                 defer_taskrun: false,
+                skip_success: false,
             }
         }
     };
     let probe = register_probe(&ring).ok();
+    let skip_success = ring.params().is_feature_skip_cqe_on_success();
     let ops = OPS
         .iter()
         .map(|&(name, code)| OpSupport {
@@ -91,6 +104,7 @@ pub fn probe() -> Availability {
         reason: None,
         ops,
         defer_taskrun,
+        skip_success,
     }
 }
 

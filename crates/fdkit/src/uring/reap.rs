@@ -39,17 +39,17 @@ impl Ring {
 
     /// Handles one completion queue entry.
     fn complete(&mut self, cqe: cqueue::Entry) {
-        let id = cqe.user_data();
-        if id >= TEARDOWN {
+        let key = cqe.user_data();
+        if key >= TEARDOWN {
             return;
         }
-        let id = id as usize;
-        let res = cqe.result();
-        let raw_flags = cqe.flags();
-        let Some(slot) = self.slots.get_mut(id) else {
+        // A key of a slot already released (a chain the kernel cut short) names nothing.
+        let Some(id) = self.slots.id_of(key) else {
             return;
         };
-        if let Owned::Cancel(state) = &mut slot.owned {
+        let res = cqe.result();
+        let raw_flags = cqe.flags();
+        if let Some(Owned::Cancel(state)) = self.slots.get_mut(id).map(|s| &mut s.owned) {
             state.requests_left = state.requests_left.saturating_sub(1);
             if res < 0 && state.result == 0 {
                 state.result = res;
@@ -57,6 +57,10 @@ impl Ring {
             self.finish_cancel_if_done(id);
             return;
         }
+        self.chain_complete(id);
+        let Some(slot) = self.slots.get_mut(id) else {
+            return;
+        };
         let flags = flags_from_cqe(raw_flags);
         let mut c = Completion {
             user_data: slot.user_data,
@@ -65,6 +69,9 @@ impl Ring {
             flags,
             buffer_id: None,
             data: None,
+            target: slot.target,
+            address: None,
+            statx: None,
             fd: None,
         };
         if let Some(bid) = cqueue::buffer_select(raw_flags) {
@@ -81,8 +88,9 @@ impl Ring {
             c.data = Some(Vec::new());
         }
         if slot.op.creates_fd() && res >= 0 {
-            // SAFETY: for socket and accept a non-negative result is a new fd the kernel just
-            // installed for this op; nothing else in the process knows its number yet.
+            // SAFETY: for socket, accept and openat a non-negative result is a new fd the
+            // kernel just installed for this op; nothing else in the process knows its
+            // number yet.
             c.fd = Some(unsafe { OwnedFd::from_raw_fd(res) });
         }
         if flags.contains(CompletionFlags::MORE) {
@@ -92,26 +100,57 @@ impl Ring {
         let Some(slot) = self.slots.remove(id) else {
             return;
         };
-        if let Owned::Fill(mut buf) = slot.owned {
-            if res >= 0 {
+        self.unlink(&slot);
+        let mut slot = slot;
+        if res == -libc::ECANCELED {
+            slot.owned.never_ran();
+        }
+        match slot.owned {
+            Owned::Fill(mut buf) if res >= 0 => {
                 let n = (res as usize).min(buf.capacity());
                 // SAFETY: the kernel wrote `res` bytes at the start of the allocation (a
-                // receive or read never reports more than the length it was given, which was
-                // the capacity), so the first `n` bytes are initialised.
+                // receive or read never reports more than the length it was given, which
+                // was the capacity), so the first `n` bytes are initialised.
                 unsafe { buf.set_len(n) };
                 c.data = Some(buf);
             }
-        }
-        // Whatever else the op lent the kernel (data, address, timespec) is released here.
-        self.ready.push_back(c);
-        for waiter in slot.waiters {
-            if let Some(w) = self.slots.get_mut(waiter) {
-                if let Owned::Cancel(state) = &mut w.owned {
-                    state.targets_left = state.targets_left.saturating_sub(1);
+            Owned::PeerAddr(addr) if res >= 0 => {
+                let len = addr.1 as usize;
+                if len >= std::mem::size_of::<libc::sa_family_t>()
+                    && len <= std::mem::size_of::<libc::sockaddr_storage>()
+                {
+                    // SAFETY: the kernel wrote a `len`-byte address of the peer.
+                    c.address = Some(unsafe {
+                        rustix::net::SocketAddrAny::read((&raw const addr.0).cast(), len as u32)
+                    });
                 }
             }
-            self.finish_cancel_if_done(waiter);
+            Owned::Statx(parts) if res >= 0 => {
+                c.statx = Some(super::completion::Statx::from_raw(&parts.1));
+            }
+            Owned::Msg(mut parts) if res >= 0 && slot.op == OpKind::RecvMsg => {
+                c.address = parts.address_of();
+                let mut buf = std::mem::take(&mut parts.fill);
+                let n = (res as usize).min(buf.capacity());
+                // SAFETY: as for `Fill`: the kernel wrote the first `res` bytes.
+                unsafe { buf.set_len(n) };
+                c.data = Some(buf);
+            }
+            Owned::FixedBuf(index) if res >= 0 && slot.op == OpKind::ReadFixed => {
+                if let Some(f) = &self.fixed {
+                    if let Some(b) = f.bufs.get(usize::from(index)) {
+                        c.data = Some(b[..(res as usize).min(b.len())].to_vec());
+                    }
+                }
+            }
+            // Whatever else the op lent the kernel (data, address, timespec, path) is
+            // released here.
+            _ => {}
         }
+        if !slot.internal {
+            self.ready.push_back(c);
+        }
+        self.notify_waiters(slot.waiters);
     }
 
     /// Releases a cancel's completion once the kernel answered all its requests and all its
@@ -136,6 +175,9 @@ impl Ring {
             flags: CompletionFlags::empty(),
             buffer_id: None,
             data: None,
+            target: None,
+            address: None,
+            statx: None,
             fd: None,
         });
     }

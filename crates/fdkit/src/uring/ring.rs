@@ -8,6 +8,7 @@
 //! [`Completion`]s lives in `reap.rs`.
 
 use super::buf_ring::BufRing;
+use super::chain::{PendingChain, SqeFlags};
 use super::completion::Completion;
 use super::setup::{enter_timeout, Setup};
 use super::slots::{Slot, Slots};
@@ -73,6 +74,16 @@ pub struct Ring {
     /// Emptied data vectors given back with [`recycle_data`](Ring::recycle_data), reused for the
     /// bytes of the next provided-buffer completions (no malloc/free churn per chunk).
     pub(crate) data_pool: Vec<Vec<u8>>,
+    /// The SQE flags for the op being queued ([`Ring::with_flags`]).
+    pub(crate) next_flags: SqeFlags,
+    /// The linked chain being queued (see `chain.rs`).
+    pub(crate) chain: PendingChain,
+    /// `IORING_FEAT_CQE_SKIP`: `IOSQE_CQE_SKIP_SUCCESS` works.
+    pub(crate) skip_cqe: bool,
+    /// The registered buffers, if any.
+    pub(crate) fixed: Option<FixedBuffers>,
+    /// How many files are registered (0: none).
+    files: u32,
     defer_taskrun: bool,
     ext_arg: bool,
     closed: bool,
@@ -107,6 +118,7 @@ impl Ring {
             .defer_taskrun(options.defer_taskrun)
             .build()?;
         let ext_arg = built.ring.params().is_feature_ext_arg();
+        let skip_cqe = built.ring.params().is_feature_skip_cqe_on_success();
         Ok(Ring {
             ring: built.ring,
             slots: Slots::default(),
@@ -114,6 +126,11 @@ impl Ring {
             groups: HashMap::new(),
             scratch: Vec::new(),
             data_pool: Vec::new(),
+            next_flags: SqeFlags::empty(),
+            chain: PendingChain::default(),
+            skip_cqe,
+            fixed: None,
+            files: 0,
             defer_taskrun: built.defer_taskrun,
             ext_arg,
             closed: false,
@@ -140,9 +157,18 @@ impl Ring {
         self.ring.params().cq_entries()
     }
 
-    /// Ops queued or in flight whose last completion has not been reaped yet.
+    /// Ops queued or in flight whose last completion has not been reaped yet (a
+    /// `skip_success` op counts until the ring knows it finished: see `chain.rs`).
+    ///
+    /// After [`wait`](Ring::wait) returned no completion, `in_flight() == 0` tells "nothing
+    /// was left to wait for" from "the timeout passed".
     pub fn in_flight(&self) -> usize {
-        self.slots.len()
+        self.slots.user_len()
+    }
+
+    /// Whether `IOSQE_CQE_SKIP_SUCCESS` works here (`IORING_FEAT_CQE_SKIP`, Linux 5.17).
+    pub fn can_skip_success(&self) -> bool {
+        self.skip_cqe
     }
 
     /// Completions reaped and waiting to be taken by [`wait`](Ring::wait) or
@@ -154,6 +180,12 @@ impl Ring {
     /// Submits the queued ops: io_uring_enter(2) without waiting. Returns how many the
     /// kernel took. See io_uring_submit(3).
     pub fn submit(&mut self) -> Result<usize> {
+        self.flush_chain()?;
+        self.submit_queue()
+    }
+
+    /// Submits what is in the submission queue (a chain still being built stays back).
+    pub(crate) fn submit_queue(&mut self) -> Result<usize> {
         if self.ring.submission().is_empty() {
             return Ok(0);
         }
@@ -290,17 +322,191 @@ impl Ring {
         self.teardown(timeout)
     }
 
-    /// Queues one prepared entry for a new slot; on failure the slot (and what it owns) is
-    /// released, since the kernel never saw it.
+    /// Queues one prepared entry for a new slot, with the pending SQE flags; on failure the
+    /// slot (and what it owns) is released, since the kernel never saw it.
     pub(crate) fn push(&mut self, entry: squeue::Entry, slot: Slot) -> Result<()> {
-        let id = self.slots.insert(slot);
-        match self.push_entry(entry.user_data(id as u64)) {
-            Ok(()) => Ok(()),
-            Err(e) => {
-                self.slots.remove(id);
-                Err(e)
+        self.push_op(entry, slot, false)
+    }
+
+    /// Lets the cancels waiting for a finished op go on.
+    pub(crate) fn notify_waiters(&mut self, waiters: Vec<usize>) {
+        for waiter in waiters {
+            if let Some(w) = self.slots.get_mut(waiter) {
+                if let super::slots::Owned::Cancel(state) = &mut w.owned {
+                    state.targets_left = state.targets_left.saturating_sub(1);
+                }
             }
+            self.finish_cancel_if_done(waiter);
         }
+    }
+
+    /// `IORING_REGISTER_FILES`: registers `fds` (-1 leaves a slot empty) as the ring's
+    /// fixed files; ops then take an index ([`Target::Fixed`](super::Target::Fixed)) instead
+    /// of an fd. The kernel holds its own reference to each file: closing an fd afterwards
+    /// does not unregister it. See io_uring_register_files(3).
+    pub fn register_files(&mut self, fds: &[RawFd]) -> Result<()> {
+        if self.files > 0 {
+            return Err(Error::InvalidArgument(
+                "files are already registered (unregister_files first)",
+            ));
+        }
+        if fds.is_empty() {
+            return Err(Error::InvalidArgument("register at least one file"));
+        }
+        self.ring
+            .submitter()
+            .register_files(fds)
+            .map_err(|e| Error::Os(errno(&e)))?;
+        self.files = fds.len() as u32;
+        Ok(())
+    }
+
+    /// `IORING_UNREGISTER_FILES`. Ops in flight on a fixed file keep their reference until
+    /// they complete. See io_uring_unregister_files(3).
+    pub fn unregister_files(&mut self) -> Result<()> {
+        if self.files == 0 {
+            return Err(Error::Os(Errno::NXIO));
+        }
+        self.ring
+            .submitter()
+            .unregister_files()
+            .map_err(|e| Error::Os(errno(&e)))?;
+        self.files = 0;
+        Ok(())
+    }
+
+    /// How many files are registered.
+    pub fn registered_files(&self) -> u32 {
+        self.files
+    }
+
+    /// `IORING_REGISTER_BUFFERS`: `count` zeroed buffers of `size` bytes, owned by the ring
+    /// and pinned by the kernel, for [`read_fixed`](Ring::read_fixed) and
+    /// [`write_fixed`](Ring::write_fixed). Their bytes are only ever copied in
+    /// ([`fill_fixed`](Ring::fill_fixed)) and out ([`fixed_bytes`](Ring::fixed_bytes), a
+    /// `read_fixed` completion): no caller holds a pointer the kernel writes through.
+    /// See io_uring_register_buffers(3).
+    pub fn register_buffers(&mut self, count: u16, size: u32) -> Result<()> {
+        if self.fixed.is_some() {
+            return Err(Error::InvalidArgument(
+                "buffers are already registered (unregister_buffers first)",
+            ));
+        }
+        if count == 0 || size == 0 || size > 1 << 30 {
+            return Err(Error::InvalidArgument(
+                "count must be at least 1, size in 1..=1 GiB",
+            ));
+        }
+        if u64::from(count) * u64::from(size) > 1 << 30 {
+            return Err(Error::InvalidArgument("count * size must be at most 1 GiB"));
+        }
+        let mut bufs = Vec::with_capacity(usize::from(count));
+        for _ in 0..count {
+            let mut b = Vec::new();
+            b.try_reserve_exact(size as usize)
+                .map_err(|_| Error::Os(Errno::NOMEM))?;
+            b.resize(size as usize, 0u8);
+            bufs.push(b.into_boxed_slice());
+        }
+        let iov: Vec<libc::iovec> = bufs
+            .iter_mut()
+            .map(|b| libc::iovec {
+                iov_base: b.as_mut_ptr().cast(),
+                iov_len: b.len(),
+            })
+            .collect();
+        // SAFETY: the buffers live in `self.fixed` until `unregister_buffers` succeeded, or
+        // are leaked when ops that use them never completed (`teardown`); they never move
+        // (boxed slices).
+        unsafe { self.ring.submitter().register_buffers(&iov) }
+            .map_err(|e| Error::Os(errno(&e)))?;
+        self.fixed = Some(FixedBuffers { bufs });
+        Ok(())
+    }
+
+    /// `IORING_UNREGISTER_BUFFERS` and frees them; `EBUSY` while an op using one is in
+    /// flight (the kernel may still write into it). See io_uring_unregister_buffers(3).
+    pub fn unregister_buffers(&mut self) -> Result<()> {
+        if self.fixed.is_none() {
+            return Err(Error::Os(Errno::NXIO));
+        }
+        if self.fixed_in_use(None) {
+            return Err(Error::Os(Errno::BUSY));
+        }
+        self.ring
+            .submitter()
+            .unregister_buffers()
+            .map_err(|e| Error::Os(errno(&e)))?;
+        self.fixed = None;
+        Ok(())
+    }
+
+    /// How many buffers are registered, and their size.
+    pub fn registered_buffers(&self) -> Option<(u16, u32)> {
+        self.fixed.as_ref().map(|f| {
+            (
+                f.bufs.len() as u16,
+                f.bufs.first().map_or(0, |b| b.len() as u32),
+            )
+        })
+    }
+
+    /// Copies `data` into registered buffer `index` at `at`; `EBUSY` while an op using
+    /// that buffer is in flight.
+    pub fn fill_fixed(&mut self, index: u16, at: usize, data: &[u8]) -> Result<()> {
+        self.fixed_ptr(index, 0)?;
+        if self.fixed_in_use(Some(index)) {
+            return Err(Error::Os(Errno::BUSY));
+        }
+        let buf = &mut self.fixed.as_mut().expect("checked above").bufs[usize::from(index)];
+        let end = at
+            .checked_add(data.len())
+            .filter(|&e| e <= buf.len())
+            .ok_or(Error::InvalidArgument("data does not fit the buffer"))?;
+        buf[at..end].copy_from_slice(data);
+        Ok(())
+    }
+
+    /// A copy of bytes `range` of registered buffer `index`; `EBUSY` while an op using that
+    /// buffer is in flight.
+    pub fn fixed_bytes(&self, index: u16, range: std::ops::Range<usize>) -> Result<Vec<u8>> {
+        let f = self
+            .fixed
+            .as_ref()
+            .ok_or(Error::InvalidArgument("no buffers registered"))?;
+        let buf = f
+            .bufs
+            .get(usize::from(index))
+            .ok_or(Error::InvalidArgument("no such registered buffer"))?;
+        if self.fixed_in_use(Some(index)) {
+            return Err(Error::Os(Errno::BUSY));
+        }
+        buf.get(range)
+            .map(<[u8]>::to_vec)
+            .ok_or(Error::InvalidArgument("range out of the buffer"))
+    }
+
+    /// The address of registered buffer `index`, checked to hold `len` bytes.
+    pub(crate) fn fixed_ptr(&mut self, index: u16, len: usize) -> Result<*mut u8> {
+        let f = self.fixed.as_mut().ok_or(Error::InvalidArgument(
+            "no buffers registered (register_buffers first)",
+        ))?;
+        let buf = f
+            .bufs
+            .get_mut(usize::from(index))
+            .ok_or(Error::InvalidArgument("no such registered buffer"))?;
+        if len > buf.len() {
+            return Err(Error::InvalidArgument("length is larger than the buffer"));
+        }
+        Ok(buf.as_mut_ptr())
+    }
+
+    /// Whether an op in flight uses registered buffer `index` (None: any).
+    pub(crate) fn fixed_in_use(&self, index: Option<u16>) -> bool {
+        self.slots.iter().any(|(_, s)| match s.owned {
+            super::slots::Owned::FixedBuf(i) => index.map_or(true, |x| x == i),
+            _ => false,
+        })
     }
 
     /// Puts `entry` in the submission queue; a full queue is submitted and the push retried
@@ -340,6 +546,7 @@ impl Ring {
     /// Submits and sleeps in the kernel until `want` completions are posted or `timeout`
     /// passes (`ETIME` is not an error here).
     fn enter_wait(&mut self, want: usize, timeout: Option<Duration>) -> Result<()> {
+        self.flush_chain()?;
         let want = want.clamp(1, self.cq_entries() as usize);
         let r = match timeout {
             None => self.ring.submitter().submit_and_wait(want),
@@ -392,7 +599,7 @@ impl Ring {
             .map(|(id, _)| id)
             .collect();
         for id in targets {
-            let cancel = opcode::AsyncCancel::new(id as u64)
+            let cancel = opcode::AsyncCancel::new(self.slots.key(id))
                 .build()
                 .user_data(TEARDOWN);
             if self.push_entry(cancel).is_err() {
@@ -408,6 +615,11 @@ impl Ring {
         for (group, ring) in std::mem::take(&mut self.groups) {
             if self.ring.submitter().unregister_buf_ring(group).is_err() {
                 leak(ring);
+            }
+        }
+        if let Some(fixed) = self.fixed.take() {
+            if self.ring.submitter().unregister_buffers().is_err() {
+                leak(fixed);
             }
         }
         true
@@ -434,7 +646,13 @@ impl InFlight for Ring {
         // The kernel may still write into these: never free them.
         leak(std::mem::take(&mut self.slots));
         leak(std::mem::take(&mut self.groups));
+        leak(self.fixed.take());
     }
+}
+
+/// The ring's registered buffers: boxed slices, never moved or freed while registered.
+pub(crate) struct FixedBuffers {
+    pub bufs: Vec<Box<[u8]>>,
 }
 
 // A ring may move to another thread (the Python binding keeps it behind a mutex).

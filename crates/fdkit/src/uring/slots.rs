@@ -6,9 +6,11 @@
 //! allocation), never inline in a [`Slot`]: slots move when the table grows, their heap
 //! allocations do not.
 
-use super::completion::OpKind;
+use super::chain::SqeFlags;
+use super::completion::{OpFd, OpKind};
 use io_uring::types::Timespec;
 use rustix::net::SocketAddrAny;
+use std::ffi::CString;
 
 /// What an op lends the kernel until it completes. Some variants are never read back: they
 /// exist to keep an allocation alive while the kernel points into it.
@@ -30,6 +32,31 @@ pub(crate) enum Owned {
     /// A cancel: its completion is held back until the kernel answered every cancel request
     /// it was split into and every target has completed.
     Cancel(CancelState),
+    /// Where an `accept` writes the peer's address, and its length.
+    PeerAddr(Box<(libc::sockaddr_storage, libc::socklen_t)>),
+    /// The path of an `openat`.
+    Path(CString),
+    /// The path of a `statx` and the buffer the kernel fills.
+    Statx(Box<(CString, libc::statx)>),
+    /// The message header, iovecs, bytes and address of a `sendmsg` or `recvmsg`.
+    Msg(Box<super::ops::MsgParts>),
+    /// A registered buffer (its index) a `read_fixed` fills or a `write_fixed` reads.
+    FixedBuf(u16),
+    /// The fd a `close_fd` hands the kernel: the ring closes it itself if the op is
+    /// cancelled before it ran (a failed link), so it never stays open unowned.
+    Closing(std::os::fd::RawFd),
+}
+
+impl Owned {
+    /// Called when the op never ran (cancelled in its chain): closes a `close_fd`'s fd.
+    pub fn never_ran(&mut self) {
+        if let Owned::Closing(fd) = *self {
+            // SAFETY: the caller handed this fd to the ring to close and the op that would
+            // have closed it never ran, so the number is still the one we were given.
+            drop(unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) });
+            *self = Owned::Nothing;
+        }
+    }
 }
 
 /// The progress of one [`Owned::Cancel`].
@@ -52,6 +79,16 @@ pub(crate) struct Slot {
     pub owned: Owned,
     /// Cancels (slot ids) waiting for this op to finish.
     pub waiters: Vec<usize>,
+    /// The fd the op is on, reported in its completions.
+    pub target: Option<OpFd>,
+    /// The SQE flags it was queued with.
+    pub flags: SqeFlags,
+    /// The previous and next ops of its linked chain (slot keys), if any.
+    pub prev: Option<u64>,
+    pub next: Option<u64>,
+    /// An op the ring queued for itself (the witness ending a chain of `skip_success` ops):
+    /// its completion is not reported and it is not counted in flight.
+    pub internal: bool,
 }
 
 impl Slot {
@@ -61,46 +98,97 @@ impl Slot {
             op,
             owned,
             waiters: Vec::new(),
+            target: None,
+            flags: SqeFlags::empty(),
+            prev: None,
+            next: None,
+            internal: false,
         }
+    }
+
+    /// The same slot, reporting `target` as the fd its op is on.
+    pub fn on(mut self, target: OpFd) -> Slot {
+        self.target = Some(target);
+        self
     }
 }
 
-/// A slab of slots: ids are indices, freed ids are reused.
+/// A slab of slots: ids are indices, freed ids are reused. Each use of an id has a
+/// generation; the kernel sees the pair as the op's key ([`Slots::key`]), so a completion
+/// for an op the ring already released (a chain the kernel cut short without completions,
+/// see `chain.rs`) never lands on the op that reuses its id.
 #[derive(Default)]
 pub(crate) struct Slots {
-    entries: Vec<Option<Slot>>,
+    entries: Vec<(u32, Option<Slot>)>,
     free: Vec<usize>,
     len: usize,
+    internal: usize,
 }
+
+/// Generations wrap at 2^31, so keys stay clear of the reserved values near `u64::MAX`.
+const GEN_MASK: u32 = 0x7fff_ffff;
 
 impl Slots {
     /// Stores `slot`; returns its id.
     pub fn insert(&mut self, slot: Slot) -> usize {
         self.len += 1;
+        if slot.internal {
+            self.internal += 1;
+        }
         if let Some(id) = self.free.pop() {
-            self.entries[id] = Some(slot);
+            let e = &mut self.entries[id];
+            e.0 = e.0.wrapping_add(1) & GEN_MASK;
+            e.1 = Some(slot);
             id
         } else {
-            self.entries.push(Some(slot));
+            self.entries.push((0, Some(slot)));
             self.entries.len() - 1
+        }
+    }
+
+    /// The key the kernel sees for slot `id`: its generation and id.
+    pub fn key(&self, id: usize) -> u64 {
+        let gen = self.entries.get(id).map_or(0, |e| e.0);
+        (u64::from(gen) << 32) | id as u64
+    }
+
+    /// The slot id a key names, if that use of the id is still in flight.
+    pub fn id_of(&self, key: u64) -> Option<usize> {
+        let id = (key & 0xffff_ffff) as usize;
+        let gen = (key >> 32) as u32;
+        match self.entries.get(id) {
+            Some((g, Some(_))) if *g == gen => Some(id),
+            _ => None,
         }
     }
 
     /// Removes and returns the slot `id`, if occupied.
     pub fn remove(&mut self, id: usize) -> Option<Slot> {
-        let slot = self.entries.get_mut(id)?.take()?;
+        let slot = self.entries.get_mut(id)?.1.take()?;
         self.len -= 1;
+        if slot.internal {
+            self.internal -= 1;
+        }
         self.free.push(id);
         Some(slot)
     }
 
-    pub fn get_mut(&mut self, id: usize) -> Option<&mut Slot> {
-        self.entries.get_mut(id)?.as_mut()
+    pub fn get(&self, id: usize) -> Option<&Slot> {
+        self.entries.get(id)?.1.as_ref()
     }
 
-    /// How many ops are in flight.
+    pub fn get_mut(&mut self, id: usize) -> Option<&mut Slot> {
+        self.entries.get_mut(id)?.1.as_mut()
+    }
+
+    /// How many ops are in flight (the ring's own witnesses included).
     pub fn len(&self) -> usize {
         self.len
+    }
+
+    /// How many of the caller's ops are in flight.
+    pub fn user_len(&self) -> usize {
+        self.len - self.internal
     }
 
     pub fn is_empty(&self) -> bool {
@@ -110,7 +198,7 @@ impl Slots {
     /// The ids of the ops in flight whose caller `user_data` is `user_data`, cancels excluded.
     pub fn ids_with_user_data(&self, user_data: u64) -> Vec<usize> {
         self.iter()
-            .filter(|(_, s)| s.user_data == user_data && s.op != OpKind::Cancel)
+            .filter(|(_, s)| s.user_data == user_data && s.op != OpKind::Cancel && !s.internal)
             .map(|(id, _)| id)
             .collect()
     }
@@ -120,6 +208,6 @@ impl Slots {
         self.entries
             .iter()
             .enumerate()
-            .filter_map(|(id, s)| s.as_ref().map(|s| (id, s)))
+            .filter_map(|(id, s)| s.1.as_ref().map(|s| (id, s)))
     }
 }
