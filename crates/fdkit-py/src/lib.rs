@@ -69,7 +69,7 @@ mod _fdkit {
     use crate::aio::PyReactor;
 
     #[pymodule_export]
-    use crate::atomic_pipe::{AtomicPipe, ProtocolError};
+    use crate::atomic_pipe::{AtomicPipe, AtomicPipeEnds, ProtocolError};
 
     #[pymodule_export]
     use crate::uring::{uring_probe, PyCompletion, PyRing};

@@ -48,39 +48,52 @@ pub(super) fn read_wait(state: &State, mode: Mode, patience: Patience) -> PyResu
 
 /// What one read found.
 pub(super) enum Next {
-    Event(Event),
+    /// An event, and (keep_compressed) the compressed frame of a message or burst.
+    Event(Event, Option<Vec<u8>>),
     Peek(Py<PyBytes>),
     Nothing,
 }
 
-/// A message for Python: its bytes, or `(pid, tid, bytes)` when the caller asked who wrote it.
+/// A message for Python: its bytes, or `(pid, tid, bytes)` when the caller asked who wrote it;
+/// with a kept compressed frame, `(bytes, compressed)` / `(pid, tid, bytes, compressed)`.
 pub(super) fn message_object<'py>(
     py: Python<'py>,
     writer: Writer,
     data: &[u8],
     with_writer: bool,
+    kept: Option<&[u8]>,
 ) -> PyResult<Bound<'py, PyAny>> {
     let bytes = PyBytes::new(py, data).into_any();
-    if !with_writer {
-        return Ok(bytes);
-    }
-    Ok((writer.pid, writer.tid, bytes)
-        .into_pyobject(py)?
-        .into_any())
+    let kept = kept.map(|k| PyBytes::new(py, k).into_any());
+    Ok(match (with_writer, kept) {
+        (false, None) => bytes,
+        (false, Some(k)) => (bytes, k).into_pyobject(py)?.into_any(),
+        (true, None) => (writer.pid, writer.tid, bytes)
+            .into_pyobject(py)?
+            .into_any(),
+        (true, Some(k)) => (writer.pid, writer.tid, bytes, k)
+            .into_pyobject(py)?
+            .into_any(),
+    })
 }
 
-pub(super) fn event_tuple(py: Python<'_>, event: Event) -> Bound<'_, PyTuple> {
+/// `(kind, data)`, or `(kind, data, compressed)` with a kept compressed frame.
+pub(super) fn event_tuple<'py>(
+    py: Python<'py>,
+    event: Event,
+    kept: Option<&[u8]>,
+) -> PyResult<Bound<'py, PyTuple>> {
     let (kind, data) = match event {
         Event::Message { data, .. } => ("message", data),
         Event::Burst(data) => ("burst", data),
         Event::Line(data) => ("line", data),
     };
-    PyTuple::new(
-        py,
-        [
-            kind.into_pyobject(py).unwrap().into_any(),
-            PyBytes::new(py, &data).into_any(),
-        ],
-    )
-    .expect("a 2-tuple")
+    let mut items = vec![
+        kind.into_pyobject(py)?.into_any(),
+        PyBytes::new(py, &data).into_any(),
+    ];
+    if let Some(k) = kept {
+        items.push(PyBytes::new(py, k).into_any());
+    }
+    PyTuple::new(py, items)
 }
