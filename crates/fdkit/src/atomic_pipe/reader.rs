@@ -189,7 +189,9 @@ impl MessageReader {
         checkpoint: &mut dyn FnMut() -> Result<(), Errno>,
     ) -> Result<bool, Errno> {
         if !self.decoder.is_finished() {
-            match self.fill(Wait::Never, checkpoint)? {
+            // A zero timeout, not Wait::Never: a blocking fd is polled (never read blindly).
+            let now = Wait::timeout(Some(std::time::Duration::ZERO));
+            match self.fill(now, checkpoint)? {
                 Fill::Data | Fill::NotReady => return Ok(false),
                 Fill::Eof => {}
             }
