@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from fdkit.atomic_pipe import AtomicPipe, ProtocolError
+from fdkit.atomic_pipe import AtomicPipe, Decompressed, ProtocolError
 from helpers import payload
 from helpers.wire import (
     HEADER,
@@ -263,18 +263,16 @@ def test_keep_compressed_returns_the_message_and_its_zstd_frame(mixed: bool) -> 
     with AtomicPipe.from_fd("r", r, keep_compressed=True, **opts) as reader:
         assert reader.keep_compressed
         if mixed:
-            got = reader.get_line_burst_or_data(timeout=5)
-            assert len(got) == 3
-            kind, data, frame = got
+            kind, data = reader.get_line_burst_or_data(timeout=5)
             assert kind == "message"
             assert reader.get_line_burst_or_data(timeout=5) == (None, None)
         else:
-            one = reader.read_message(timeout=5)
-            assert isinstance(one, tuple)
-            data, frame = one
+            data = reader.read_message(timeout=5)
             assert reader.read_message(timeout=5) is None
         assert reader.eof()
+    assert isinstance(data, Decompressed)
     assert data == message
+    frame = data.compressed
     assert frame == payloads(wire, mixed=mixed)
     assert frame.startswith(ZSTD_MAGIC)
     assert len(frame) < 20_000

@@ -83,6 +83,10 @@ mod _fdkit {
     fn init(m: &Bound<'_, PyModule>) -> PyResult<()> {
         m.add("__version__", env!("CARGO_PKG_VERSION"))?;
         m.add("PipeSize", crate::pipe_size::pipe_size_type(m.py())?)?;
+        m.add(
+            "Decompressed",
+            crate::atomic_pipe::decompressed_type(m.py())?,
+        )?;
         Ok(())
     }
 }

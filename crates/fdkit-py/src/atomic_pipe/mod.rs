@@ -17,6 +17,7 @@ mod state;
 pub use ends::AtomicPipeEnds;
 pub use pipe::AtomicPipe;
 pub use protocol_error::ProtocolError;
+pub use read::decompressed_type;
 
 /// Every `timeout` an `AtomicPipe` takes: 0 does not wait, `inf` (anything past ~292 years)
 /// waits forever, None waits as the fd's mode says (see each method).

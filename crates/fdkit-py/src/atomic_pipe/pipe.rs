@@ -29,12 +29,12 @@ use crate::pipe_size::pipe_size;
 use fdkit::atomic_pipe::{
     BurstError, Event, MessageReader, MessageWriter, Mode, ReadError, Wait, Writer, PIPE_BUF,
 };
-use std::os::fd::BorrowedFd;
 use fdkit::fd::{Errno, OFlags};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
 use std::ffi::CStr;
+use std::os::fd::BorrowedFd;
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
@@ -349,6 +349,7 @@ impl AtomicPipe {
     /// or `writer()` (which closes the other). See [`AtomicPipeEnds`].
     #[staticmethod]
     #[pyo3(signature = (**options))]
+    #[allow(clippy::new_ret_no_self)] // Perl's name; the whole pipe is another class
     fn new(
         py: Python<'_>,
         options: Option<&Bound<'_, PyDict>>,
@@ -567,7 +568,8 @@ impl AtomicPipe {
     /// The next whole message: None at end of stream, when `timeout` seconds pass, or (non-
     /// blocking) when none is ready. Raises ProtocolError for a broken stream, only after all
     /// complete messages were returned. `with_writer=True` returns `(pid, tid, data)`. With
-    /// compression and `keep_compressed`, `(data, compressed)` (`(pid, tid, data, compressed)`).
+    /// compression and `keep_compressed`, the data is a `Decompressed` (bytes) whose
+    /// `.compressed` is the zstd frame it travelled as (Perl's `($message, $compressed)`).
     #[pyo3(signature = (timeout=None, *, with_writer=false))]
     fn read_message<'py>(
         &self,
@@ -629,7 +631,13 @@ impl AtomicPipe {
             match event {
                 Event::Message { writer, data } => {
                     let frame = kept.pop_front();
-                    list.append(message_object(py, writer, &data, with_writer, frame.as_deref())?)?;
+                    list.append(message_object(
+                        py,
+                        writer,
+                        &data,
+                        with_writer,
+                        frame.as_deref(),
+                    )?)?;
                 }
                 Event::Burst(_) => {
                     kept.pop_front();
@@ -770,7 +778,8 @@ impl AtomicPipe {
     /// With `peek_line=True`, a partial line (no `\n` yet) comes back as `('peek', data)`
     /// without being consumed instead of waiting. `(None, None)` at end of stream, on
     /// timeout, or (non-blocking, as mixed mode makes the reader) when nothing is ready. With
-    /// compression and `keep_compressed`, bursts and messages are `(kind, data, compressed)`.
+    /// compression and `keep_compressed`, a burst's or message's data is a `Decompressed`
+    /// (bytes) whose `.compressed` is its zstd frame.
     #[pyo3(signature = (peek_line=false, timeout=None))]
     fn get_line_burst_or_data<'py>(
         &self,
@@ -837,7 +846,11 @@ impl AtomicPipe {
     }
 
     #[setter]
-    fn set_compression_level(&self, py: Python<'_>, level: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
+    fn set_compression_level(
+        &self,
+        py: Python<'_>,
+        level: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<()> {
         let level = level_arg(level)?;
         self.update_options(py, |o| {
             o.level = level;
@@ -870,7 +883,8 @@ impl AtomicPipe {
         })
     }
 
-    /// Whether reads return the compressed form too (see `read_message`). Settable.
+    /// Whether reads return the compressed form too (`Decompressed.compressed`, see
+    /// `read_message`). Settable.
     #[getter]
     fn get_keep_compressed(&self, py: Python<'_>) -> bool {
         self.options(py).keep_compressed
@@ -889,9 +903,9 @@ impl AtomicPipe {
     fn compression(&self, py: Python<'_>) -> PyResult<Option<&'static str>> {
         let on = match self.lock(py) {
             Ok((_ends, guard)) => guard.compression,
-            Err(e) if e.is_instance_of::<PyValueError>(py) => self
-                .with_recipe(py, |r| r.options.zstd)
-                .unwrap_or(false),
+            Err(e) if e.is_instance_of::<PyValueError>(py) => {
+                self.with_recipe(py, |r| r.options.zstd).unwrap_or(false)
+            }
             Err(e) => return Err(e),
         };
         Ok(on.then_some("zstd"))
@@ -1010,7 +1024,7 @@ fn writer_of_mode(mode: &str) -> PyResult<bool> {
 /// ValueError unless `fd` is a pipe or a FIFO (Perl's `-p` check). See fstat(2).
 fn check_fifo(fd: BorrowedFd<'_>, name: impl FnOnce() -> String) -> PyResult<()> {
     let st = fdkit::fd::fstat(fd).map_err(os_error)?;
-    if st.mode & (libc::S_IFMT as u32) != libc::S_IFIFO as u32 {
+    if st.mode & libc::S_IFMT != libc::S_IFIFO {
         return Err(PyValueError::new_err(format!(
             "{} is not a pipe or FIFO",
             name()

@@ -6,7 +6,8 @@ use super::TIMEOUT;
 use fdkit::atomic_pipe::{Event, Mode, Wait, Writer};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyTuple};
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyBytes, PyDict, PyTuple, PyType};
 
 /// How long a read may wait, as the caller asked.
 pub(super) enum Patience {
@@ -54,8 +55,49 @@ pub(super) enum Next {
     Nothing,
 }
 
-/// A message for Python: its bytes, or `(pid, tid, bytes)` when the caller asked who wrote it;
-/// with a kept compressed frame, `(bytes, compressed)` / `(pid, tid, bytes, compressed)`.
+/// `Decompressed`, made once: `class Decompressed(bytes)`, whose instances carry the zstd
+/// frame they travelled as in `.compressed` (keep_compressed).
+static DECOMPRESSED: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+
+pub fn decompressed_type(py: Python<'_>) -> PyResult<&Bound<'_, PyType>> {
+    DECOMPRESSED
+        .get_or_try_init(py, || {
+            let builtins = py.import("builtins")?;
+            let namespace = PyDict::new(py);
+            namespace.set_item("__module__", "fdkit._fdkit")?;
+            namespace.set_item(
+                "__doc__",
+                "bytes: a message or burst as it was sent (decompressed), with the zstd \
+                 frame it travelled as in `.compressed` (an AtomicPipe with \
+                 keep_compressed=True returns these).",
+            )?;
+            let class = builtins.getattr("type")?.call1((
+                "Decompressed",
+                (builtins.getattr("bytes")?,),
+                namespace,
+            ))?;
+            Ok(class.cast_into::<PyType>()?.unbind())
+        })
+        .map(|class| class.bind(py))
+}
+
+/// `data` as Python bytes; with a kept compressed frame, a `Decompressed` carrying it.
+fn data_object<'py>(
+    py: Python<'py>,
+    data: &[u8],
+    kept: Option<&[u8]>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let bytes = PyBytes::new(py, data).into_any();
+    let Some(frame) = kept else {
+        return Ok(bytes);
+    };
+    let out = decompressed_type(py)?.call1((bytes,))?;
+    out.setattr("compressed", PyBytes::new(py, frame))?;
+    Ok(out)
+}
+
+/// A message for Python: its bytes, or `(pid, tid, bytes)` when the caller asked who wrote it
+/// (the bytes a `Decompressed` when a compressed frame was kept).
 pub(super) fn message_object<'py>(
     py: Python<'py>,
     writer: Writer,
@@ -63,21 +105,16 @@ pub(super) fn message_object<'py>(
     with_writer: bool,
     kept: Option<&[u8]>,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let bytes = PyBytes::new(py, data).into_any();
-    let kept = kept.map(|k| PyBytes::new(py, k).into_any());
-    Ok(match (with_writer, kept) {
-        (false, None) => bytes,
-        (false, Some(k)) => (bytes, k).into_pyobject(py)?.into_any(),
-        (true, None) => (writer.pid, writer.tid, bytes)
-            .into_pyobject(py)?
-            .into_any(),
-        (true, Some(k)) => (writer.pid, writer.tid, bytes, k)
-            .into_pyobject(py)?
-            .into_any(),
-    })
+    let bytes = data_object(py, data, kept)?;
+    if !with_writer {
+        return Ok(bytes);
+    }
+    Ok((writer.pid, writer.tid, bytes)
+        .into_pyobject(py)?
+        .into_any())
 }
 
-/// `(kind, data)`, or `(kind, data, compressed)` with a kept compressed frame.
+/// `(kind, data)` (data a `Decompressed` when a compressed frame was kept).
 pub(super) fn event_tuple<'py>(
     py: Python<'py>,
     event: Event,
@@ -88,12 +125,11 @@ pub(super) fn event_tuple<'py>(
         Event::Burst(data) => ("burst", data),
         Event::Line(data) => ("line", data),
     };
-    let mut items = vec![
-        kind.into_pyobject(py)?.into_any(),
-        PyBytes::new(py, &data).into_any(),
-    ];
-    if let Some(k) = kept {
-        items.push(PyBytes::new(py, k).into_any());
-    }
-    PyTuple::new(py, items)
+    PyTuple::new(
+        py,
+        [
+            kind.into_pyobject(py)?.into_any(),
+            data_object(py, &data, kept)?,
+        ],
+    )
 }

@@ -16,7 +16,9 @@ use std::os::fd::{BorrowedFd, FromRawFd, OwnedFd};
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-/// Which end, and its state.
+/// Which end, and its state. One per AtomicPipe, kept in place behind the lock (never moved in
+/// a loop), so the reader's larger size costs nothing worth a box.
+#[allow(clippy::large_enum_variant)]
 pub(super) enum End {
     Reader(MessageReader),
     Writer(MessageWriter),

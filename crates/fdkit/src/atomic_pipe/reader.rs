@@ -372,7 +372,10 @@ impl MessageReader {
             .with_detail(e.0)
         })?;
         let (event, frame) = match event {
-            Event::Message { writer, data: frame } => (Event::Message { writer, data }, frame),
+            Event::Message {
+                writer,
+                data: frame,
+            } => (Event::Message { writer, data }, frame),
             Event::Burst(frame) => (Event::Burst(data), frame),
             Event::Line(_) => unreachable!("lines returned above"),
         };
