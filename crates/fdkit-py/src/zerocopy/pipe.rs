@@ -131,7 +131,10 @@ impl PyPipe {
                 // is mirrored (documented), as with every fd passed as an int.
                 _ => unsafe { BorrowedFd::borrow_raw(*raw) },
             };
-            mirrors.push(Mirror { fd, via: via.as_ref() });
+            mirrors.push(Mirror {
+                fd,
+                via: via.as_ref(),
+            });
         }
         self.with(py, |pipe| {
             let mut off = offset.map(|o| o.0);

@@ -135,7 +135,14 @@ impl Pipe {
                 return Ok(*total);
             }
             let step = if copy {
-                self.copy_in(src, offset.as_deref_mut(), want, &mut buf, cancel, checkpoint)
+                self.copy_in(
+                    src,
+                    offset.as_deref_mut(),
+                    want,
+                    &mut buf,
+                    cancel,
+                    checkpoint,
+                )
             } else {
                 self.read_from_cancellable(
                     src,
@@ -220,7 +227,14 @@ impl Pipe {
                     };
                 }
                 self.mirror_chunk(mirrors, progress, cancel, checkpoint)?;
-                self.deliver(dst, offset.as_deref_mut(), progress, &mut copy, cancel, checkpoint)?;
+                self.deliver(
+                    dst,
+                    offset.as_deref_mut(),
+                    progress,
+                    &mut copy,
+                    cancel,
+                    checkpoint,
+                )?;
                 progress.moved += progress.chunk as u64;
                 progress.chunk = 0;
                 if once {
@@ -229,7 +243,14 @@ impl Pipe {
                 continue;
             }
             let step = if copy {
-                self.copy_out(dst, offset.as_deref_mut(), want, &mut buf, cancel, checkpoint)
+                self.copy_out(
+                    dst,
+                    offset.as_deref_mut(),
+                    want,
+                    &mut buf,
+                    cancel,
+                    checkpoint,
+                )
             } else {
                 self.write_to_cancellable(
                     dst,
@@ -351,7 +372,8 @@ impl Pipe {
                     break;
                 }
                 let step = if copy {
-                    m.via.copy_out(m.fd, None, left, &mut buf, cancel, checkpoint)
+                    m.via
+                        .copy_out(m.fd, None, left, &mut buf, cancel, checkpoint)
                 } else {
                     m.via.write_to_cancellable(
                         m.fd,
@@ -392,7 +414,14 @@ impl Pipe {
         while progress.delivered < progress.chunk {
             let left = progress.chunk - progress.delivered;
             let step = if *copy {
-                self.copy_out(dst, offset.as_deref_mut(), left, &mut buf, cancel, checkpoint)
+                self.copy_out(
+                    dst,
+                    offset.as_deref_mut(),
+                    left,
+                    &mut buf,
+                    cancel,
+                    checkpoint,
+                )
             } else {
                 self.write_to_cancellable(
                     dst,
