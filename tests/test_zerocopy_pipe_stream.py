@@ -98,12 +98,11 @@ def test_userspace_fallback_both_ways(tmp_path: Path) -> None:
     try:
         probe_r, probe_w = os.pipe2(os.O_CLOEXEC)
         try:
-            with pytest.raises(OSError) as refused:
-                os.splice(src, probe_w, 10)
+            with pytest.raises(OSError, match="Invalid argument"):
+                os.splice(src, probe_w, 10)  # really a path splice cannot take
         finally:
             os.close(probe_r)
             os.close(probe_w)
-        assert refused.value.errno == 22  # really a path splice cannot take
         with zerocopy.Pipe() as p:
             assert p.read_from(src) == len(expected)
             p.close_write()
@@ -122,7 +121,9 @@ def test_waits_on_non_blocking_fds() -> None:
         for s in (a, b, c, d):
             s.setblocking(False)
         c.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
-        feeder = Feeder(b.fileno(), data, chunk=7000, pause=0.001, then=lambda: b.shutdown(socket.SHUT_WR))
+        feeder = Feeder(
+            b.fileno(), data, chunk=7000, pause=0.001, then=lambda: b.shutdown(socket.SHUT_WR)
+        )
         sink = Sink(d.fileno(), pause=0.001)
         with zerocopy.Pipe(nonblocking=True) as p:
             feeder.start()
@@ -249,7 +250,7 @@ def test_mirrors_with_single_shot_write_to_and_removal() -> None:
                 p.add_mirror(p)
             with pytest.raises(TypeError, match="Pipe or an fd"):
                 p.add_mirror("recording.bin")  # type: ignore[arg-type]
-            with pytest.raises(OSError):
+            with pytest.raises(OSError, match="Bad file descriptor"):
                 p.add_mirror(999_999)  # EBADF at once, not at the first chunk
     finally:
         for n in (rec_r, rec_w, out_r, out_w):
