@@ -232,6 +232,7 @@ class FdkitChannel(Channel):
         self.writing = writing
         self.reading = reading
         self.r, self.w = AtomicPipe.pair(**options)
+        self.r.blocking = True  # mixed mode made it non-blocking (as Perl): blocking reads
 
     def in_child(self) -> None:
         self.r.close()
@@ -295,10 +296,9 @@ class FdkitChannel(Channel):
         get = self.r.get_line_burst_or_data
         got = lines = nbytes = 0
         while got < want.count or lines < want.lines:
-            item = get()
-            if item is None:
+            kind, data = get()
+            if kind is None or data is None:
                 raise _short("get_line_burst_or_data", got, want.count)
-            kind, data = item
             if kind == "message":
                 got += 1
                 nbytes += len(data)

@@ -13,18 +13,18 @@ n = zerocopy.transfer(src_fd, dst_fd)  # until EOF; or count=…, src_offset=…
 print(n, zerocopy.transfer_stats())
 # 4194304 {'path': 'copy_file_range', 'bytes': 4194304, 'remembered': False, 'fallbacks': []}
 
-# A pipe as an object; tee duplicates without consuming (camera → client + recording).
+# A pipe as an object with a standing tee (camera → client + recording): every chunk that
+# leaves the pipe reaches each mirror first, whole (tee(2) through a private pipe).
 camera_fd, camera = fd.pipe()  # the camera: 60 KiB of frames, then EOF
 fd.write(camera, b"frame" * 12288)
 fd.close(camera)
 client_fd, viewer = fd.socketpair()
 recording_fd = dst_fd
-with zerocopy.Pipe() as p, zerocopy.Pipe() as rec:
-    p.resize_or_max(1 << 20)
-    while n := p.read_from(camera_fd, 1 << 20):
-        p.tee(rec, n)
-        rec.write_to(recording_fd, n)
-        p.write_to(client_fd, n)
+with zerocopy.Pipe() as p:
+    p.add_mirror(recording_fd)  # any fd: a file, a socket, another Pipe
+    p.read_from(camera_fd)  # n=None: until EOF (it fits; a live camera: in its own thread)
+    p.close_write()  # half-close: the pipe ends once drained
+    p.write_to(client_fd)  # n=None: until the pipe's end, each chunk recorded first
 print(len(fd.recv(viewer, 1 << 20)))  # 61440
 
 # Two connected sockets each: a request one way, a reply the other, then half-closes.

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from fdkit.atomic_pipe import AtomicPipe, ProtocolError
+from fdkit.atomic_pipe import AtomicPipe, Decompressed, ProtocolError
 from helpers import payload
 from helpers.wire import (
     HEADER,
@@ -250,11 +250,29 @@ def test_zstd_dictionary_set_later(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("mixed", [False, True], ids=["normal", "mixed"])
-def test_keep_compressed_returns_the_zstd_frame(mixed: bool) -> None:
+def test_keep_compressed_returns_the_message_and_its_zstd_frame(mixed: bool) -> None:
+    # As Perl's keep_compressed: the message *and* the frame it travelled as (to forward it).
     opts: dict[str, Any] = {"compression": "zstd", "mixed_data_mode": mixed}
-    wire = wire_of(lambda w: w.write_message(JSONISH[:20_000]), **opts)
-    [(kind, frame)] = decode(wire, keep_compressed=True, **opts)
-    assert kind == "message"
+    message = JSONISH[:20_000]
+    wire = wire_of(lambda w: w.write_message(message), **opts)
+    r, w = os.pipe2(os.O_CLOEXEC)
+    try:
+        os.write(w, wire)
+    finally:
+        os.close(w)
+    with AtomicPipe.from_fd("r", r, keep_compressed=True, **opts) as reader:
+        assert reader.keep_compressed
+        if mixed:
+            kind, data = reader.get_line_burst_or_data(timeout=5)
+            assert kind == "message"
+            assert reader.get_line_burst_or_data(timeout=5) == (None, None)
+        else:
+            data = reader.read_message(timeout=5)
+            assert reader.read_message(timeout=5) is None
+        assert reader.eof()
+    assert isinstance(data, Decompressed)
+    assert data == message
+    frame = data.compressed
     assert frame == payloads(wire, mixed=mixed)
     assert frame.startswith(ZSTD_MAGIC)
     assert len(frame) < 20_000

@@ -7,7 +7,8 @@ bursts and messages on one stream; zstd compression (with an optional dictionary
 supported on both ends.
 
 >>> r, w = AtomicPipe.pair()
->>> w.write_message(b"hello")
+>>> w.write_message(b"hello")  # the number of atomic chunks
+1
 >>> r.read_message()
 b'hello'
 
@@ -17,9 +18,9 @@ The API is documented in ``docs/atomic_pipe_api.md``; :class:`ProtocolError` (a
 
 from __future__ import annotations
 
-from fdkit._fdkit import AtomicPipe, ProtocolError
+from fdkit._fdkit import AtomicPipe, AtomicPipeEnds, Decompressed, ProtocolError
 
 #: The largest write the kernel keeps atomic on a pipe (Linux: 4096). See pipe(7).
 PIPE_BUF: int = AtomicPipe.PIPE_BUF
 
-__all__ = ["PIPE_BUF", "AtomicPipe", "ProtocolError"]
+__all__ = ["PIPE_BUF", "AtomicPipe", "AtomicPipeEnds", "Decompressed", "ProtocolError"]

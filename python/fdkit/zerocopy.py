@@ -1,9 +1,10 @@
 """Zero-copy transfers: move bytes between fds inside the kernel.
 
 * :func:`transfer` picks the best path for the two fds (copy_file_range for file→file,
-  sendfile for file→socket, splice when a side is a pipe, splice through a pooled internal pipe
-  for socket→socket and socket→file), falls back at run time to the next path and finally to
-  read/write, and remembers what worked for the pair. :func:`transfer_stats` says which path
+  splice through a pooled internal pipe first and then sendfile for file→socket, splice when a
+  side is a pipe, splice through a pooled internal pipe for socket→socket and socket→file),
+  falls back at run time to the next path and finally to read/write, and remembers what worked
+  for the pair. :func:`transfer_stats` says which path
   the calling thread's last transfer took and why it left any other.
   ``transfer(..., nonblocking=True)`` is the form for event loops: it never waits, and returns
   ``(moved, would_block)`` as soon as a side would block (``"read"``: the source is empty;
@@ -13,7 +14,11 @@
   transfer between the two delivers them first: nothing is lost, nothing reordered.
   :func:`fdkit.aio.transfer` drives it from any asyncio loop.
 * :class:`Pipe` is a pipe pair with ``read_from``, ``write_to`` and ``tee`` (duplicate without
-  consuming: tee to several pipes to feed several sinks).
+  consuming). ``read_from(fd)``/``write_to(fd)`` without ``n`` run to the end, as Go
+  zerocopy's ``ReadFrom``/``WriteTo`` (read/write for an fd that refuses splice, waiting on
+  non-blocking fds); ``close_write()`` half-closes the pipe so its consumer sees EOF; and
+  ``add_mirror(fd_or_pipe)`` is a standing tee: every chunk ``write_to`` takes out is first
+  copied, whole, to each mirror (a file, a socket, another Pipe).
 * :func:`proxy` relays both directions between two connected stream sockets; :func:`relay`
   one direction, optionally recording it. A half-close (FIN) is passed on as a half-close; a
   reset is passed on as a reset: the bytes that arrived before it are delivered (waiting at

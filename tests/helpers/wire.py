@@ -116,7 +116,7 @@ def read_all(reader: AtomicPipe, wait: float = 10.0, into: list[Item] | None = N
     for the next item without EOF fails the test (a reader that hangs is a bug)."""
     out: list[Item] = [] if into is None else into
     if reader.mixed_data_mode:
-        while (item := reader.get_line_burst_or_data(timeout=wait)) is not None:
+        while (item := reader.get_line_burst_or_data(timeout=wait))[0] is not None:
             out.append(item)
     else:
         while batch := reader.read_messages(timeout=wait):

@@ -72,7 +72,7 @@ mod _fdkit {
     use crate::aio::PyReactor;
 
     #[pymodule_export]
-    use crate::atomic_pipe::{AtomicPipe, ProtocolError};
+    use crate::atomic_pipe::{AtomicPipe, AtomicPipeEnds, ProtocolError};
 
     #[pymodule_export]
     use crate::uring::{uring_probe, PyCompletion, PyRing};
@@ -86,6 +86,10 @@ mod _fdkit {
     fn init(m: &Bound<'_, PyModule>) -> PyResult<()> {
         m.add("__version__", env!("CARGO_PKG_VERSION"))?;
         m.add("PipeSize", crate::pipe_size::pipe_size_type(m.py())?)?;
+        m.add(
+            "Decompressed",
+            crate::atomic_pipe::decompressed_type(m.py())?,
+        )?;
         Ok(())
     }
 }

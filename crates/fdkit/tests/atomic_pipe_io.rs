@@ -180,15 +180,57 @@ fn zstd_round_trips_with_and_without_a_dictionary() {
 }
 
 #[test]
-fn keep_compressed_hands_back_the_frame() {
+fn keep_compressed_hands_back_the_message_and_its_frame() {
     let config = Compression::default();
     let (mut r, mut w) = pair(Mode::Normal);
     w.set_compression(Some(&config)).unwrap();
     r.set_compression(Some(&config), true).unwrap();
-    w.write_message(&[b'a'; 10_000], &mut go()).unwrap();
-    let frame = next_message(&mut r).unwrap();
+    assert_eq!(w.write_message(&[b'a'; 10_000], &mut go()).unwrap(), 1);
+    assert_eq!(next_message(&mut r).unwrap(), vec![b'a'; 10_000]);
+    let frame = r.take_compressed().expect("the frame is kept");
     assert_eq!(&frame[..4], &[0x28, 0xB5, 0x2F, 0xFD], "a zstd frame");
     assert_eq!(zstd::decode_all(&frame[..]).unwrap(), vec![b'a'; 10_000]);
+    assert_eq!(r.take_compressed(), None, "one frame per message");
+}
+
+#[test]
+fn write_message_returns_its_chunks() {
+    let (mut r, mut w) = pair(Mode::Normal);
+    // Perl's t/ipc.t: "dd" x PIPE_BUF takes 3 parts.
+    assert_eq!(
+        w.write_message(&[b'd'; 2 * PIPE_BUF], &mut go()).unwrap(),
+        3
+    );
+    assert_eq!(w.write_message(b"x", &mut go()).unwrap(), 1);
+    assert_eq!(w.write_message(b"", &mut go()).unwrap(), 0);
+    assert_eq!(next_message(&mut r).unwrap().len(), 2 * PIPE_BUF);
+    assert_eq!(next_message(&mut r).unwrap(), b"x");
+}
+
+#[test]
+fn check_eof_looks_at_the_pipe_and_fill_buffer_reads_once() {
+    let (mut r, mut w) = pair(Mode::Normal);
+    assert!(!r.check_eof(&mut go()).unwrap(), "a writer is still there");
+    w.write_message(b"last", &mut go()).unwrap();
+    r.set_read_size(8);
+    assert_eq!(r.read_size(), 8);
+    let now = Wait::timeout(Some(Duration::ZERO));
+    assert_eq!(r.fill_buffer(now, &mut go()).unwrap(), 8);
+    drop(w);
+    assert!(
+        !r.check_eof(&mut go()).unwrap(),
+        "a message is still to be read"
+    );
+    assert_eq!(next_message(&mut r).unwrap(), b"last");
+    assert!(r.check_eof(&mut go()).unwrap());
+    assert_eq!(r.fill_buffer(now, &mut go()).unwrap(), 0);
+
+    let (mut r, w) = pair(Mode::Normal);
+    drop(w);
+    assert!(
+        r.check_eof(&mut go()).unwrap(),
+        "no read saw the end yet: check_eof looks"
+    );
 }
 
 #[test]

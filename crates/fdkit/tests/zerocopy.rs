@@ -869,3 +869,58 @@ fn relay_passes_a_source_reset_on_as_a_reset() {
     assert_eq!(end, Some(Errno::CONNRESET), "{} B", got.len());
     assert!(sent.starts_with(&got));
 }
+
+#[test]
+fn pipe_runs_to_the_end_through_a_standing_tee_after_close_write() {
+    let _g = serial();
+    let dir = tempdir();
+    let bytes = data(600_000, 11);
+    let src = file_with(&dir, "src", &bytes);
+    let out = new_file(&dir, "out", OFlags::empty());
+    let rec = new_file(&dir, "rec", OFlags::empty());
+    let p = Pipe::new(PipeFlags::empty()).unwrap();
+    let via = Pipe::new(PipeFlags::NONBLOCK).unwrap();
+    let mirrors = [fdkit::zerocopy::Mirror {
+        fd: rec.as_fd(),
+        via: &via,
+    }];
+    let go = &mut fd::no_checkpoint;
+    std::thread::scope(|s| {
+        let producer = s.spawn(|| {
+            let mut moved = 0;
+            let n = p
+                .read_from_all(
+                    src.as_fd(),
+                    None,
+                    None,
+                    &mut moved,
+                    &[],
+                    &mut fd::no_checkpoint,
+                )
+                .unwrap();
+            p.close_write().unwrap();
+            n
+        });
+        let mut progress = fdkit::zerocopy::WriteProgress::default();
+        let n = p
+            .write_to_all(
+                out.as_fd(),
+                None,
+                None,
+                false,
+                &mirrors,
+                &mut progress,
+                &[],
+                go,
+            )
+            .unwrap();
+        assert_eq!(n, bytes.len() as u64);
+        assert_eq!(producer.join().unwrap(), bytes.len() as u64);
+    });
+    assert!(p.is_write_closed());
+    assert_eq!(fd::write(p.write_end(), b"late"), Err(Errno::PIPE));
+    drop((out, rec));
+    for name in ["out", "rec"] {
+        assert_eq!(std::fs::read(dir.join(name)).unwrap(), bytes, "{name}");
+    }
+}

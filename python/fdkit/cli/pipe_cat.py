@@ -168,7 +168,7 @@ class Reader:
         try:
             while len(out) < BATCH:
                 ev = self.pipe.get_line_burst_or_data(timeout=timeout if not out else 0)
-                if ev is None:
+                if ev[0] is None:
                     break
                 out.append((ev[0], ev[1], None))
         except ProtocolError as e:
@@ -187,7 +187,7 @@ def _open(path: str, options: dict[str, Any]) -> AtomicPipe:
         log.debug("reading stdin")
         stdin = os.dup(0)
         try:
-            return AtomicPipe.from_fd("r", stdin, **options)
+            return AtomicPipe.from_fd("r", stdin, pipe_only=False, **options)
         except BaseException:
             os.close(stdin)  # from_fd takes the fd only when it succeeds
             raise
@@ -200,7 +200,7 @@ def _open(path: str, options: dict[str, Any]) -> AtomicPipe:
     log.debug("reading %r (%s bytes)", path, st.st_size)
     fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     try:
-        return AtomicPipe.from_fd("r", fd, **options)
+        return AtomicPipe.from_fd("r", fd, pipe_only=False, **options)
     except BaseException:
         os.close(fd)  # from_fd takes the fd only when it succeeds
         raise

@@ -1,19 +1,25 @@
 //! `AtomicPipe`'s keyword options (`mixed_data_mode`, `compression`, `level`, `dictionary`,
-//! `keep_compressed`), checked before any fd is taken over.
+//! `keep_compressed`), checked before any fd is taken over, and the setters' arguments.
 
 use crate::args::{type_name, PathArg, RawBuffer};
 use crate::errors::io_error_named;
-use fdkit::atomic_pipe::{Compression, Compressor, Decompressor};
+use fdkit::atomic_pipe::{Compression, Compressor, Decompressor, DEFAULT_LEVEL};
 use pyo3::exceptions::{PyOverflowError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyString};
 use std::os::unix::ffi::OsStrExt;
 
-/// The options every constructor takes (and the setters change later).
+/// The options every constructor takes (and the setters change later). The level and the
+/// dictionary are remembered while compression is off, as Atomic::Pipe keeps them.
 #[derive(Default, Clone)]
 pub struct Options {
     pub mixed: bool,
-    pub compression: Option<Compression>,
+    /// Whether zstd compression is on.
+    pub zstd: bool,
+    /// The zstd level set (None: [`fdkit::atomic_pipe::DEFAULT_LEVEL`]).
+    pub level: Option<i32>,
+    /// The dictionary's bytes.
+    pub dictionary: Option<Vec<u8>>,
     pub keep_compressed: bool,
 }
 
@@ -50,65 +56,84 @@ impl Options {
             Some(c) if !c.is_none() => Some(c.extract::<String>()?),
             _ => None,
         };
-        out.compression = compression(codec.as_deref(), level.as_ref(), dictionary.as_ref())?;
-        if codec.is_none() && (level.is_some() || dictionary.is_some()) {
+        out.zstd = codec_arg(codec.as_deref())?;
+        if !out.zstd && (level.is_some() || dictionary.is_some()) {
             return Err(PyValueError::new_err(
                 "level and dictionary need compression='zstd'",
             ));
         }
+        out.level = level_arg(level.as_ref())?;
+        out.dictionary = dictionary_arg(dictionary.as_ref())?;
+        out.check()?;
         Ok(out)
+    }
+
+    /// The core's compression config, None when compression is off.
+    pub fn compression(&self) -> Option<Compression> {
+        self.zstd.then(|| Compression {
+            level: self.level.unwrap_or(DEFAULT_LEVEL),
+            dictionary: self.dictionary.clone(),
+        })
+    }
+
+    /// Checked here, before any fd is taken over: zstd refuses a malformed trained dictionary
+    /// (raw content is always accepted).
+    pub fn check(&self) -> PyResult<()> {
+        let Some(config) = self.compression() else {
+            return Ok(());
+        };
+        Compressor::new(&config)
+            .and_then(|_| Decompressor::new(&config))
+            .map_err(|e| PyValueError::new_err(format!("zstd refused the settings: {e}")))?;
+        Ok(())
     }
 }
 
-/// `compression`, `level` and `dictionary` checked and turned into the core's config.
-pub fn compression(
-    codec: Option<&str>,
-    level: Option<&Bound<'_, PyAny>>,
-    dictionary: Option<&Bound<'_, PyAny>>,
-) -> PyResult<Option<Compression>> {
+/// `compression=`: True for 'zstd', False for None, ValueError for anything else.
+pub fn codec_arg(codec: Option<&str>) -> PyResult<bool> {
     match codec {
-        None => return Ok(None),
-        Some("zstd") => {}
-        Some(other) => {
-            return Err(PyValueError::new_err(format!(
-                "unknown compression {other:?}: only 'zstd' is supported"
-            )))
+        None => Ok(false),
+        Some("zstd") => Ok(true),
+        Some(other) => Err(PyValueError::new_err(format!(
+            "unknown compression {other:?}: only 'zstd' is supported"
+        ))),
+    }
+}
+
+/// A zstd level, checked (None or Python None: not given).
+pub fn level_arg(level: Option<&Bound<'_, PyAny>>) -> PyResult<Option<i32>> {
+    let Some(level) = level.filter(|l| !l.is_none()) else {
+        return Ok(None);
+    };
+    let (min, max) = (zstd_min_level(), 22);
+    let out_of_range = || {
+        PyValueError::new_err(format!(
+            "zstd level {} is out of range ({min}..={max})",
+            level
+                .repr()
+                .map(|r| r.to_string())
+                .unwrap_or_else(|_| "?".into())
+        ))
+    };
+    // An int too large for i64 (OverflowError) is out of range, not of the wrong type.
+    let lvl: i64 = level.extract().map_err(|e: PyErr| {
+        if e.is_instance_of::<PyOverflowError>(level.py()) {
+            out_of_range()
+        } else {
+            PyTypeError::new_err(format!("level must be an int, not {}", type_name(level)))
         }
+    })?;
+    if !(min..=max).contains(&lvl) {
+        return Err(out_of_range());
     }
-    let mut config = Compression::default();
-    if let Some(level) = level.filter(|l| !l.is_none()) {
-        let (min, max) = (zstd_min_level(), 22);
-        let out_of_range = || {
-            PyValueError::new_err(format!(
-                "zstd level {} is out of range ({min}..={max})",
-                level
-                    .repr()
-                    .map(|r| r.to_string())
-                    .unwrap_or_else(|_| "?".into())
-            ))
-        };
-        // An int too large for i64 (OverflowError) is out of range, not of the wrong type.
-        let lvl: i64 = level.extract().map_err(|e: PyErr| {
-            if e.is_instance_of::<PyOverflowError>(level.py()) {
-                out_of_range()
-            } else {
-                PyTypeError::new_err(format!("level must be an int, not {}", type_name(level)))
-            }
-        })?;
-        if !(min..=max).contains(&lvl) {
-            return Err(out_of_range());
-        }
-        config.level = lvl as i32;
-    }
-    if let Some(dict) = dictionary.filter(|d| !d.is_none()) {
-        config.dictionary = Some(dictionary_bytes(dict)?);
-    }
-    // Checked here, before any fd is taken over: zstd refuses a malformed trained dictionary
-    // (raw content is always accepted).
-    Compressor::new(&config)
-        .and_then(|_| Decompressor::new(&config))
-        .map_err(|e| PyValueError::new_err(format!("zstd refused the settings: {e}")))?;
-    Ok(Some(config))
+    Ok(Some(lvl as i32))
+}
+
+/// A dictionary (bytes, a buffer, or a path to a file), or None.
+pub fn dictionary_arg(dict: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Vec<u8>>> {
+    dict.filter(|d| !d.is_none())
+        .map(dictionary_bytes)
+        .transpose()
 }
 
 fn zstd_min_level() -> i64 {

@@ -14,7 +14,7 @@
 //! their state, and a deadline is absolute.
 
 use super::fork_safe_lock::{ForkSafe, Held};
-use super::options::{compression, Options};
+use super::options::{codec_arg, dictionary_arg, level_arg, Options};
 use super::read::{event_tuple, message_object, read_wait, Next, Patience};
 use super::state::{
     apply_compression, build_state, closed, fd_of, is_closed, mode_of, read_error, retry,
@@ -30,11 +30,12 @@ use fdkit::atomic_pipe::{
     BurstError, Event, MessageReader, MessageWriter, Mode, ReadError, Wait, Writer, PIPE_BUF,
 };
 use fdkit::fd::{Errno, OFlags};
-use pyo3::exceptions::PyValueError;
+use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
 use std::ffi::CStr;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::BorrowedFd;
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 
@@ -66,6 +67,107 @@ impl AtomicPipe {
         })
     }
 
+    /// Wraps `fd` (a pipe or FIFO end, checked) open in the direction `writer` says. With
+    /// `dup`, a duplicate (`F_DUPFD_CLOEXEC`) is taken and `fd` stays the caller's; without, the
+    /// fd is taken over only when this succeeds. `what` names the caller in messages.
+    pub(super) fn from_raw(
+        fd: BorrowedFd<'_>,
+        writer: bool,
+        dup: bool,
+        pipe_only: bool,
+        options: &Options,
+        what: &str,
+    ) -> PyResult<Self> {
+        // The fd must be open (EBADF otherwise) and open for this direction: a reader on a
+        // write end would only fail at its first read, far from the mistake.
+        let access = rustix::fs::fcntl_getfl(fd).map_err(os_error)?;
+        let access = access & OFlags::RWMODE;
+        let fits = access == OFlags::RDWR
+            || (writer && access == OFlags::WRONLY)
+            || (!writer && access == OFlags::RDONLY);
+        if !fits {
+            let (want, end) = if writer {
+                ("writing", "a read end")
+            } else {
+                ("reading", "a write end")
+            };
+            return Err(PyValueError::new_err(format!(
+                "fd {} is not open for {want} (it is {end}); {what}",
+                fd.as_raw_fd()
+            )));
+        }
+        if pipe_only {
+            check_fifo(fd, || format!("fd {}", fd.as_raw_fd()))?;
+        }
+        let owned = if dup {
+            fdkit::fd::dup(fd, true).map_err(os_error)?
+        } else {
+            // SAFETY: the fd is open (fcntl succeeded just above) and the caller hands it
+            // over, as documented; from now on only this object closes it.
+            unsafe { OwnedFd::from_raw_fd(fd.as_raw_fd()) }
+        };
+        Self::from_owned(owned, writer, options)
+    }
+
+    /// A new object over a duplicate of this end's fd, with the same settings.
+    fn clone_end(&self, py: Python<'_>, writer: bool) -> PyResult<AtomicPipe> {
+        if writer {
+            self.need_writer()?;
+        } else {
+            self.need_reader()?;
+        }
+        let (ends, guard) = self.lock(py)?;
+        let fd = fd_of(&guard).map_err(|_| closed())?;
+        let dup = fdkit::fd::dup(fd, true).map_err(os_error)?;
+        let options = ends.recipe().options.clone();
+        Self::from_owned(dup, writer, &options)
+    }
+
+    /// Changes the settings (compression, level, dictionary, keep_compressed) under the lock:
+    /// checks them, applies them to the end, then remembers them.
+    fn update_options(
+        &self,
+        py: Python<'_>,
+        change: impl FnOnce(&mut Options) -> PyResult<()>,
+    ) -> PyResult<()> {
+        let (ends, mut guard) = self.lock(py)?;
+        let mut options = ends.recipe().options.clone();
+        change(&mut options)?;
+        options.check()?;
+        apply_compression(&mut guard, &options)?;
+        ends.recipe().options = options;
+        Ok(())
+    }
+
+    /// The settings, open or closed.
+    fn options(&self, py: Python<'_>) -> Options {
+        self.with_recipe(py, |r| r.options.clone())
+            .unwrap_or_default()
+    }
+
+    /// Runs `op` on the reader under the lock, with the GIL released and signals handled.
+    fn with_reader<T: Send>(
+        &self,
+        py: Python<'_>,
+        op: impl FnMut(&mut MessageReader) -> Result<T, Errno> + Send,
+    ) -> PyResult<T> {
+        self.need_reader()?;
+        let (_ends, mut guard) = self.lock(py)?;
+        let state: &mut State = &mut guard;
+        let mut op = op;
+        let r = retry(
+            py,
+            state,
+            |s| match &mut s.end {
+                End::Reader(r) if r.is_closed() => Err(Errno::BADF),
+                End::Reader(r) => op(r),
+                End::Writer(_) => Err(Errno::BADF),
+            },
+            |e| *e == Errno::INTR,
+        )?;
+        r.map_err(|e| self.map_errno(state, e))
+    }
+
     /// Starts a use (see `closable`), or the closed error.
     fn enter<'py>(&self, py: Python<'py>) -> PyResult<Use<'_, 'py, Ends>> {
         self.ends.enter(py).ok_or_else(closed)
@@ -94,10 +196,15 @@ impl AtomicPipe {
         let cpath: &CStr = &p.0;
         // Opening a FIFO waits for the other end: a peer-waiting call, so the GIL goes.
         let flags = flags | OFlags::CLOEXEC;
-        retry_eintr(py, || {
+        let fd = retry_eintr(py, || {
             fdkit::fd::open(cpath, flags, fdkit::fd::Mode::empty())
         })?
-        .map_err(|e| os_error_with_path(e, path))
+        .map_err(|e| os_error_with_path(e, path))?;
+        check_fifo(fd.as_fd(), || {
+            path.repr()
+                .map_or_else(|_| "the path".to_owned(), |r| r.to_string())
+        })?;
+        Ok(fd)
     }
 
     fn with_writer<T: Send>(
@@ -191,7 +298,15 @@ impl AtomicPipe {
         )?
         .map_err(|e| read_error(py, e))?;
         Ok(match got {
-            Some(event) => Next::Event(event),
+            Some(event) => {
+                let kept = match (&event, &mut state.end) {
+                    (Event::Message { .. } | Event::Burst(_), End::Reader(r)) => {
+                        r.take_compressed()
+                    }
+                    _ => None,
+                };
+                Next::Event(event, kept)
+            }
             None => {
                 let End::Reader(r) = &state.end else {
                     unreachable!()
@@ -215,66 +330,121 @@ impl AtomicPipe {
     /// `pair(**options)` → `(reader, writer)`: a new pipe (`pipe2(O_CLOEXEC)`), both ends.
     #[staticmethod]
     #[pyo3(signature = (**options))]
-    fn pair(options: Option<&Bound<'_, PyDict>>) -> PyResult<(AtomicPipe, AtomicPipe)> {
+    fn pair(
+        py: Python<'_>,
+        options: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<(AtomicPipe, AtomicPipe)> {
         let options = Options::parse(options)?;
         let (r, w) = fdkit::fd::pipe2(fdkit::fd::PipeFlags::CLOEXEC).map_err(os_error)?;
-        Ok((
-            Self::from_owned(r, false, &options)?,
-            Self::from_owned(w, true, &options)?,
-        ))
+        let reader = Self::from_owned(r, false, &options)?;
+        if options.mixed {
+            // As Perl's pair(): mixed data mode makes the read side non-blocking.
+            reader.set_blocking(py, false)?;
+        }
+        Ok((reader, Self::from_owned(w, true, &options)?))
     }
 
-    /// `from_fd(mode, fd, **options)`: wraps an open fd, taking ownership of it (it is closed
-    /// with the AtomicPipe). `mode` is `'r'`/`'w'`, or Perl's `'<&'`/`'>&'` (`'<&='`/`'>&='`).
-    /// The fd must be open in that direction; when the call fails the fd stays the caller's.
+    /// `new(**options)`: a new pipe held whole, as Perl's `Atomic::Pipe->new`: take
+    /// `clone_writer()`s (for other processes or threads), then keep one end with `reader()`
+    /// or `writer()` (which closes the other). See [`AtomicPipeEnds`].
     #[staticmethod]
-    #[pyo3(signature = (mode, fd, **options))]
-    fn from_fd(mode: &str, fd: Fd, options: Option<&Bound<'_, PyDict>>) -> PyResult<AtomicPipe> {
-        let writer = match mode {
-            "r" | "<&" | "<&=" => false,
-            "w" | ">&" | ">&=" => true,
-            other => {
-                return Err(PyValueError::new_err(format!(
-                    "mode must be 'r' or 'w' (or Perl's '<&' / '>&'), not {other:?}"
+    #[pyo3(signature = (**options))]
+    #[allow(clippy::new_ret_no_self)] // Perl's name; the whole pipe is another class
+    fn new(
+        py: Python<'_>,
+        options: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<super::ends::AtomicPipeEnds> {
+        let (r, w) = Self::pair(py, options)?;
+        super::ends::AtomicPipeEnds::new(py, r, w)
+    }
+
+    /// `from_fd(mode, fd, *, dup=False, pipe_only=True, **options)`: wraps an open fd, taking
+    /// ownership of it (it is closed with the AtomicPipe), or a duplicate of it with
+    /// `dup=True` (the fd stays the caller's). `mode` is `'r'`/`'w'`, or Perl's `'<&'`/`'>&'`
+    /// (`'<&='`/`'>&='`). The fd must be open in that direction, and a pipe or FIFO unless
+    /// `pipe_only=False` (a file holding a captured stream, say); when the call fails the fd
+    /// stays the caller's.
+    #[staticmethod]
+    #[pyo3(signature = (mode, fd, *, dup=false, pipe_only=true, **options))]
+    fn from_fd(
+        mode: &str,
+        fd: Fd,
+        dup: bool,
+        pipe_only: bool,
+        options: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<AtomicPipe> {
+        let writer = writer_of_mode(mode)?;
+        let options = Options::parse(options)?;
+        Self::from_raw(
+            fd.borrow(),
+            writer,
+            dup,
+            pipe_only,
+            &options,
+            &format!("from_fd mode {mode:?}"),
+        )
+    }
+
+    /// `from_file(file, mode=None, **options)`: Perl's `from_fh`. Wraps a duplicate of
+    /// `file.fileno()` (the file object keeps its own fd), a pipe or FIFO. `mode` defaults to
+    /// the fd's access mode (`O_RDONLY`: reader, `O_WRONLY`: writer); a read-write fd needs it.
+    #[staticmethod]
+    #[pyo3(signature = (file, mode=None, **options))]
+    fn from_file(
+        file: &Bound<'_, PyAny>,
+        mode: Option<&str>,
+        options: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<AtomicPipe> {
+        let fd: Fd = match file.call_method0("fileno") {
+            Ok(n) => n.extract()?,
+            Err(e) if e.is_instance_of::<pyo3::exceptions::PyAttributeError>(file.py()) => {
+                return Err(PyTypeError::new_err(format!(
+                    "from_file needs an object with fileno(), not {}",
+                    crate::args::type_name(file)
                 )))
+            }
+            Err(e) => return Err(e),
+        };
+        let writer = match mode {
+            Some(mode) => writer_of_mode(mode)?,
+            None => {
+                let access = rustix::fs::fcntl_getfl(fd.borrow()).map_err(os_error)?;
+                match access & OFlags::RWMODE {
+                    a if a == OFlags::RDONLY => false,
+                    a if a == OFlags::WRONLY => true,
+                    _ => {
+                        return Err(PyValueError::new_err(format!(
+                            "fd {} is open read-write: pass mode 'r' or 'w'",
+                            fd.0
+                        )))
+                    }
+                }
             }
         };
         let options = Options::parse(options)?;
-        // The fd must be open (EBADF otherwise) and open for this direction: a reader on a
-        // write end would only fail at its first read, far from the mistake.
-        let access = rustix::fs::fcntl_getfl(fd.borrow()).map_err(os_error)?;
-        let access = access & OFlags::RWMODE;
-        let fits = access == OFlags::RDWR
-            || (writer && access == OFlags::WRONLY)
-            || (!writer && access == OFlags::RDONLY);
-        if !fits {
-            let (want, end) = if writer {
-                ("writing", "a read end")
-            } else {
-                ("reading", "a write end")
-            };
-            return Err(PyValueError::new_err(format!(
-                "fd {} is not open for {want} (it is {end}); from_fd mode {mode:?}",
-                fd.0
-            )));
-        }
-        // SAFETY: the fd is open (fcntl succeeded just above) and the caller hands it over,
-        // as documented; from now on only this object closes it.
-        let owned = unsafe { OwnedFd::from_raw_fd(fd.0) };
-        Self::from_owned(owned, writer, &options)
+        Self::from_raw(fd.borrow(), writer, true, true, &options, "from_file")
     }
 
-    /// `read_fifo(path, **options)`: opens a FIFO for reading (waits for a writer to open it,
-    /// with the GIL released). See fifo(7).
+    /// `read_fifo(path, *, read_write=False, **options)`: opens a FIFO for reading (waits for
+    /// a writer to open it, with the GIL released). `read_write=True` opens it read-write, as
+    /// Perl's `read_fifo` does: the open never waits, and the reader (a writer of its own
+    /// FIFO) sees no end of stream between writers. ValueError when the path is not a FIFO.
+    /// See fifo(7).
     #[staticmethod]
-    #[pyo3(signature = (path, **options))]
+    #[pyo3(signature = (path, *, read_write=false, **options))]
     fn read_fifo(
         py: Python<'_>,
         path: &Bound<'_, PyAny>,
+        read_write: bool,
         options: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<AtomicPipe> {
         let options = Options::parse(options)?;
-        let fd = Self::open_fifo(py, path, OFlags::RDONLY)?;
+        let access = if read_write {
+            OFlags::RDWR
+        } else {
+            OFlags::RDONLY
+        };
+        let fd = Self::open_fifo(py, path, access)?;
         Self::from_owned(fd, false, &options)
     }
 
@@ -317,9 +487,10 @@ impl AtomicPipe {
         self.ends.is_closed()
     }
 
-    /// Writes one message in atomic chunks (`ceil(len / 4080)` writes of at most PIPE_BUF).
-    /// A non-blocking writer queues what the pipe does not take (see `flush`).
-    fn write_message(&self, py: Python<'_>, data: &Bound<'_, PyAny>) -> PyResult<()> {
+    /// Writes one message in atomic chunks (`ceil(len / 4080)` writes of at most PIPE_BUF);
+    /// returns the number of chunks, as Perl's does. A non-blocking writer queues what the
+    /// pipe does not take (see `flush`).
+    fn write_message(&self, py: Python<'_>, data: &Bound<'_, PyAny>) -> PyResult<usize> {
         self.need_writer()?;
         let data = ByteArg::extract(data)?;
         let bytes = data.as_slice();
@@ -396,7 +567,9 @@ impl AtomicPipe {
 
     /// The next whole message: None at end of stream, when `timeout` seconds pass, or (non-
     /// blocking) when none is ready. Raises ProtocolError for a broken stream, only after all
-    /// complete messages were returned. `with_writer=True` returns `(pid, tid, data)`.
+    /// complete messages were returned. `with_writer=True` returns `(pid, tid, data)`. With
+    /// compression and `keep_compressed`, the data is a `Decompressed` (bytes) whose
+    /// `.compressed` is the zstd frame it travelled as (Perl's `($message, $compressed)`).
     #[pyo3(signature = (timeout=None, *, with_writer=false))]
     fn read_message<'py>(
         &self,
@@ -405,10 +578,10 @@ impl AtomicPipe {
         with_writer: bool,
     ) -> PyResult<Option<Bound<'py, PyAny>>> {
         match self.next_event(py, Mode::Normal, Patience::Timeout(timeout), false)? {
-            Next::Event(Event::Message { writer, data }) => {
-                message_object(py, writer, &data, with_writer).map(Some)
+            Next::Event(Event::Message { writer, data }, kept) => {
+                message_object(py, writer, &data, with_writer, kept.as_deref()).map(Some)
             }
-            Next::Event(_) | Next::Peek(_) | Next::Nothing => Ok(None),
+            Next::Event(..) | Next::Peek(_) | Next::Nothing => Ok(None),
         }
     }
 
@@ -428,6 +601,7 @@ impl AtomicPipe {
         self.need_reader()?;
         let max = max.clamped();
         let mut events = Vec::new();
+        let mut kept = std::collections::VecDeque::new();
         {
             let (_ends, mut guard) = self.lock(py)?;
             let state: &mut State = &mut guard;
@@ -446,11 +620,29 @@ impl AtomicPipe {
                     return Err(read_error(py, e));
                 }
             }
+            if let End::Reader(r) = &mut state.end {
+                while let Some(frame) = r.take_compressed() {
+                    kept.push_back(frame);
+                }
+            }
         }
         let list = PyList::empty(py);
         for event in events {
-            if let Event::Message { writer, data } = event {
-                list.append(message_object(py, writer, &data, with_writer)?)?;
+            match event {
+                Event::Message { writer, data } => {
+                    let frame = kept.pop_front();
+                    list.append(message_object(
+                        py,
+                        writer,
+                        &data,
+                        with_writer,
+                        frame.as_deref(),
+                    )?)?;
+                }
+                Event::Burst(_) => {
+                    kept.pop_front();
+                }
+                Event::Line(_) => {}
             }
         }
         Ok(list)
@@ -464,25 +656,107 @@ impl AtomicPipe {
     /// Iteration waits for each message (even on a non-blocking pipe) until end of stream.
     fn __next__(&self, py: Python<'_>) -> PyResult<Option<Py<PyBytes>>> {
         match self.next_event(py, Mode::Normal, Patience::Forever, false)? {
-            Next::Event(Event::Message { data, .. }) => Ok(Some(PyBytes::new(py, &data).unbind())),
+            Next::Event(Event::Message { data, .. }, _) => {
+                Ok(Some(PyBytes::new(py, &data).unbind()))
+            }
             _ => Ok(None),
         }
     }
 
-    /// True once the writers are gone and every message was returned.
+    /// True once the writers are gone and every message was returned. Looks at the pipe (one
+    /// read that does not wait, as Perl's `eof`), so it turns True when the last writer
+    /// closed even if no read saw it yet. False on a writer or a closed pipe.
     fn eof(&self, py: Python<'_>) -> PyResult<bool> {
-        let Ok((_ends, guard)) = self.lock(py) else {
+        if self.writer || self.ends.is_closed() {
             return Ok(false);
+        }
+        match self.with_reader(py, |r| r.check_eof(&mut interrupted)) {
+            Ok(eof) => Ok(eof),
+            Err(e) if e.is_instance_of::<PyValueError>(py) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Reads once into the buffer (Perl's `fill_buffer`), waiting like `read_message`: the
+    /// bytes read, 0 at end of stream, on timeout, or (non-blocking) when nothing is ready.
+    #[pyo3(signature = (timeout=None))]
+    fn fill_buffer(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<usize> {
+        self.need_reader()?;
+        let wait = {
+            let (_ends, guard) = self.lock(py)?;
+            let End::Reader(r) = &guard.end else {
+                unreachable!("need_reader checked the end");
+            };
+            if r.is_closed() {
+                return Err(closed());
+            }
+            match TIMEOUT.of_opt(timeout)? {
+                Some(t) => Wait::timeout(Some(t)),
+                None if r.is_blocking() => Wait::Until(None),
+                None => Wait::Never,
+            }
         };
+        self.with_reader(py, |r| r.fill_buffer(wait, &mut interrupted))
+    }
+
+    /// The most bytes one read(2) asks for (reader; Perl's `read_size`). Settable.
+    #[getter]
+    fn get_read_size(&self, py: Python<'_>) -> PyResult<usize> {
+        self.need_reader()?;
+        let (_ends, guard) = self.lock(py)?;
         Ok(match &guard.end {
-            End::Reader(r) => r.is_eof(),
-            End::Writer(_) => false,
+            End::Reader(r) => r.read_size(),
+            End::Writer(_) => 0,
         })
     }
 
-    /// Switches to mixed data mode: plain lines, bursts and messages on one stream.
+    #[setter]
+    fn set_read_size(&self, py: Python<'_>, n: Count) -> PyResult<()> {
+        self.need_reader()?;
+        if n.0 == 0 {
+            return Err(PyValueError::new_err("read_size must be at least 1"));
+        }
+        let (_ends, mut guard) = self.lock(py)?;
+        if let End::Reader(r) = &mut guard.end {
+            r.set_read_size(n.clamped());
+        }
+        Ok(())
+    }
+
+    /// True for the reading end (Perl's `is_reader`).
+    #[getter]
+    fn is_reader(&self) -> bool {
+        !self.writer
+    }
+
+    /// True for the writing end (Perl's `is_writer`).
+    #[getter]
+    fn is_writer(&self) -> bool {
+        self.writer
+    }
+
+    /// Another writer on the same pipe: a new AtomicPipe over a duplicate of this writer's fd
+    /// (`F_DUPFD_CLOEXEC`), with the same settings. Perl's `clone_writer`.
+    pub(super) fn clone_writer(&self, py: Python<'_>) -> PyResult<AtomicPipe> {
+        self.clone_end(py, true)
+    }
+
+    /// Another reader on the same pipe (a duplicate fd, the same settings, its own buffer).
+    /// Perl's `clone_reader`.
+    pub(super) fn clone_reader(&self, py: Python<'_>) -> PyResult<AtomicPipe> {
+        self.clone_end(py, false)
+    }
+
+    /// Switches to mixed data mode: plain lines, bursts and messages on one stream. As in
+    /// Perl, this makes the read side non-blocking: `get_line_burst_or_data()` then returns
+    /// `(None, None)` at once when nothing is ready.
     fn set_mixed_data_mode(&self, py: Python<'_>) -> PyResult<()> {
         let (ends, mut guard) = self.lock(py)?;
+        if let End::Reader(r) = &mut guard.end {
+            if !r.is_closed() {
+                r.set_blocking(false).map_err(os_error)?;
+            }
+        }
         set_mixed(&mut guard);
         ends.recipe().options.mixed = true;
         Ok(())
@@ -502,37 +776,39 @@ impl AtomicPipe {
 
     /// Mixed mode: the next `('line', b'…\n')`, `('burst', data)` or `('message', data)`.
     /// With `peek_line=True`, a partial line (no `\n` yet) comes back as `('peek', data)`
-    /// without being consumed instead of waiting. None at end of stream, on timeout, or
-    /// (non-blocking) when nothing is ready.
+    /// without being consumed instead of waiting. `(None, None)` at end of stream, on
+    /// timeout, or (non-blocking, as mixed mode makes the reader) when nothing is ready. With
+    /// compression and `keep_compressed`, a burst's or message's data is a `Decompressed`
+    /// (bytes) whose `.compressed` is its zstd frame.
     #[pyo3(signature = (peek_line=false, timeout=None))]
     fn get_line_burst_or_data<'py>(
         &self,
         py: Python<'py>,
         peek_line: bool,
         timeout: Option<f64>,
-    ) -> PyResult<Option<Bound<'py, PyTuple>>> {
+    ) -> PyResult<Bound<'py, PyTuple>> {
         let patience = Patience::Timeout(timeout);
-        Ok(
-            match self.next_event(py, Mode::Mixed, patience, peek_line)? {
-                Next::Event(event) => Some(event_tuple(py, event)),
-                Next::Peek(data) => Some(PyTuple::new(
-                    py,
-                    [
-                        "peek".into_pyobject(py)?.into_any(),
-                        data.into_bound(py).into_any(),
-                    ],
-                )?),
-                Next::Nothing => None,
-            },
-        )
+        match self.next_event(py, Mode::Mixed, patience, peek_line)? {
+            Next::Event(event, kept) => event_tuple(py, event, kept.as_deref()),
+            Next::Peek(data) => PyTuple::new(
+                py,
+                [
+                    "peek".into_pyobject(py)?.into_any(),
+                    data.into_bound(py).into_any(),
+                ],
+            ),
+            Next::Nothing => PyTuple::new(py, [py.None(), py.None()]),
+        }
     }
 
-    /// `set_compression(codec='zstd', *, level=3, dictionary=None, keep_compressed=False)`:
-    /// compress every later message and burst (writer) or decompress them (reader). `codec`
-    /// None turns it off. `dictionary`: raw bytes, or a path to a dictionary file.
+    /// `set_compression(codec='zstd', *, level=None, dictionary=None, keep_compressed=None)`:
+    /// compress every later message and burst (writer) or decompress them (reader). What is
+    /// not restated stays as it was (level, dictionary, keep_compressed), as in Perl. `codec`
+    /// None turns compression off and forgets the level (the dictionary stays; clear it with
+    /// `compression_dictionary = None`). `dictionary`: raw bytes, or a path to a file.
     #[pyo3(
-        signature = (codec=Some("zstd".to_owned()), *, level=None, dictionary=None, keep_compressed=false),
-        text_signature = "(self, /, codec='zstd', *, level=None, dictionary=None, keep_compressed=False)"
+        signature = (codec=Some("zstd".to_owned()), *, level=None, dictionary=None, keep_compressed=None),
+        text_signature = "(self, /, codec='zstd', *, level=None, dictionary=None, keep_compressed=None)"
     )]
     fn set_compression(
         &self,
@@ -540,19 +816,86 @@ impl AtomicPipe {
         codec: Option<String>,
         level: Option<&Bound<'_, PyAny>>,
         dictionary: Option<&Bound<'_, PyAny>>,
-        keep_compressed: bool,
+        keep_compressed: Option<bool>,
     ) -> PyResult<()> {
-        let options = Options {
-            mixed: false,
-            compression: compression(codec.as_deref(), level, dictionary)?,
-            keep_compressed,
-        };
-        let (ends, mut guard) = self.lock(py)?;
-        apply_compression(&mut guard, &options)?;
-        let mut recipe = ends.recipe();
-        recipe.options.compression = options.compression;
-        recipe.options.keep_compressed = keep_compressed;
-        Ok(())
+        let zstd = codec_arg(codec.as_deref())?;
+        let level = level_arg(level)?;
+        let dictionary = dictionary_arg(dictionary)?;
+        self.update_options(py, |o| {
+            o.zstd = zstd;
+            if zstd {
+                o.level = level.or(o.level);
+            } else {
+                o.level = None;
+            }
+            if dictionary.is_some() {
+                o.dictionary = dictionary;
+            }
+            if let Some(keep) = keep_compressed {
+                o.keep_compressed = keep;
+            }
+            Ok(())
+        })
+    }
+
+    /// The zstd level set (None: not set, zstd's level 3 is used). Setting it (None resets)
+    /// applies to the next message.
+    #[getter]
+    fn get_compression_level(&self, py: Python<'_>) -> Option<i32> {
+        self.options(py).level
+    }
+
+    #[setter]
+    fn set_compression_level(
+        &self,
+        py: Python<'_>,
+        level: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<()> {
+        let level = level_arg(level)?;
+        self.update_options(py, |o| {
+            o.level = level;
+            Ok(())
+        })
+    }
+
+    /// The dictionary's bytes, or None. Setting it (bytes, a buffer, a path) needs compression
+    /// on; None clears it (as Perl's `set_compression_dictionary`).
+    #[getter]
+    fn get_compression_dictionary<'py>(&self, py: Python<'py>) -> Option<Bound<'py, PyBytes>> {
+        self.options(py).dictionary.map(|d| PyBytes::new(py, &d))
+    }
+
+    #[setter]
+    fn set_compression_dictionary(
+        &self,
+        py: Python<'_>,
+        dictionary: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<()> {
+        let dictionary = dictionary_arg(dictionary)?;
+        self.update_options(py, |o| {
+            if dictionary.is_some() && !o.zstd {
+                return Err(PyValueError::new_err(
+                    "compression_dictionary needs compression on (set_compression('zstd'))",
+                ));
+            }
+            o.dictionary = dictionary;
+            Ok(())
+        })
+    }
+
+    /// Whether reads return the compressed form too (`Decompressed.compressed`, see
+    /// `read_message`). Settable.
+    #[getter]
+    fn get_keep_compressed(&self, py: Python<'_>) -> bool {
+        self.options(py).keep_compressed
+    }
+
+    #[setter]
+    fn set_keep_compressed(&self, py: Python<'_>, keep: bool) -> PyResult<()> {
+        self.update_options(py, |o| {
+            o.keep_compressed = keep;
+            Ok(())
+        })
     }
 
     /// `'zstd'` when compression is on, else None.
@@ -560,9 +903,9 @@ impl AtomicPipe {
     fn compression(&self, py: Python<'_>) -> PyResult<Option<&'static str>> {
         let on = match self.lock(py) {
             Ok((_ends, guard)) => guard.compression,
-            Err(e) if e.is_instance_of::<PyValueError>(py) => self
-                .with_recipe(py, |r| r.options.compression.is_some())
-                .unwrap_or(false),
+            Err(e) if e.is_instance_of::<PyValueError>(py) => {
+                self.with_recipe(py, |r| r.options.zstd).unwrap_or(false)
+            }
             Err(e) => return Err(e),
         };
         Ok(on.then_some("zstd"))
@@ -633,7 +976,7 @@ impl AtomicPipe {
     /// thread: another thread's call waiting on this pipe ends with ValueError (a write it had
     /// not finished is dropped), and the fd is closed once it has left. Closing twice is
     /// harmless. A vanished reader: BrokenPipeError (the fd is closed anyway).
-    fn close(&self, py: Python<'_>) -> PyResult<()> {
+    pub(super) fn close(&self, py: Python<'_>) -> PyResult<()> {
         self.ends.close(py)
     }
 
@@ -667,6 +1010,29 @@ impl AtomicPipe {
     }
 }
 
+/// Perl's modes: `'r'`/`'<&'`/`'<&='` read, `'w'`/`'>&'`/`'>&='` write.
+fn writer_of_mode(mode: &str) -> PyResult<bool> {
+    match mode {
+        "r" | "<&" | "<&=" => Ok(false),
+        "w" | ">&" | ">&=" => Ok(true),
+        other => Err(PyValueError::new_err(format!(
+            "mode must be 'r' or 'w' (or Perl's '<&' / '>&'), not {other:?}"
+        ))),
+    }
+}
+
+/// ValueError unless `fd` is a pipe or a FIFO (Perl's `-p` check). See fstat(2).
+fn check_fifo(fd: BorrowedFd<'_>, name: impl FnOnce() -> String) -> PyResult<()> {
+    let st = fdkit::fd::fstat(fd).map_err(os_error)?;
+    if st.mode & libc::S_IFMT != libc::S_IFIFO {
+        return Err(PyValueError::new_err(format!(
+            "{} is not a pipe or FIFO",
+            name()
+        )));
+    }
+    Ok(())
+}
+
 impl AtomicPipe {
     fn write_batch(&self, py: Python<'_>, batch: &[ByteArg<'_>]) -> PyResult<usize> {
         if batch.is_empty() {
@@ -675,7 +1041,9 @@ impl AtomicPipe {
         let slices: Vec<&[u8]> = batch.iter().map(ByteArg::as_slice).collect();
         self.queue_then_flush(py, |w| {
             let writer = Writer::current();
-            slices.iter().try_for_each(|s| w.queue_message(writer, s))
+            slices
+                .iter()
+                .try_for_each(|s| w.queue_message(writer, s).map(drop))
         })?;
         Ok(batch.len())
     }

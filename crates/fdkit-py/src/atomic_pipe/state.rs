@@ -16,7 +16,9 @@ use std::os::fd::{BorrowedFd, FromRawFd, OwnedFd};
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-/// Which end, and its state.
+/// Which end, and its state. One per AtomicPipe, kept in place behind the lock (never moved in
+/// a loop), so the reader's larger size costs nothing worth a box.
+#[allow(clippy::large_enum_variant)]
 pub(super) enum End {
     Reader(MessageReader),
     Writer(MessageWriter),
@@ -227,10 +229,10 @@ pub(super) fn set_mixed(state: &mut State) {
 }
 
 pub(super) fn apply_compression(state: &mut State, options: &Options) -> PyResult<()> {
-    let config = options.compression.as_ref();
+    let config = options.compression();
     let done = match &mut state.end {
-        End::Reader(r) => r.set_compression(config, options.keep_compressed),
-        End::Writer(w) => w.set_compression(config),
+        End::Reader(r) => r.set_compression(config.as_ref(), options.keep_compressed),
+        End::Writer(w) => w.set_compression(config.as_ref()),
     };
     done.map_err(|e| PyValueError::new_err(format!("zstd refused the settings: {e}")))?;
     state.compression = config.is_some();

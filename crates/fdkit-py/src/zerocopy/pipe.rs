@@ -7,12 +7,14 @@ use crate::errors::os_error;
 use crate::gil::{interrupted, retry_eintr};
 use crate::pipe_size::pipe_size;
 use fdkit::fd::Errno;
-use fdkit::zerocopy::{self, Pipe};
-use pyo3::exceptions::PyValueError;
+use fdkit::zerocopy::{self, Mirror, Pipe, WriteProgress};
+use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
+use pyo3::types::PyList;
 use rustix::pipe::{PipeFlags, SpliceFlags};
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, BorrowedFd};
 use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Mutex, MutexGuard};
 
 /// A pipe pair as an object: `read_from`, `write_to`, `tee`, sizes. A context manager; after
 /// `close()` every method raises `ValueError`. Closable from any thread (the binding's one
@@ -21,6 +23,21 @@ use std::sync::atomic::AtomicBool;
 #[pyclass(module = "fdkit._fdkit", name = "Pipe", frozen)]
 pub struct PyPipe {
     pipe: Closable<Option<Pipe>>,
+    /// The standing tee: where `write_to` copies every chunk first.
+    mirrors: Mutex<Vec<MirrorEntry>>,
+}
+
+/// One mirror: its target and the private pipe each chunk goes through.
+struct MirrorEntry {
+    target: Target,
+    via: Arc<Pipe>,
+}
+
+enum Target {
+    /// A raw fd, the caller's (it must stay open while mirrored).
+    Fd(i32),
+    /// Another `Pipe`: its write end (kept open for the call by a use).
+    Pipe(Py<PyPipe>),
 }
 
 impl Release for Option<Pipe> {
@@ -65,6 +82,82 @@ impl PyPipe {
         let pipe = self.enter(py)?;
         f(pipe.as_ref().expect("enter checked"))
     }
+
+    fn mirror_list(&self) -> MutexGuard<'_, Vec<MirrorEntry>> {
+        self.mirrors.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn need_write_end(pipe: &Pipe) -> PyResult<()> {
+        if pipe.is_write_closed() {
+            return Err(PyValueError::new_err(
+                "the Pipe's write end is closed (close_write())",
+            ));
+        }
+        Ok(())
+    }
+
+    /// Moves bytes out (single chunk with `n`, else to the pipe's end), through the mirrors.
+    fn write_out(
+        &self,
+        py: Python<'_>,
+        fd: Fd,
+        n: Option<u64>,
+        offset: Option<Count>,
+    ) -> PyResult<u64> {
+        let entries: Vec<(Option<Bound<'_, PyPipe>>, i32, Arc<Pipe>)> = self
+            .mirror_list()
+            .iter()
+            .map(|e| match &e.target {
+                Target::Fd(fd) => (None, *fd, Arc::clone(&e.via)),
+                Target::Pipe(p) => (Some(p.bind(py).clone()), -1, Arc::clone(&e.via)),
+            })
+            .collect();
+        let mut uses = Vec::new();
+        for (target, _, _) in &entries {
+            uses.push(match target {
+                Some(p) => Some(p.get().enter(py)?),
+                None => None,
+            });
+        }
+        let mut flags: Vec<&AtomicBool> = vec![self.pipe.closing_flag()];
+        let mut mirrors = Vec::new();
+        for ((target, raw, via), used) in entries.iter().zip(&uses) {
+            let fd = match (target, used) {
+                (Some(p), Some(u)) => {
+                    flags.push(p.get().pipe.closing_flag());
+                    u.as_ref().expect("enter checked").write_end()
+                }
+                // SAFETY: the caller gave this fd to add_mirror and keeps it open while it
+                // is mirrored (documented), as with every fd passed as an int.
+                _ => unsafe { BorrowedFd::borrow_raw(*raw) },
+            };
+            mirrors.push(Mirror {
+                fd,
+                via: via.as_ref(),
+            });
+        }
+        self.with(py, |pipe| {
+            let mut off = offset.map(|o| o.0);
+            let mut progress = WriteProgress::default();
+            let once = n.is_some();
+            let r = retry_eintr(py, || {
+                pipe.write_to_all(
+                    fd.borrow(),
+                    off.as_mut(),
+                    n,
+                    once,
+                    &mirrors,
+                    &mut progress,
+                    &flags,
+                    &mut interrupted,
+                )
+            })?;
+            match r {
+                Err(Errno::CANCELED) => Err(closed_pipe()),
+                other => other.map_err(os_error),
+            }
+        })
+    }
 }
 
 #[pymethods]
@@ -85,20 +178,46 @@ impl PyPipe {
         }
         Ok(PyPipe {
             pipe: Closable::new(Some(pipe)),
+            mirrors: Mutex::new(Vec::new()),
         })
     }
 
     /// `splice(fd → pipe)`: up to `n` bytes from `fd` (at `offset` when given); 0 at EOF.
-    #[pyo3(signature = (fd, n, *, offset=None))]
+    /// `n=None`: until `fd` ends (Go zerocopy's `ReadFrom`), read/write for an fd that refuses
+    /// splice, waiting on non-blocking fds; someone must drain the pipe meanwhile unless what
+    /// comes fits. Returns the bytes moved.
+    #[pyo3(signature = (fd, n=None, *, offset=None))]
     fn read_from(
         &self,
         py: Python<'_>,
         fd: Fd,
-        n: Count,
+        n: Option<Count>,
         offset: Option<Count>,
-    ) -> PyResult<usize> {
+    ) -> PyResult<u64> {
         let closing: &AtomicBool = self.pipe.closing_flag();
+        let Some(n) = n else {
+            return self.with(py, |pipe| {
+                Self::need_write_end(pipe)?;
+                let mut off = offset.map(|o| o.0);
+                let mut moved = 0;
+                let r = retry_eintr(py, || {
+                    pipe.read_from_all(
+                        fd.borrow(),
+                        off.as_mut(),
+                        None,
+                        &mut moved,
+                        &[closing],
+                        &mut interrupted,
+                    )
+                })?;
+                match r {
+                    Err(Errno::CANCELED) => Err(closed_pipe()),
+                    other => other.map_err(os_error),
+                }
+            });
+        };
         self.with(py, |pipe| {
+            Self::need_write_end(pipe)?;
             let mut off = offset.map(|o| o.0);
             splice_call(py, |cp| {
                 let flags = SpliceFlags::MOVE;
@@ -111,12 +230,28 @@ impl PyPipe {
                     cp,
                 )
             })
+            .map(|n| n as u64)
         })
     }
 
     /// `splice(pipe → fd)`: up to `n` bytes out of the pipe into `fd` (at `offset` when given).
-    #[pyo3(signature = (fd, n, *, offset=None))]
-    fn write_to(&self, py: Python<'_>, fd: Fd, n: Count, offset: Option<Count>) -> PyResult<usize> {
+    /// `n=None`: until the pipe ends (`close_write()`, then drained; Go zerocopy's `WriteTo`),
+    /// read/write for an fd that refuses splice, waiting on non-blocking fds. With mirrors
+    /// (`add_mirror`), every chunk is copied to each of them before it leaves. Returns the
+    /// bytes moved.
+    #[pyo3(signature = (fd, n=None, *, offset=None))]
+    fn write_to(
+        &self,
+        py: Python<'_>,
+        fd: Fd,
+        n: Option<Count>,
+        offset: Option<Count>,
+    ) -> PyResult<u64> {
+        let mirrored = !self.mirror_list().is_empty();
+        let n = match n {
+            Some(n) if !mirrored => n,
+            n => return self.write_out(py, fd, n.map(|n| n.0), offset),
+        };
         let closing: &AtomicBool = self.pipe.closing_flag();
         self.with(py, |pipe| {
             let mut off = offset.map(|o| o.0);
@@ -131,6 +266,7 @@ impl PyPipe {
                     cp,
                 )
             })
+            .map(|n| n as u64)
         })
     }
 
@@ -144,6 +280,76 @@ impl PyPipe {
                 pipe.tee_cancellable(other_pipe, n.clamped(), SpliceFlags::empty(), &flags, cp)
             })
         })
+    }
+
+    /// Half-close: the pipe loses its writer, so a consumer sees end of file once it has taken
+    /// what is in it (`write_to(fd)` returns, a reader of `fileno()` reads b''), while this
+    /// object and its read end live. Later writes into the pipe raise ValueError. Closing twice
+    /// is harmless. See pipe(7).
+    fn close_write(&self, py: Python<'_>) -> PyResult<()> {
+        self.with(py, |p| p.close_write().map_err(os_error))
+    }
+
+    /// Adds a standing tee: from now on every chunk `write_to` takes out of this pipe is first
+    /// copied, whole, to `target` (an fd open for writing: a file, a socket, a pipe; or a
+    /// `Pipe`, into its write end), waiting as long as it needs. An int fd stays the caller's
+    /// and must stay open while mirrored. One consumer at a time: bytes read from `fileno()`
+    /// directly are not mirrored.
+    fn add_mirror(slf: &Bound<'_, Self>, target: &Bound<'_, PyAny>) -> PyResult<()> {
+        let py = slf.py();
+        let this = slf.get();
+        let target = if let Ok(p) = target.cast::<PyPipe>() {
+            if p.is(slf) {
+                return Err(PyValueError::new_err("a Pipe cannot mirror into itself"));
+            }
+            p.get().enter(py)?;
+            Target::Pipe(p.clone().unbind())
+        } else if let Ok(fd) = target.extract::<Fd>() {
+            fdkit::fd::get_blocking(fd.borrow()).map_err(os_error)?; // EBADF now, not later
+            Target::Fd(fd.0)
+        } else {
+            return Err(PyTypeError::new_err(format!(
+                "add_mirror takes a Pipe or an fd (int), not {}",
+                crate::args::type_name(target)
+            )));
+        };
+        let size = this.with(py, |p| p.size().map_err(os_error))?;
+        let via = Pipe::new(PipeFlags::NONBLOCK).map_err(os_error)?;
+        via.resize_or_max(size).map_err(os_error)?;
+        this.mirror_list().push(MirrorEntry {
+            target,
+            via: Arc::new(via),
+        });
+        Ok(())
+    }
+
+    /// Removes a mirror (the same Pipe object, or the same fd); ValueError when not mirrored.
+    fn remove_mirror(&self, py: Python<'_>, target: &Bound<'_, PyAny>) -> PyResult<()> {
+        let mut list = self.mirror_list();
+        let at = list.iter().position(|e| match &e.target {
+            Target::Pipe(p) => p.bind(py).is(target),
+            Target::Fd(fd) => target.extract::<i32>().is_ok_and(|t| t == *fd),
+        });
+        match at {
+            Some(i) => {
+                list.remove(i);
+                Ok(())
+            }
+            None => Err(PyValueError::new_err("not a mirror of this Pipe")),
+        }
+    }
+
+    /// The mirrors, in the order they get each chunk (Pipes and ints).
+    #[getter]
+    fn mirrors<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let list = PyList::empty(py);
+        for e in self.mirror_list().iter() {
+            match &e.target {
+                Target::Pipe(p) => list.append(p.bind(py))?,
+                Target::Fd(fd) => list.append(*fd)?,
+            }
+        }
+        Ok(list)
     }
 
     /// The capacity in bytes (`F_GETPIPE_SZ`). An int; calling it (`size()`, as
@@ -182,7 +388,12 @@ impl PyPipe {
     #[getter]
     fn fds(&self, py: Python<'_>) -> PyResult<(i32, i32)> {
         self.with(py, |p| {
-            Ok((p.read_end().as_raw_fd(), p.write_end().as_raw_fd()))
+            let write = if p.is_write_closed() {
+                -1
+            } else {
+                p.write_end().as_raw_fd()
+            };
+            Ok((p.read_end().as_raw_fd(), write))
         })
     }
 
@@ -199,9 +410,12 @@ impl PyPipe {
         self.pipe.is_closed()
     }
 
-    /// Closes both ends, from any thread; closing twice is harmless.
+    /// Closes both ends (and forgets the mirrors), from any thread; closing twice is harmless.
     fn close(&self, py: Python<'_>) -> PyResult<()> {
-        self.pipe.close(py)
+        self.pipe.close(py)?;
+        let dropped = std::mem::take(&mut *self.mirror_list());
+        drop(dropped);
+        Ok(())
     }
 
     fn __enter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {

@@ -115,6 +115,17 @@ impl Decoder {
         self.eof && self.deferred.is_empty() && self.tail.as_ref().is_some_and(VecDeque::is_empty)
     }
 
+    /// True when nothing received is left to return: no unparsed byte, no partial line, no
+    /// message in flight, no error or end-of-stream event pending.
+    pub fn nothing_left(&self) -> bool {
+        self.pos == self.buf.len()
+            && self.line.is_empty()
+            && self.reassembly.pending() == 0
+            && self.deferred.is_empty()
+            && self.fatal.is_none()
+            && self.tail.as_ref().map_or(true, VecDeque::is_empty)
+    }
+
     /// Hands an error back to be returned first by the next [`next_event`](Self::next_event)
     /// (a caller that stopped a batch there, to return the events before it).
     pub fn push_back_error(&mut self, e: ProtocolError) {

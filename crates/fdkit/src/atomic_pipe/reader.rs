@@ -15,6 +15,7 @@ use super::wait::Wait;
 use super::wire::Mode;
 use rustix::event::PollFlags;
 use rustix::io::Errno;
+use std::collections::VecDeque;
 use std::os::fd::{BorrowedFd, OwnedFd};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -70,6 +71,8 @@ pub struct MessageReader {
     decoder: Decoder,
     decompressor: Option<Decompressor>,
     keep_compressed: bool,
+    /// With `keep_compressed`: the zstd frame of each message or burst returned, oldest first.
+    kept: VecDeque<Vec<u8>>,
     read_size: usize,
     /// The last read took less than it asked for: the pipe is probably empty now.
     drained: bool,
@@ -87,6 +90,7 @@ impl MessageReader {
             decoder: Decoder::new(mode),
             decompressor: None,
             keep_compressed: false,
+            kept: VecDeque::new(),
             read_size,
             drained: false,
         })
@@ -99,6 +103,7 @@ impl MessageReader {
             decoder: Decoder::new(mode),
             decompressor: None,
             keep_compressed: false,
+            kept: VecDeque::new(),
             read_size: MIN_READ,
             drained: false,
         }
@@ -125,9 +130,10 @@ impl MessageReader {
         self.decoder.set_mode(Mode::Mixed);
     }
 
-    /// Decompresses every later message and burst (`None`: stop). With `keep_compressed`,
-    /// messages and bursts come back as the zstd frames they were sent as (to forward them),
-    /// while the decoder still knows to find a compressed burst's end from its frame.
+    /// Decompresses every later message and burst (`None`: stop). With `keep_compressed`, the
+    /// zstd frame each message or burst was sent as is kept too (to forward it untouched):
+    /// [`take_compressed`](Self::take_compressed) hands it out after its event, as
+    /// Atomic::Pipe's `keep_compressed` returns both.
     pub fn set_compression(
         &mut self,
         config: Option<&Compression>,
@@ -135,8 +141,62 @@ impl MessageReader {
     ) -> std::io::Result<()> {
         self.decompressor = config.map(Decompressor::new).transpose()?;
         self.keep_compressed = keep_compressed;
+        if !keep_compressed {
+            self.kept.clear();
+        }
         self.decoder.set_zstd_bursts(self.decompressor.is_some());
         Ok(())
+    }
+
+    /// With `keep_compressed`: the compressed frame of the oldest message or burst returned
+    /// and not yet asked for (one per such event, in order), else `None`.
+    pub fn take_compressed(&mut self) -> Option<Vec<u8>> {
+        self.kept.pop_front()
+    }
+
+    /// The most bytes one `read(2)` asks for.
+    pub fn read_size(&self) -> usize {
+        self.read_size
+    }
+
+    /// Sets the most bytes one `read(2)` asks for (at least 1).
+    pub fn set_read_size(&mut self, n: usize) {
+        self.read_size = n.max(1);
+    }
+
+    /// Reads once into the buffer (Atomic::Pipe's `fill_buffer`), waiting within `wait`:
+    /// the bytes read, 0 at end of stream or when nothing came in time.
+    pub fn fill_buffer(
+        &mut self,
+        wait: Wait,
+        checkpoint: &mut dyn FnMut() -> Result<(), Errno>,
+    ) -> Result<usize, Errno> {
+        if self.decoder.is_finished() {
+            return Ok(0);
+        }
+        let before = self.decoder.buffered();
+        Ok(match self.fill(wait, checkpoint)? {
+            Fill::Data => self.decoder.buffered().saturating_sub(before).max(1),
+            Fill::Eof | Fill::NotReady => 0,
+        })
+    }
+
+    /// Atomic::Pipe's `eof`: looks at the pipe (one read that does not wait) rather than
+    /// only at what an earlier read saw. True once the writers are gone and nothing received
+    /// is left to return.
+    pub fn check_eof(
+        &mut self,
+        checkpoint: &mut dyn FnMut() -> Result<(), Errno>,
+    ) -> Result<bool, Errno> {
+        if !self.decoder.is_finished() {
+            // A zero timeout, not Wait::Never: a blocking fd is polled (never read blindly).
+            let now = Wait::timeout(Some(std::time::Duration::ZERO));
+            match self.fill(now, checkpoint)? {
+                Fill::Data | Fill::NotReady => return Ok(false),
+                Fill::Eof => {}
+            }
+        }
+        Ok(self.decoder.nothing_left())
     }
 
     /// Whether the fd is in blocking mode.
@@ -248,6 +308,7 @@ impl MessageReader {
 
     /// Closes the fd (once).
     pub fn close(&mut self) -> Result<(), Errno> {
+        self.kept.clear();
         self.end.close()
     }
 
@@ -292,32 +353,35 @@ impl MessageReader {
     }
 
     fn decompress(&mut self, event: Event) -> Result<Event, ProtocolError> {
-        let Some(d) = self.decompressor.as_mut().filter(|_| !self.keep_compressed) else {
+        let Some(d) = self.decompressor.as_mut() else {
             return Ok(event);
         };
         let offset = self.decoder.offset();
-        match event {
-            Event::Message { writer, data } => match d.decompress(&data) {
-                Ok(data) => Ok(Event::Message { writer, data }),
-                Err(e) => Err(ProtocolError::new(
-                    ProtocolErrorKind::BadCompressedData { len: data.len() },
-                    offset,
-                    Some(writer),
-                    false,
-                )
-                .with_detail(e.0)),
-            },
-            Event::Burst(data) => match d.decompress(&data) {
-                Ok(data) => Ok(Event::Burst(data)),
-                Err(e) => Err(ProtocolError::new(
-                    ProtocolErrorKind::BadCompressedData { len: data.len() },
-                    offset,
-                    None,
-                    false,
-                )
-                .with_detail(e.0)),
-            },
-            line @ Event::Line(_) => Ok(line),
+        let (writer, frame) = match &event {
+            Event::Message { writer, data } => (Some(*writer), data),
+            Event::Burst(data) => (None, data),
+            Event::Line(_) => return Ok(event),
+        };
+        let data = d.decompress(frame).map_err(|e| {
+            ProtocolError::new(
+                ProtocolErrorKind::BadCompressedData { len: frame.len() },
+                offset,
+                writer,
+                false,
+            )
+            .with_detail(e.0)
+        })?;
+        let (event, frame) = match event {
+            Event::Message {
+                writer,
+                data: frame,
+            } => (Event::Message { writer, data }, frame),
+            Event::Burst(frame) => (Event::Burst(data), frame),
+            Event::Line(_) => unreachable!("lines returned above"),
+        };
+        if self.keep_compressed {
+            self.kept.push_back(frame);
         }
+        Ok(event)
     }
 }

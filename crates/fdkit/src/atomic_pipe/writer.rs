@@ -121,15 +121,17 @@ impl MessageWriter {
         self.queue.len()
     }
 
-    /// Writes one message as the calling thread ([`Writer::current`]). An empty message writes
+    /// Writes one message as the calling thread ([`Writer::current`]); returns the number of
+    /// chunks (Atomic::Pipe's `write_message` returns its parts). An empty message writes
     /// nothing, as in Atomic::Pipe (compressed, it is a non-empty frame and is written).
     pub fn write_message(
         &mut self,
         message: &[u8],
         checkpoint: &mut dyn FnMut() -> Result<(), Errno>,
-    ) -> Result<(), Errno> {
-        self.queue_message(Writer::current(), message)?;
-        self.flush_default(checkpoint)
+    ) -> Result<usize, Errno> {
+        let chunks = self.queue_message(Writer::current(), message)?;
+        self.flush_default(checkpoint)?;
+        Ok(chunks)
     }
 
     /// Writes many messages as the calling thread; chunks of consecutive messages share a
@@ -154,8 +156,8 @@ impl MessageWriter {
 
     /// Encodes (and compresses) `message` from `writer` into the queue without writing it.
     /// Callers that batch use this, then [`flush`](Self::flush) or
-    /// [`try_write`](Self::try_write).
-    pub fn queue_message(&mut self, writer: Writer, message: &[u8]) -> Result<(), Errno> {
+    /// [`try_write`](Self::try_write). Returns the number of chunks queued.
+    pub fn queue_message(&mut self, writer: Writer, message: &[u8]) -> Result<usize, Errno> {
         self.fd()?;
         let body = match self.compressor.as_mut() {
             Some(c) => {
@@ -165,10 +167,12 @@ impl MessageWriter {
             }
             None => message,
         };
+        let mut chunks = 0;
         for chunk in message_chunks(self.mode, writer, body) {
             self.queue.push(chunk.len(), |out| chunk.append_to(out));
+            chunks += 1;
         }
-        Ok(())
+        Ok(chunks)
     }
 
     /// The burst's size on the wire (compressed when compression is on), if it fits in one

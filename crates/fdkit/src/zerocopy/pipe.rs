@@ -1,18 +1,21 @@
-//! A pipe pair as a value: splice into it, out of it, and tee it to other pipes.
+//! A pipe pair as a value: splice into it, out of it, and tee it to other pipes. The run-to-end
+//! transfers and the standing tee are in `pipe_stream`.
 
 use super::wait::{splice_cancellable, Side, Want};
 use crate::fd::{pipe_size, set_pipe_size, set_pipe_size_or_max};
 use rustix::io::Errno;
 use rustix::pipe::{pipe_with, splice, tee};
 use rustix::pipe::{PipeFlags, SpliceFlags};
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
-use std::sync::atomic::AtomicBool;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Both ends of a pipe. Dropping it closes both.
 #[derive(Debug)]
 pub struct Pipe {
     read: OwnedFd,
     write: OwnedFd,
+    /// [`close_write`](Pipe::close_write) ran: `write` now leads to a pipe nobody reads.
+    write_closed: AtomicBool,
 }
 
 impl Pipe {
@@ -20,7 +23,38 @@ impl Pipe {
     /// never wait on the pipe itself. See pipe(2).
     pub fn new(flags: PipeFlags) -> Result<Pipe, Errno> {
         let (read, write) = pipe_with(flags | PipeFlags::CLOEXEC)?;
-        Ok(Pipe { read, write })
+        Ok(Pipe {
+            read,
+            write,
+            write_closed: AtomicBool::new(false),
+        })
+    }
+
+    /// Half-close: the pipe loses its writer, so once it is drained its reader sees end of
+    /// file (a splice out returns 0), while the read end stays open. The write end's fd number
+    /// is atomically pointed (`dup3(2)`) at a pipe nobody reads, so a call racing with this one
+    /// never touches a number given back to the kernel: writes through it fail with `EPIPE`.
+    /// Other processes holding a duplicate of the write end still keep the pipe open.
+    /// Closing twice is harmless. See pipe(7).
+    pub fn close_write(&self) -> Result<(), Errno> {
+        if self.write_closed.swap(true, Ordering::SeqCst) {
+            return Ok(());
+        }
+        let (dead_read, dead_write) = pipe_with(PipeFlags::CLOEXEC | PipeFlags::NONBLOCK)
+            .inspect_err(|_| self.write_closed.store(false, Ordering::SeqCst))?;
+        drop(dead_read);
+        crate::fd::dup3(
+            dead_write.as_fd(),
+            self.write.as_raw_fd(),
+            rustix::io::DupFlags::CLOEXEC,
+        )
+        .inspect_err(|_| self.write_closed.store(false, Ordering::SeqCst))?;
+        Ok(())
+    }
+
+    /// Whether [`close_write`](Self::close_write) ran.
+    pub fn is_write_closed(&self) -> bool {
+        self.write_closed.load(Ordering::SeqCst)
     }
 
     /// The read end.
@@ -40,21 +74,21 @@ impl Pipe {
 
     /// `fcntl(F_GETPIPE_SZ)`: the capacity in bytes. See pipe(7).
     pub fn size(&self) -> Result<usize, Errno> {
-        pipe_size(&self.write)
+        pipe_size(&self.read)
     }
 
     /// `fcntl(F_SETPIPE_SZ)`: asks for `size` bytes; the kernel rounds up to a power-of-two
     /// number of pages and returns what it set. `EPERM` above `pipe-max-size` without
     /// CAP_SYS_RESOURCE; `EBUSY` when the pipe holds more than `size`. See pipe(7).
     pub fn resize(&self, size: usize) -> Result<usize, Errno> {
-        set_pipe_size(&self.write, size)
+        set_pipe_size(&self.read, size)
     }
 
     /// Resizes to `size`, or to `pipe-max-size` when `size` is above what is allowed; returns
     /// the size set. An `EPERM` at the maximum too (a per-user page budget exhausted) leaves
     /// the pipe as it was and returns its current size: a smaller pipe still works.
     pub fn resize_or_max(&self, size: usize) -> Result<usize, Errno> {
-        set_pipe_size_or_max(&self.write, size)
+        set_pipe_size_or_max(&self.read, size)
     }
 
     /// `ioctl(FIONREAD)`: bytes waiting in the pipe. See pipe(7).
