@@ -177,7 +177,6 @@ fn tgt(fd: Fd, fixed: bool) -> Target<'static> {
     }
 }
 
-
 #[pymethods]
 #[allow(clippy::too_many_arguments)]
 impl PyRing {
