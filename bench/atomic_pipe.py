@@ -314,7 +314,8 @@ class FdkitChannel(Channel):
 
     def at_eof(self) -> bool:
         if self.reading == "mixed":
-            left: object = self.r.get_line_burst_or_data(timeout=EOF_WAIT)
+            # (None, None): nothing there (the shape Perl's mixed mode has)
+            left: object = self.r.get_line_burst_or_data(timeout=EOF_WAIT)[0]
         else:
             left = self.r.read_messages(timeout=EOF_WAIT)
         return not left and self.r.eof()
