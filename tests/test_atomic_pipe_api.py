@@ -348,3 +348,21 @@ def test_mixed_mode_lines_peeks_and_final_line() -> None:
         assert r.get_line_burst_or_data(timeout=5) == ("line", b"no newline")
         assert r.get_line_burst_or_data(timeout=5) == (None, None)
         assert r.eof()
+
+
+def test_eof_looks_without_taking_bytes_a_caller_then_polls_for() -> None:
+    """eof() with a message waiting says False and leaves it in the pipe: a caller that asks
+    eof() and then sleeps in poll(2) on the fd (fdkit.logging's listener, fdkit.aio's
+    read_message) must still be woken by those bytes."""
+    import select
+
+    r, w = AtomicPipe.pair()
+    with r, w:
+        w.write_message(b"waiting")
+        assert not r.eof()
+        p = select.poll()
+        p.register(r.fileno(), select.POLLIN)
+        assert p.poll(0), "eof() took the bytes out of the pipe"
+        assert r.read_message() == b"waiting"
+        w.close()
+        assert r.eof()

@@ -189,6 +189,28 @@ impl MessageReader {
         checkpoint: &mut dyn FnMut() -> Result<(), Errno>,
     ) -> Result<bool, Errno> {
         if !self.decoder.is_finished() {
+            // Look before reading: bytes waiting mean "not yet", and they stay in the pipe. A
+            // read here would move them into our buffer behind the back of a caller that asks
+            // eof() and then sleeps in poll(2) on the fd (fdkit.logging's listener, fdkit.aio's
+            // read_message did, and waited for ever). Only a hang-up with nothing to read is
+            // read (a read of 0 bytes, which consumes nothing) to learn the end.
+            use rustix::event::{poll, PollFd, PollFlags, Timespec};
+            let got = {
+                let fd = self.end.fd()?;
+                let mut fds = [PollFd::new(&fd, PollFlags::IN)];
+                let zero = Timespec {
+                    tv_sec: 0,
+                    tv_nsec: 0,
+                };
+                match poll(&mut fds, Some(&zero)) {
+                    Ok(_) | Err(Errno::INTR) => {}
+                    Err(e) => return Err(e),
+                }
+                fds[0].revents()
+            };
+            if got.contains(PollFlags::IN) || !got.intersects(PollFlags::HUP | PollFlags::ERR) {
+                return Ok(false);
+            }
             // A zero timeout, not Wait::Never: a blocking fd is polled (never read blindly).
             let now = Wait::timeout(Some(std::time::Duration::ZERO));
             match self.fill(now, checkpoint)? {
