@@ -331,8 +331,9 @@ impl Reactor {
                     }
                 }
                 Err(e) => {
+                    // Keep every registration for the next try (those armed are skipped).
                     self.ops.remove(&t);
-                    fds.clear();
+                    self.rearm = fds;
                     return Err(e);
                 }
             }
@@ -504,7 +505,7 @@ impl Reactor {
 
     fn arm_streams(&mut self) -> Result<()> {
         let ids = std::mem::take(&mut self.rearm_streams);
-        for id in ids {
+        for (i, &id) in ids.iter().enumerate() {
             let Some(s) = self.streams.get(&id) else {
                 continue;
             };
@@ -518,6 +519,7 @@ impl Reactor {
             let bfd = unsafe { BorrowedFd::borrow_raw(fd) };
             if let Err(e) = self.ring.recv_multishot(bfd, GROUP, t) {
                 self.ops.remove(&t);
+                self.rearm_streams.extend(ids[i..].iter().copied());
                 return Err(e);
             }
             if let Some(s) = self.streams.get_mut(&id) {
@@ -556,7 +558,7 @@ impl Reactor {
 
     fn arm_listeners(&mut self) -> Result<()> {
         let ids = std::mem::take(&mut self.rearm_listeners);
-        for id in ids {
+        for (i, &id) in ids.iter().enumerate() {
             let Some(&(fd, None)) = self.listeners.get(&id) else {
                 continue;
             };
@@ -566,6 +568,7 @@ impl Reactor {
             let bfd = unsafe { BorrowedFd::borrow_raw(fd) };
             if let Err(e) = self.ring.accept_multishot(bfd, t) {
                 self.ops.remove(&t);
+                self.rearm_listeners.extend(ids[i..].iter().copied());
                 return Err(e);
             }
             if let Some(l) = self.listeners.get_mut(&id) {
