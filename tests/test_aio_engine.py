@@ -443,3 +443,57 @@ def test_a_forked_childs_copy_of_the_loop_never_touches_the_parents_ring() -> No
         await server.wait_closed()
 
     run(main())
+
+
+@pytest.mark.parametrize("factory", [asyncio.new_event_loop, EventLoop], ids=["asyncio", "fdkit"])
+def test_small_writes_of_one_iteration_arrive_whole_in_order_and_count_until_sent(
+    factory: Any,
+) -> None:
+    """fdkit.aio sends a callback's small writes together at the end of the iteration: the
+    peer gets every byte in order, mixed with a large write, a write_eof and a close; until
+    sent they count in get_write_buffer_size(); abort() still sends what was written before
+    it (as asyncio, which sent it at write time). asyncio's own loop is the oracle."""
+    big = os.urandom(300_000)
+
+    async def main() -> tuple[bytes, bytes, list[int]]:
+        loop = asyncio.get_running_loop()
+        sizes: list[int] = []
+
+        class Writer(asyncio.Protocol):
+            def connection_made(self, transport: Any) -> None:
+                self.transport = transport
+
+            def data_received(self, data: bytes) -> None:
+                t = self.transport
+                if data == b"go":
+                    t.write(b"head,")
+                    t.write(b"body,")
+                    sizes.append(t.get_write_buffer_size())
+                    t.write(big)
+                    t.write(b",tail")
+                    t.write_eof()
+                elif data == b"abort":
+                    t.write(b"bye")
+                    t.abort()
+
+        server = await loop.create_server(Writer, "127.0.0.1", 0)
+        addr = server.sockets[0].getsockname()
+        got = []
+        for cmd in (b"go", b"abort"):
+            r, w = await asyncio.open_connection(*addr)
+            w.write(cmd)
+            got.append(await asyncio.wait_for(r.read(), 10))
+            w.close()
+            await w.wait_closed()
+        server.close()
+        await server.wait_closed()
+        return got[0], got[1], sizes
+
+    with asyncio.Runner(loop_factory=factory) as runner:
+        first, second, sizes = runner.run(main())
+    assert first == b"head,body," + big + b",tail"
+    assert second == b"bye"
+    if factory is EventLoop and fdkit.aio.engine_available() == "io_uring":
+        assert sizes == [10]  # held for the end of the iteration, counted meanwhile
+    else:
+        assert sizes == [0]  # asyncio sent them at once

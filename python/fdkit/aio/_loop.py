@@ -81,6 +81,8 @@ class EventLoop(asyncio.SelectorEventLoop):
         self._listeners: dict[int, tuple[Any, ...]] = {}
         self._fd_listeners: dict[int, int] = {}
         self._multishot_accept = True
+        # Transports holding small writes for the end of this iteration.
+        self._corked: list[RingSocketTransport] = []
         #: Why the loop runs on epoll (None on io_uring).
         self.engine_reason: str | None = None
         if self._reactor is None:
@@ -187,6 +189,16 @@ class EventLoop(asyncio.SelectorEventLoop):
                     elif kind == SINK_ERROR:
                         transport._ring_sink_error(value)
         super()._process_events(event_list)  # type: ignore[misc]
+
+    def _run_once(self) -> None:
+        super()._run_once()  # type: ignore[misc]
+        if self._corked:
+            self._uncork_all()
+
+    def _uncork_all(self) -> None:
+        corked, self._corked = self._corked, []
+        for transport in corked:
+            transport._uncork()
 
     def _listener_event(self, kind: int, lid: int, value: int) -> None:
         args = self._listeners.get(lid)

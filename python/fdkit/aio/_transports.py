@@ -15,11 +15,24 @@ import os
 from asyncio import protocols, selector_events
 from typing import Any
 
+#: Writes up to this size made while the loop runs callbacks wait for the end of the loop
+#: iteration and go out together (one send for a response's headers and body).
+CORK_MAX = 64 * 1024
+
 
 class RingSocketTransport(selector_events._SelectorSocketTransport):  # type: ignore[name-defined,misc]
-    """asyncio's socket transport, receiving through fdkit's reactor."""
+    """asyncio's socket transport, receiving through fdkit's reactor.
+
+    Small writes made during one loop iteration are sent together at its end (as uvloop does):
+    uvicorn writes a response's head and body separately, two sends and two TCP segments where
+    one does. The bytes count in ``get_write_buffer_size()`` meanwhile, and every path that
+    needs the buffer as asyncio knows it (close, write_eof, sendfile, a large write) sends them
+    first; ``abort()`` and a fatal error drop them with the rest.
+    """
 
     _stream: int | None = None
+    _cork: list[bytes] | None = None
+    _cork_size = 0
 
     def __init__(self, loop: Any, sock: Any, *args: Any, **kwargs: Any) -> None:
         self._buffered = False
@@ -29,6 +42,68 @@ class RingSocketTransport(selector_events._SelectorSocketTransport):  # type: ig
         except BaseException:
             self._close_stream()
             raise
+
+    # -- writes held for the end of the iteration -------------------------------------------
+
+    def write(self, data: Any) -> None:
+        if (
+            type(data) is bytes
+            and 0 < len(data) <= CORK_MAX
+            and not self._buffer
+            and not self._eof
+            and not self._conn_lost
+            and self._empty_waiter is None
+            and self._cork_size + len(data) <= CORK_MAX
+        ):
+            if self._cork is None:
+                self._cork = [data]
+                self._loop._corked.append(self)
+            else:
+                self._cork.append(data)
+            self._cork_size += len(data)
+            return
+        self._uncork()
+        super().write(data)
+
+    def writelines(self, list_of_data: Any) -> None:
+        self._uncork()
+        super().writelines(list_of_data)
+
+    def _uncork(self) -> None:
+        """Sends what waits for the end of the iteration (asyncio's write: at once, the rest
+        buffered)."""
+        cork = self._cork
+        if cork is None:
+            return
+        self._cork = None
+        self._cork_size = 0
+        super().write(cork[0] if len(cork) == 1 else b"".join(cork))
+
+    def get_write_buffer_size(self) -> int:
+        return int(super().get_write_buffer_size()) + self._cork_size
+
+    def write_eof(self) -> None:
+        self._uncork()
+        super().write_eof()
+
+    def close(self) -> None:
+        self._uncork()
+        super().close()
+
+    def _make_empty_waiter(self) -> Any:
+        self._uncork()
+        return super()._make_empty_waiter()
+
+    def abort(self) -> None:
+        # What asyncio would have sent at write() time goes first; then asyncio's abort drops
+        # what the kernel did not take.
+        self._uncork()
+        super().abort()
+
+    def _force_close(self, exc: BaseException | None) -> None:
+        self._cork = None
+        self._cork_size = 0
+        super()._force_close(exc)
 
     def set_protocol(self, protocol: Any) -> None:
         self._buffered = isinstance(protocol, protocols.BufferedProtocol)
