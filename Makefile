@@ -125,7 +125,7 @@ WHEEL_STAMPS := $(foreach v,$(WHEEL_PYTHONS),$(WHEEL_DIR)/.built-$(v))
 WHEEL_INPUTS := $(RUST_SOURCES) Cargo.lock pyproject.toml README.md LICENSE-MIT LICENSE-APACHE Makefile \
 	$(shell find python -name '*.py' -o -name '*.pyi' -o -name py.typed 2>/dev/null)
 # The tree as the tests see it from an installed wheel: what tests/ reads beside itself.
-WHEEL_TEST_FILES := tests examples bench pyproject.toml
+WHEEL_TEST_FILES := tests examples bench pyproject.toml requirements-bench.txt
 # Sets $$py to a working, GIL-enabled CPython $$ver, or fails naming what it looked for.
 define FIND_PYTHON
 py=""; \
