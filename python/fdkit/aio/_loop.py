@@ -188,6 +188,10 @@ class EventLoop(asyncio.SelectorEventLoop):
                         transport._ring_error(value)
                     elif kind == SINK_ERROR:
                         transport._ring_sink_error(value)
+            if self._corked:
+                # Replies written by data_received go out now, not after this iteration's
+                # callbacks: what those write is sent at the end of the iteration.
+                self._uncork_all()
         super()._process_events(event_list)  # type: ignore[misc]
 
     def _run_once(self) -> None:
