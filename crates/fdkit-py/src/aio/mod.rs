@@ -1,7 +1,6 @@
 //! `fdkit.aio`'s engine for Python: the `Reactor` class the event loop drives. See
 //! `fdkit::aio` for what it does; this is argument glue and the event list.
 
-mod direct;
 mod reactor;
 
 pub use reactor::PyReactor;

@@ -3,7 +3,6 @@
 //! through `call_soon_threadsafe`, which writes to a socket the reactor watches). The waits
 //! release the GIL; a call from a second thread while one waits is refused, never blocked on.
 
-use super::direct::recv_bytes;
 use crate::args::Fd;
 use crate::errors::core_error;
 use crate::gil::without_gil;
@@ -26,9 +25,8 @@ const ERROR: u8 = 3;
 const ACCEPTED: u8 = 4;
 const ACCEPT_ERROR: u8 = 5;
 const SINK_ERROR: u8 = 6;
-/// How much one direct read takes (asyncio's `max_size`), and how many in a row per stream.
-const DIRECT_READ_SIZE: usize = 256 * 1024;
-const DIRECT_READS: usize = 4;
+/// The most bytes one `data_received` call gets (asyncio's own `max_size` per read).
+const COALESCE: usize = 256 * 1024;
 
 /// The io_uring engine of `fdkit.aio`: selector interest (level-triggered, from one-shot
 /// polls) and streams (multishot receive on provided buffers), one io_uring_enter(2) per
@@ -51,12 +49,12 @@ impl PyReactor {
         }
     }
 
-    /// Hands `data` of `stream` to its sink; a full buffer means the peer is streaming, so
-    /// the rest is read straight from the socket (a few chunks, then the others get their
-    /// turn) as long as the reactor says the order stays right. Returns the sink's exception
-    /// (for the transport's `_fatal_error`); `KeyboardInterrupt` and `SystemExit` propagate,
-    /// the reactor keeping what was not handed over for the next poll.
-    fn hand_over(&self, py: Python<'_>, stream: u64, data: &[u8]) -> PyResult<Option<PyErr>> {
+    /// Hands `data` of `stream` to its sink, with the bytes right behind it in the stream's
+    /// inbox in the same `bytes` (up to [`COALESCE`]); the vectors go back to the ring for
+    /// reuse. Returns the sink's exception (for the transport's `_fatal_error`);
+    /// `KeyboardInterrupt` and `SystemExit` propagate, the reactor keeping what was not handed
+    /// over for the next poll.
+    fn hand_over(&self, py: Python<'_>, stream: u64, data: Vec<u8>) -> PyResult<Option<PyErr>> {
         let sink = self
             .sinks
             .lock()
@@ -64,46 +62,30 @@ impl PyReactor {
             .get(&stream)
             .map(|s| s.clone_ref(py));
         let Some(sink) = sink else {
+            self.with(|r| r.recycle(data))?;
             return Ok(None);
         };
-        let more = self.with(|r| r.take_more_data(stream, DIRECT_READ_SIZE))?;
-        let full = more.last().map_or(data.len(), |d| d.len()) >= self.with(|r| r.buffer_size())?;
-        let mut chunk = if more.is_empty() {
-            PyBytes::new(py, data)
-        } else {
-            let total = data.len() + more.iter().map(Vec::len).sum::<usize>();
-            PyBytes::new_with(py, total, |buf| {
-                let mut at = data.len();
-                buf[..at].copy_from_slice(data);
-                for d in &more {
-                    buf[at..at + d.len()].copy_from_slice(d);
-                    at += d.len();
-                }
-                Ok(())
-            })?
-        };
-        self.with(|r| more.into_iter().for_each(|d| r.recycle(d)))?;
-        for reads in 0.. {
-            if let Err(err) = sink.call1(py, (chunk,)) {
+        let more = self.with(|r| r.take_more_data(stream, COALESCE))?;
+        let total = data.len() + more.iter().map(Vec::len).sum::<usize>();
+        let chunk = PyBytes::new_with(py, total, |buf| {
+            let mut at = 0;
+            for d in std::iter::once(&data).chain(&more) {
+                buf[at..at + d.len()].copy_from_slice(d);
+                at += d.len();
+            }
+            Ok(())
+        })?;
+        self.with(|r| std::iter::once(data).chain(more).for_each(|d| r.recycle(d)))?;
+        match sink.call1(py, (chunk,)) {
+            Ok(_) => Ok(None),
+            Err(err)
                 if err.is_instance_of::<PyKeyboardInterrupt>(py)
-                    || err.is_instance_of::<PySystemExit>(py)
-                {
-                    return Err(err);
-                }
-                return Ok(Some(err));
+                    || err.is_instance_of::<PySystemExit>(py) =>
+            {
+                Err(err)
             }
-            if !full || reads == DIRECT_READS {
-                break;
-            }
-            let Some(fd) = self.with(|r| r.direct_read_fd(stream))? else {
-                break;
-            };
-            let Some(more) = recv_bytes(py, fd, DIRECT_READ_SIZE)? else {
-                break;
-            };
-            chunk = more;
+            Err(err) => Ok(Some(err)),
         }
-        Ok(None)
     }
 
     fn with<T>(&self, f: impl FnOnce(&mut Reactor) -> T) -> PyResult<T> {
@@ -290,14 +272,10 @@ impl PyReactor {
         while let Some(e) = self.with(|r| r.next_event())? {
             let item = match e {
                 Event::Ready { fd, ready } => (READY, fd, ready.mask()).into_pyobject(py)?,
-                Event::Data { stream, data } => {
-                    let outcome = self.hand_over(py, stream, &data);
-                    self.with(|r| r.recycle(data))?;
-                    match outcome? {
-                        Some(err) => (SINK_ERROR, stream, err.into_value(py)).into_pyobject(py)?,
-                        None => continue,
-                    }
-                }
+                Event::Data { stream, data } => match self.hand_over(py, stream, data)? {
+                    Some(err) => (SINK_ERROR, stream, err.into_value(py)).into_pyobject(py)?,
+                    None => continue,
+                },
                 Event::Eof { stream } => (EOF, stream, py.None()).into_pyobject(py)?,
                 Event::Error { stream, errno } => {
                     (ERROR, stream, errno.raw_os_error()).into_pyobject(py)?

@@ -195,8 +195,6 @@ pub struct Reactor {
     rearm_listeners: Vec<ListenerId>,
     /// The fork generation the ring was set up in (see [`forked`](Reactor::forked)).
     generation: u64,
-    /// The provided buffers' size: a chunk this long says more is probably waiting.
-    buffer_size: usize,
 }
 
 impl std::fmt::Debug for Reactor {
@@ -235,7 +233,6 @@ impl Reactor {
             listeners: HashMap::new(),
             rearm_listeners: Vec::new(),
             generation: crate::fd::fork_generation(),
-            buffer_size: options.buffer_size as usize,
         })
     }
 
@@ -470,31 +467,6 @@ impl Reactor {
     /// [`Ring::recycle_data`]).
     pub fn recycle(&mut self, data: Vec<u8>) {
         self.ring.recycle_data(data);
-    }
-
-    /// The provided buffers' size. A [`Event::Data`] this long filled its buffer: the sender is
-    /// streaming, and more is probably waiting in the socket.
-    pub fn buffer_size(&self) -> usize {
-        self.buffer_size
-    }
-
-    /// For a dispatcher that just handed over a full buffer of `stream`: the fd to read the
-    /// rest from itself, with recv(2) straight into its own memory (one copy, where the
-    /// provided buffers cost two more), or None when it must not. It must not when the stream
-    /// is paused, closed or ended, or when bytes older than the socket's unread ones wait in
-    /// its inbox; so what the kernel posted since the poll (task work run at the exit of any
-    /// syscall user code made) is reaped first. Bytes the caller reads this way are in order:
-    /// the multishot receive only takes what arrives after. Only the bytes: EOF and errors are
-    /// for the multishot receive to report, once.
-    pub fn direct_read_fd(&mut self, stream: StreamId) -> Option<RawFd> {
-        if self.ring.reap().is_err() {
-            return None;
-        }
-        while let Some(c) = self.ring.pop_completion() {
-            self.complete(c);
-        }
-        let s = self.streams.get(&stream)?;
-        (s.want && !s.ended && s.inbox.is_empty()).then_some(s.fd)
     }
 
     /// Whether events wait for [`next_event`](Reactor::next_event) (or resumed streams for the
