@@ -497,3 +497,74 @@ def test_small_writes_of_one_iteration_arrive_whole_in_order_and_count_until_sen
         assert sizes == [10]  # held for the end of the iteration, counted meanwhile
     else:
         assert sizes == [0]  # asyncio sent them at once
+
+
+_EMFILE_PROGRAM = """
+import asyncio, resource, subprocess, sys
+import fdkit.aio
+soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+resource.setrlimit(resource.RLIMIT_NOFILE, (48, hard))
+CLIENT = (
+    "import resource, socket, sys\\n"
+    "h = resource.getrlimit(resource.RLIMIT_NOFILE)[1]\\n"
+    "resource.setrlimit(resource.RLIMIT_NOFILE, (h, h))\\n"
+    "cs = [socket.create_connection((sys.argv[1], int(sys.argv[2]))) for _ in range(80)]\\n"
+    "print('ok', flush=True)\\n"
+    "sys.stdin.read()\\n"
+)
+async def main():
+    loop = asyncio.get_running_loop()
+    msgs = []
+    loop.set_exception_handler(lambda _l, ctx: msgs.append(ctx["message"]))
+    conns = []
+    async def handler(r, w):
+        conns.append(w)
+    server = await asyncio.start_server(handler, "127.0.0.1", 0, backlog=128)
+    host, port = server.sockets[0].getsockname()
+    p = subprocess.Popen([sys.executable, "-c", CLIENT, host, str(port)],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+        assert (await loop.run_in_executor(None, p.stdout.readline)) == b"ok\\n"
+        await asyncio.sleep(0.5)
+        first = len(conns)
+        for w in conns:
+            w.close()
+        conns.clear()
+        for _ in range(100):  # asyncio retries 1 s after EMFILE; the rest come in then
+            await asyncio.sleep(0.05)
+            if len(conns) >= 80 - first - 2:
+                break
+        print(repr((first, len(conns), sorted(set(msgs)))))
+        for w in conns:
+            w.close()
+    finally:
+        p.stdin.close()
+        p.wait()
+    server.close()
+    await server.wait_closed()
+factory = {"fdkit": fdkit.aio.new_event_loop, "asyncio": asyncio.new_event_loop}[sys.argv[1]]
+with asyncio.Runner(loop_factory=factory) as runner:
+    runner.run(main())
+"""
+
+
+@pytest.mark.parametrize("loop_name", ["asyncio", "fdkit"])
+def test_a_server_out_of_fds_says_so_and_accepts_the_rest_once_fds_are_back(
+    loop_name: str,
+) -> None:
+    """``ulimit -n 48`` and 80 clients: the multishot accept ends with EMFILE; the loop answers
+    as asyncio's does (the exception handler hears "socket.accept() out of system resource",
+    accepting resumes a second later) and the waiting clients are served once fds are free.
+    (Measured: both loops serve 39 + 39 of the 80 here, the same on each, so the test asks no
+    more of fdkit than of asyncio, the oracle.)"""
+    r = subprocess.run(
+        [sys.executable, "-c", _EMFILE_PROGRAM, loop_name],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert r.returncode == 0, r.stderr
+    first, rest, msgs = eval(r.stdout)
+    assert 0 < first < 80
+    assert rest >= 80 - first - 2
+    assert msgs == ["socket.accept() out of system resource"]
