@@ -283,7 +283,7 @@ def test_servers_accept_through_multishot_accept() -> None:
     async def main() -> int:
         loop = asyncio.get_running_loop()
         server = await asyncio.start_server(lambda r, w: w.close(), "127.0.0.1", 0)
-        assert len(loop._listeners) == 1  # type: ignore[attr-defined]
+        assert len(loop._fd_listeners) == 1  # type: ignore[attr-defined]
         addr = server.sockets[0].getsockname()
 
         async def one() -> bytes:
@@ -295,7 +295,7 @@ def test_servers_accept_through_multishot_accept() -> None:
         got = await asyncio.gather(*(one() for _ in range(300)))
         server.close()
         await server.wait_closed()
-        assert loop._listeners == {}  # type: ignore[attr-defined]
+        assert loop._fd_listeners == {}  # type: ignore[attr-defined]
         with pytest.raises(ConnectionRefusedError):
             socket.create_connection(addr, timeout=2)
         return len(got)
@@ -446,13 +446,11 @@ def test_a_forked_childs_copy_of_the_loop_never_touches_the_parents_ring() -> No
 
 
 @pytest.mark.parametrize("factory", [asyncio.new_event_loop, EventLoop], ids=["asyncio", "fdkit"])
-def test_small_writes_of_one_iteration_arrive_whole_in_order_and_count_until_sent(
-    factory: Any,
-) -> None:
-    """fdkit.aio sends a callback's small writes together at the end of the iteration: the
-    peer gets every byte in order, mixed with a large write, a write_eof and a close; until
-    sent they count in get_write_buffer_size(); abort() still sends what was written before
-    it (as asyncio, which sent it at write time). asyncio's own loop is the oracle."""
+def test_small_writes_arrive_whole_in_order_and_go_out_at_once(factory: Any) -> None:
+    """Small writes mixed with a large write, a write_eof and an abort: the peer gets every
+    byte in order, and a small write is on its way at once (nothing counts in
+    get_write_buffer_size() after it); abort() still sends what was written before it.
+    asyncio's own loop is the oracle."""
     big = os.urandom(300_000)
 
     async def main() -> tuple[bytes, bytes, list[int]]:
@@ -493,10 +491,7 @@ def test_small_writes_of_one_iteration_arrive_whole_in_order_and_count_until_sen
         first, second, sizes = runner.run(main())
     assert first == b"head,body," + big + b",tail"
     assert second == b"bye"
-    if factory is EventLoop and fdkit.aio.engine_available() == "io_uring":
-        assert sizes == [10]  # held for the end of the iteration, counted meanwhile
-    else:
-        assert sizes == [0]  # asyncio sent them at once
+    assert sizes == [0]  # sent at once, as asyncio does
 
 
 _EMFILE_PROGRAM = """
@@ -555,8 +550,9 @@ def test_a_server_out_of_fds_says_so_and_accepts_the_rest_once_fds_are_back(
     """``ulimit -n 48`` and 80 clients: the multishot accept ends with EMFILE; the loop answers
     as asyncio's does (the exception handler hears "socket.accept() out of system resource",
     accepting resumes a second later) and the waiting clients are served once fds are free.
-    (Measured: both loops serve 39 + 39 of the 80 here, the same on each, so the test asks no
-    more of fdkit than of asyncio, the oracle.)"""
+    The second round is bounded by the fds the first one freed, so it serves the rest or as
+    many as the first, whichever is fewer (both loops serve about 38 + 38 of the 80 here; the
+    io_uring engine holds one fd more, its epoll instance)."""
     r = subprocess.run(
         [sys.executable, "-c", _EMFILE_PROGRAM, loop_name],
         capture_output=True,
@@ -566,5 +562,5 @@ def test_a_server_out_of_fds_says_so_and_accepts_the_rest_once_fds_are_back(
     assert r.returncode == 0, r.stderr
     first, rest, msgs = eval(r.stdout)
     assert 0 < first < 80
-    assert rest >= 80 - first - 2
+    assert rest >= min(80 - first, first) - 2
     assert msgs == ["socket.accept() out of system resource"]

@@ -114,7 +114,7 @@ def test_uvicorn_subprocess(loop: Loop, uvicorn_server: int) -> None:
     status, _, body = http(port, "GET", "/")
     assert status == 200
     info = json.loads(body[0])
-    assert info["loop"] == f"{loop.cls.__module__}.{loop.cls.__qualname__}", info
+    assert f"{loop.cls.__module__}.{loop.cls.__qualname__}" in info["loop"], info
     if loop.name == "fdkit":
         assert info["engine"] in ("io_uring", "epoll")
 
@@ -163,7 +163,7 @@ def test_uvicorn_in_process(loop: Loop) -> None:
                 async with session.get(base + "/") as r:
                     assert r.status == 200
                     info = await r.json()
-                    assert info["loop"] == f"{loop.cls.__module__}.{loop.cls.__qualname__}"
+                    assert f"{loop.cls.__module__}.{loop.cls.__qualname__}" in info["loop"]
 
                 async def post() -> None:
                     async with session.post(base + "/echo", data=BIG) as r:

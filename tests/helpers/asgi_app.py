@@ -24,10 +24,10 @@ def chunk(i: int) -> bytes:
 
 async def index(request: Request) -> Response:
     loop = asyncio.get_running_loop()
-    kind = type(loop)
-    return JSONResponse(
-        {"loop": f"{kind.__module__}.{kind.__qualname__}", "engine": getattr(loop, "engine", None)}
-    )
+    # The loop's class and its bases: fdkit.aio.EventLoop() is a UringEventLoop or an
+    # EpollEventLoop, both EventLoops.
+    classes = [f"{k.__module__}.{k.__qualname__}" for k in type(loop).__mro__]
+    return JSONResponse({"loop": classes, "engine": getattr(loop, "engine", None)})
 
 
 async def echo(request: Request) -> Response:

@@ -7,16 +7,17 @@ Change one line and an asyncio program runs on it::
     uvicorn --loop fdkit.aio:new_event_loop app:app
 
 The loop is asyncio's own Unix loop (so every asyncio API behaves as the stdlib documents it)
-with its selector and its socket transports replaced: sockets are watched by the ring,
-streams receive through multishot recv on provided buffers, and a write goes to the socket at
-once, queueing only what the kernel did not take. ``loop.engine`` says which engine runs.
+with its engine replaced: streams receive through multishot recv on provided buffers and
+servers accept through multishot accept, in one io_uring_enter(2) per iteration; everything
+else (callbacks, contexts, writes, readiness registrations) is asyncio's. ``loop.engine`` says
+which engine runs, ``loop.engine_reason`` why a loop runs on epoll.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Coroutine
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from fdkit.aio._atomic_pipe import (
     drain,
@@ -26,10 +27,11 @@ from fdkit.aio._atomic_pipe import (
     write_message,
     write_messages,
 )
-from fdkit.aio._loop import EventLoop, engine_available
+from fdkit.aio._loop import EpollEventLoop, EventLoop, UringEventLoop, engine_available
 from fdkit.aio._transfer import transfer
 
 __all__ = [
+    "EpollEventLoop",
     "EventLoop",
     "EventLoopPolicy",
     "drain",
@@ -40,6 +42,7 @@ __all__ = [
     "read_messages",
     "run",
     "transfer",
+    "UringEventLoop",
     "write_message",
     "write_messages",
 ]
@@ -58,8 +61,28 @@ def run(main: Coroutine[Any, Any, _T], *, debug: bool | None = None) -> _T:
         return runner.run(main)
 
 
-class EventLoopPolicy(asyncio.DefaultEventLoopPolicy):
-    """A policy whose loops are fdkit's (Python 3.11–3.13; from 3.12 prefer ``loop_factory``)."""
+if TYPE_CHECKING:
 
-    def _loop_factory(self) -> EventLoop:
-        return new_event_loop()
+    class EventLoopPolicy(asyncio.DefaultEventLoopPolicy):
+        """A policy whose loops are fdkit's."""
+
+
+def __getattr__(name: str) -> Any:
+    # EventLoopPolicy is made on first use: asyncio's policy classes are deprecated from
+    # Python 3.14 (removed in 3.16), and importing fdkit.aio must not touch them.
+    if name == "EventLoopPolicy":
+        policy = _make_policy()
+        globals()["EventLoopPolicy"] = policy
+        return policy
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _make_policy() -> type:
+    class EventLoopPolicy(asyncio.DefaultEventLoopPolicy):  # type: ignore[misc,valid-type]
+        """A policy whose loops are fdkit's (from 3.12 prefer ``loop_factory``)."""
+
+        def _loop_factory(self) -> EventLoop:
+            return new_event_loop()
+
+    EventLoopPolicy.__module__ = __name__
+    return EventLoopPolicy

@@ -1,13 +1,21 @@
-"""The EventLoop class: asyncio's Unix selector loop with fdkit's engine underneath."""
+"""The event loops: asyncio's Unix selector loop, on io_uring or on epoll.
+
+``EventLoop(engine=None)`` picks the engine once, by class: :class:`UringEventLoop` where this
+kernel lets us, else :class:`EpollEventLoop` (asyncio's own loop, with the reason kept in
+``engine_reason`` and logged once per process on the ``fdkit.aio`` logger). No method asks
+which engine it runs on.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import errno
+import logging
 import os
 import selectors
 import socket
-from asyncio import constants, selector_events, trsock
+import struct
+from asyncio import constants, events, trsock
 from asyncio.log import logger
 from typing import Any, ClassVar, Literal
 
@@ -15,85 +23,127 @@ from fdkit.aio._transports import RingSocketTransport
 
 Engine = Literal["io_uring", "epoll"]
 
-EOF, ERROR, ACCEPTED, ACCEPT_ERROR, SINK_ERROR = 2, 3, 4, 5, 6
-_ACCEPT_CONNECTION = selector_events.BaseSelectorEventLoop._accept_connection  # type: ignore[attr-defined]
+#: Every spelling of an engine that fdkit accepts, and the name it stands for.
+ENGINE_NAMES: dict[str, Engine] = {"io_uring": "io_uring", "uring": "io_uring", "epoll": "epoll"}
+
+#: The oldest kernel the io_uring engine runs on: multishot receive (6.0); provided-buffer
+#: rings and multishot accept came in 5.19.
+MIN_KERNEL = (6, 0)
+
 _OUT_OF_RESOURCES = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
+_SO_PEERNAME = getattr(socket, "SO_PEERNAME", 28)
 
-_engine_reason: str | None = None
+_log = logging.getLogger("fdkit.aio")
+_fallback_logged = False
 
 
-def _make_reactor(engine: Engine | None = None, options: dict[str, int] | None = None) -> Any:
-    """A reactor, or None (and the reason kept) where io_uring cannot serve the loop."""
-    global _engine_reason
-    if engine == "epoll":
+def engine_name(value: str | None, what: str = "engine") -> Engine | None:
+    """The engine ``value`` names (``"uring"`` is an alias of ``"io_uring"``); None for None.
+    ``ValueError`` naming ``what`` for anything else."""
+    if value is None:
         return None
-    if engine is None and os.environ.get("FDKIT_AIO_ENGINE") == "epoll":
-        _engine_reason = "FDKIT_AIO_ENGINE=epoll"
-        return None
+    engine = ENGINE_NAMES.get(value) if isinstance(value, str) else None
+    if engine is None:
+        raise ValueError(f"{what} must be 'io_uring' (or 'uring'), 'epoll' or None, not {value!r}")
+    return engine
+
+
+def _requested_engine(engine: str | None) -> tuple[Engine | None, str | None]:
+    """The engine asked for (argument first, then ``FDKIT_AIO_ENGINE``) and who asked."""
+    if engine is not None:
+        return engine_name(engine), f"engine={engine!r} was asked for"
+    env = os.environ.get("FDKIT_AIO_ENGINE")
+    if env:
+        return engine_name(env, "FDKIT_AIO_ENGINE"), f"FDKIT_AIO_ENGINE={env}"
+    return None, None
+
+
+def _kernel_version() -> tuple[int, int]:
+    release = os.uname().release
+    try:
+        major, minor = release.split(".")[:2]
+        return int(major), int("".join(c for c in minor if c.isdigit()) or 0)
+    except ValueError:
+        return (0, 0)
+
+
+def _make_reactor(options: dict[str, int]) -> tuple[Any, str | None]:
+    """A reactor proven usable (set up, registered, entered), or None and the reason."""
     from fdkit import uring
     from fdkit._fdkit import Reactor
 
+    if _kernel_version() < MIN_KERNEL:
+        return None, (
+            f"the io_uring engine needs Linux {MIN_KERNEL[0]}.{MIN_KERNEL[1]} (multishot "
+            f"receive); this kernel is {os.uname().release}"
+        )
     ok, reason = uring.available()
     if not ok:
-        _engine_reason = reason
-        return None
-    if not uring.probe()["ops"].get("recv"):
-        _engine_reason = "this kernel's io_uring has no recv"
-        return None
+        return None, reason
     try:
-        return Reactor(**(options or {}))
-    except OSError as exc:  # provided-buffer rings need Linux 5.19, multishot recv 6.0
-        _engine_reason = f"io_uring reactor setup failed: {exc}"
-        return None
+        return Reactor(**options), None
+    except OSError as exc:
+        return None, f"io_uring reactor setup failed: {exc}"
+
+
+def _log_fallback(reason: str | None) -> None:
+    global _fallback_logged
+    if not _fallback_logged:
+        _fallback_logged = True
+        _log.info("fdkit.aio runs on epoll: %s", reason)
 
 
 def engine_available() -> Engine:
     """The engine a new loop would use here: ``"io_uring"`` or ``"epoll"``.
 
-    ``FDKIT_AIO_ENGINE=epoll`` forces epoll (to compare, or where io_uring misbehaves).
+    ``FDKIT_AIO_ENGINE`` (``io_uring``, ``uring`` or ``epoll``) forces one; any other value is
+    a ``ValueError``.
     """
-    r = _make_reactor()
-    if r is None:
+    requested, _ = _requested_engine(None)
+    if requested == "epoll":
         return "epoll"
-    r.close()
+    reactor, _ = _make_reactor(UringEventLoop._reactor_options)
+    if reactor is None:
+        return "epoll"
+    reactor.close()
     return "io_uring"
 
 
+_mixed: dict[tuple[type, type], type] = {}
+
+
 class EventLoop(asyncio.SelectorEventLoop):
-    """An asyncio event loop; ``engine`` names what it runs on (``"io_uring"`` or ``"epoll"``)."""
+    """An asyncio event loop; ``engine`` names what it runs on (``"io_uring"`` or ``"epoll"``).
 
-    engine: Engine
-    #: Reactor settings (ring entries, provided buffers and their size): tests shrink them.
-    _reactor_options: ClassVar[dict[str, int]] = {}
+    ``EventLoop(engine=None)`` returns a :class:`UringEventLoop` where io_uring can serve it,
+    else an :class:`EpollEventLoop`; ``engine="io_uring"`` (alias ``"uring"``) requires io_uring
+    (``OSError`` where it cannot run), ``engine="epoll"`` picks epoll. ``FDKIT_AIO_ENGINE`` does
+    the same for ``engine=None``. A subclass of ``EventLoop`` gets the chosen engine too.
+    """
 
-    def __init__(self, *, engine: Engine | None = None) -> None:
-        """``engine``: ``"io_uring"`` requires it (OSError where it cannot run), ``"epoll"``
-        picks epoll, None (the default) takes io_uring where this kernel lets us."""
-        self._closed = True  # until asyncio's __init__ runs: a refused loop is not "unclosed"
-        if engine not in (None, "io_uring", "epoll"):
-            raise ValueError(f"engine must be 'io_uring', 'epoll' or None, not {engine!r}")
-        self._reactor = _make_reactor(engine, self._reactor_options)
-        if engine == "io_uring" and self._reactor is None:
-            raise OSError(errno.ENOSYS, f"io_uring engine unavailable: {_engine_reason}")
-        self._streams: dict[int, RingSocketTransport] = {}
-        self._fd_streams: dict[int, int] = {}
-        # Listeners: id -> the arguments asyncio gave _accept_connection; fd -> id.
-        self._listeners: dict[int, tuple[Any, ...]] = {}
-        self._fd_listeners: dict[int, int] = {}
-        self._multishot_accept = True
-        # Transports holding small writes for the end of this iteration.
-        self._corked: list[RingSocketTransport] = []
-        #: Why the loop runs on epoll (None on io_uring).
-        self.engine_reason: str | None = None
-        if self._reactor is None:
-            self.engine = "epoll"
-            self.engine_reason = "engine='epoll' was asked for" if engine else _engine_reason
-            super().__init__(selectors.EpollSelector())
-        else:
-            from fdkit.aio._selector import RingSelector
+    engine: ClassVar[Engine]
+    #: Why the loop runs on epoll (None on io_uring).
+    engine_reason: str | None = None
 
-            self.engine = "io_uring"
-            super().__init__(RingSelector(self._reactor))
+    def __new__(cls, *, engine: str | None = None) -> EventLoop:
+        if issubclass(cls, (UringEventLoop, EpollEventLoop)):
+            return super().__new__(cls)
+        requested, asked_by = _requested_engine(engine)
+        if requested == "epoll":
+            loop = _with_engine(cls, EpollEventLoop)
+            loop.engine_reason = asked_by
+            return loop
+        reactor, reason = _make_reactor(UringEventLoop._reactor_options)
+        if reactor is not None:
+            uring = _with_engine(cls, UringEventLoop)
+            uring._new_reactor = reactor
+            return uring
+        if requested == "io_uring":
+            raise OSError(errno.ENOSYS, f"io_uring engine unavailable: {reason}")
+        _log_fallback(reason)
+        loop = _with_engine(cls, EpollEventLoop)
+        loop.engine_reason = reason
+        return loop
 
     def __repr__(self) -> str:
         return (
@@ -101,162 +151,233 @@ class EventLoop(asyncio.SelectorEventLoop):
             f"closed={self.is_closed()} debug={self.get_debug()}>"
         )
 
-    # -- streams (io_uring engine) ----------------------------------------------------------
+
+def _with_engine(cls: type, engine_cls: type) -> Any:
+    """A new instance of ``cls`` on ``engine_cls`` (a subclass mixing both for ``cls`` other
+    than :class:`EventLoop` itself, made once)."""
+    if cls is EventLoop:
+        return object.__new__(engine_cls)
+    mixed = _mixed.get((cls, engine_cls))
+    if mixed is None:
+        mixed = _mixed[(cls, engine_cls)] = type(cls.__name__, (cls, engine_cls), {})
+        mixed.__module__ = cls.__module__
+        mixed.__qualname__ = cls.__qualname__
+    return object.__new__(mixed)
+
+
+class EpollEventLoop(EventLoop):
+    """asyncio's own selector loop on epoll: fdkit's loop where io_uring cannot serve."""
+
+    engine: ClassVar[Engine] = "epoll"
+
+    def __init__(self, *, engine: str | None = None) -> None:
+        if engine_name(engine) not in (None, "epoll"):
+            raise ValueError(f"an EpollEventLoop runs on epoll, not {engine!r}")
+        super().__init__(selectors.EpollSelector())
+        if self.engine_reason is None:
+            self.engine_reason = "EpollEventLoop was asked for"
+
+
+class UringEventLoop(EventLoop):
+    """asyncio's selector loop whose streams receive and whose servers accept through the
+    ring, one io_uring_enter(2) per iteration; readiness registrations stay in an epoll
+    instance the ring watches (see :mod:`fdkit.aio._selector`)."""
+
+    engine: ClassVar[Engine] = "io_uring"
+    #: Reactor settings (ring entries, provided buffers and their size): tests shrink them.
+    _reactor_options: ClassVar[dict[str, int]] = {}
+    _new_reactor: Any = None
+
+    def __init__(self, *, engine: str | None = None) -> None:
+        self._closed = True  # until asyncio's __init__ runs: a refused loop is not "unclosed"
+        if engine_name(engine) not in (None, "io_uring"):
+            raise ValueError(f"a UringEventLoop runs on io_uring, not {engine!r}")
+        reactor = self.__dict__.pop("_new_reactor", None)
+        if reactor is None:
+            reactor, reason = _make_reactor(self._reactor_options)
+            if reactor is None:
+                raise OSError(errno.ENOSYS, f"io_uring engine unavailable: {reason}")
+        from fdkit.aio._selector import RingSelector
+
+        self._reactor = reactor
+        try:
+            selector = RingSelector(reactor)
+        except BaseException:
+            reactor.close()
+            raise
+        # Streams and listeners by fd (their reactor ids), for asyncio's _remove_reader.
+        self._fd_streams: dict[int, int] = {}
+        self._fd_listeners: dict[int, int] = {}
+        self._multishot_accept = True
+        super().__init__(selector)
+
+    # -- streams ----------------------------------------------------------------------------
 
     def _make_socket_transport(
         self, sock: Any, protocol: Any, waiter: Any = None, *, extra: Any = None, server: Any = None
     ) -> Any:
-        if self._reactor is None:
-            return super()._make_socket_transport(  # type: ignore[misc]
-                sock, protocol, waiter, extra=extra, server=server
-            )
         return RingSocketTransport(self, sock, protocol, waiter, extra, server)
 
-    def _open_stream(self, fd: int, transport: RingSocketTransport, sink: Any) -> int:
+    def _open_stream(self, fd: int) -> int:
         self._check_closed()  # type: ignore[attr-defined]
-        sid: int = self._reactor.open_stream(fd, sink)
-        self._streams[sid] = transport
+        sid: int = self._reactor.open_stream(fd)
         self._fd_streams[fd] = sid
         return sid
 
+    def _resume_stream(self, sid: int, fd: int, callback: Any, args: tuple[Any, ...]) -> Any:
+        """asyncio's ``_add_reader`` for a stream: a Handle in the caller's context, run when
+        the ring has brought something."""
+        self._check_closed()  # type: ignore[attr-defined]
+        handle = events.Handle(callback, args, self, None)
+        old = self._selector.set_ring_reader(sid, fd, handle)  # type: ignore[attr-defined]
+        if old is not None:
+            old.cancel()
+        self._reactor.resume(sid)
+        return handle
+
     def _close_stream(self, sid: int, fd: int) -> None:
-        self._streams.pop(sid, None)
         if self._fd_streams.get(fd) == sid:
             del self._fd_streams[fd]
-        if self._reactor is not None and not self._reactor.closed:
+        if not self._reactor.closed:
+            handle = self._selector.clear_ring_reader(sid)  # type: ignore[attr-defined]
+            if handle is not None:
+                handle.cancel()
             self._reactor.close_stream(sid)
 
-    def _add_reader(self, fd: Any, callback: Any, *args: Any) -> Any:
-        transport = getattr(callback, "__self__", None)
-        if (
-            isinstance(transport, RingSocketTransport)
-            and transport._stream is not None
-            and not args
-            and getattr(callback, "__func__", None) is RingSocketTransport._read_ready
-        ):
-            self._check_closed()  # type: ignore[attr-defined]
-            self._reactor.resume(transport._stream)
-            return None
-        if (
-            self._reactor is not None
-            and self._multishot_accept
-            and transport is self
-            and getattr(callback, "__func__", None) is _ACCEPT_CONNECTION
-            and len(args) >= 5
-            and isinstance(fd, int)
-            and fd not in self._fd_listeners
-        ):
-            # A server's listening socket: one multishot accept instead of readiness +
-            # accept(2) per connection; what follows the accept is asyncio's own.
-            self._check_closed()
-            lid: int = self._reactor.listen(fd)
-            self._listeners[lid] = args
-            self._fd_listeners[fd] = lid
-            return None
-        return super()._add_reader(fd, callback, *args)  # type: ignore[misc]
-
     def _remove_reader(self, fd: Any) -> bool:
-        lid = self._fd_listeners.pop(fd, None)
-        if lid is not None:
-            self._listeners.pop(lid, None)
-            if self._reactor is not None and not self._reactor.closed:
+        if self.is_closed():
+            return False
+        removed = False
+        if isinstance(fd, int):
+            sid = self._fd_streams.get(fd)
+            if sid is not None:
+                handle = self._selector.set_ring_reader(sid, fd, None)  # type: ignore[attr-defined]
+                self._reactor.pause(sid)
+                if handle is not None:
+                    handle.cancel()
+                    removed = True
+            lid = self._fd_listeners.pop(fd, None)
+            if lid is not None:
+                handle = self._selector.clear_ring_reader(lid)  # type: ignore[attr-defined]
                 self._reactor.stop_listening(lid)
-            super()._remove_reader(fd)  # type: ignore[misc]
-            return True
-        sid = self._fd_streams.get(fd)
-        if sid is not None and self._reactor is not None and not self._reactor.closed:
-            self._reactor.pause(sid)
-        return bool(super()._remove_reader(fd))  # type: ignore[misc]
+                if handle is not None:
+                    handle.cancel()
+                    removed = True
+        return bool(super()._remove_reader(fd)) or removed  # type: ignore[misc]
 
-    def _process_events(self, event_list: list[tuple[selectors.SelectorKey, int]]) -> None:
-        if self._reactor is not None:
-            selector: Any = self._selector  # type: ignore[attr-defined]
-            pending = selector.stream_events
-            if pending:
-                selector.stream_events = []
-                streams = self._streams
-                for kind, sid, value in pending:
-                    if kind in (ACCEPTED, ACCEPT_ERROR):
-                        self._listener_event(kind, sid, value)
-                        continue
-                    transport = streams.get(sid)
-                    if transport is None:
-                        continue
-                    if kind == EOF:
-                        transport._ring_eof()
-                    elif kind == ERROR:
-                        transport._ring_error(value)
-                    elif kind == SINK_ERROR:
-                        transport._ring_sink_error(value)
-            if self._corked:
-                # Replies written by data_received go out now, not after this iteration's
-                # callbacks: what those write is sent at the end of the iteration.
-                self._uncork_all()
-        super()._process_events(event_list)  # type: ignore[misc]
+    # -- listeners --------------------------------------------------------------------------
 
-    def _run_once(self) -> None:
-        super()._run_once()  # type: ignore[misc]
-        if self._corked:
-            self._uncork_all()
-
-    def _uncork_all(self) -> None:
-        corked, self._corked = self._corked, []
-        for transport in corked:
-            transport._uncork()
-
-    def _listener_event(self, kind: int, lid: int, value: int) -> None:
-        args = self._listeners.get(lid)
-        if kind == ACCEPTED:
-            if args is None:
-                os.close(value)
-            else:
-                self._accepted(args, value)
-            return
-        if args is None:
-            return
-        del self._listeners[lid]
-        sock = args[1]
-        if self._fd_listeners.get(sock.fileno()) == lid:
-            del self._fd_listeners[sock.fileno()]
-        if value in _OUT_OF_RESOURCES:
-            # asyncio's own answer: say so, stop accepting, try again a moment later.
-            exc = OSError(value, os.strerror(value))
-            self.call_exception_handler(
-                {
-                    "message": "socket.accept() out of system resource",
-                    "exception": exc,
-                    "socket": trsock.TransportSocket(sock),
-                }
+    def _start_serving(
+        self,
+        protocol_factory: Any,
+        sock: Any,
+        sslcontext: Any = None,
+        server: Any = None,
+        backlog: int = 100,
+        *rest: Any,
+        **kwargs: Any,
+    ) -> None:
+        fd = sock.fileno()
+        if not self._multishot_accept or kwargs or fd in self._fd_listeners:
+            super()._start_serving(  # type: ignore[misc]
+                protocol_factory, sock, sslcontext, server, backlog, *rest, **kwargs
             )
-            self.call_later(constants.ACCEPT_RETRY_DELAY, self._start_serving, *args)  # type: ignore[attr-defined]
-        else:
-            # No multishot accept here (EINVAL on old kernels): asyncio's readiness path.
-            self._multishot_accept = False
-            super()._add_reader(sock.fileno(), self._accept_connection, *args)  # type: ignore[misc,attr-defined]
+            return
+        # One multishot accept instead of readiness + accept(2) per connection; the Handle
+        # that takes the connections is made as asyncio's _add_reader makes its own.
+        self._check_closed()  # type: ignore[attr-defined]
+        lid: int = self._reactor.listen(fd)
+        args = (lid, protocol_factory, sock, sslcontext, server, backlog, *rest)
+        handle = events.Handle(self._ring_accept, args, self, None)
+        self._selector.set_ring_reader(lid, fd, handle)  # type: ignore[attr-defined]
+        self._fd_listeners[fd] = lid
 
-    def _accepted(self, args: tuple[Any, ...], fd: int) -> None:
-        protocol_factory, sock, sslcontext, server = args[:4]
-        try:
-            conn = socket.socket(sock.family, sock.type, sock.proto, fileno=fd)
-        except OSError:
-            os.close(fd)
-            return
-        try:
-            conn.setblocking(False)
-            addr = conn.getpeername()
-        except OSError:  # gone before we looked: asyncio's accept(2) would not have seen it
-            conn.close()
-            return
-        if self._debug:  # type: ignore[attr-defined]
-            logger.debug("%r got a new connection from %r: %r", server, addr, conn)
-        accept = self._accept_connection2(  # type: ignore[attr-defined]
-            protocol_factory, conn, {"peername": addr}, sslcontext, server, *args[5:]
-        )
-        self.create_task(accept)
+    def _ring_accept(
+        self,
+        lid: int,
+        protocol_factory: Any,
+        sock: Any,
+        sslcontext: Any = None,
+        server: Any = None,
+        backlog: int = 100,
+        *rest: Any,
+    ) -> None:
+        # asyncio's _accept_connection, with accept(2) replaced by taking what the ring
+        # accepted: at most ``backlog`` connections per run, each served by its own task.
+        for _ in range(backlog):
+            try:
+                fd = self._reactor.accept(lid)
+            except OSError as exc:
+                self._remove_reader(sock.fileno())
+                if exc.errno in _OUT_OF_RESOURCES:
+                    self.call_exception_handler(
+                        {
+                            "message": "socket.accept() out of system resource",
+                            "exception": exc,
+                            "socket": trsock.TransportSocket(sock),
+                        }
+                    )
+                    self.call_later(
+                        constants.ACCEPT_RETRY_DELAY,
+                        self._start_serving,
+                        protocol_factory,
+                        sock,
+                        sslcontext,
+                        server,
+                        backlog,
+                        *rest,
+                    )
+                    return
+                if exc.errno == errno.EINVAL:
+                    # No multishot accept here (or not listening): asyncio's readiness path,
+                    # which meets the same kernel and answers as asyncio does.
+                    self._multishot_accept = False
+                    self._start_serving(protocol_factory, sock, sslcontext, server, backlog, *rest)
+                    return
+                raise  # the loop logs it, as asyncio's does
+            if fd is None:
+                return
+            conn, addr = _accepted_socket(sock, fd)
+            if self._debug:  # type: ignore[attr-defined]
+                logger.debug("%r got a new connection from %r: %r", server, addr, conn)
+            accept = self._accept_connection2(  # type: ignore[attr-defined]
+                protocol_factory, conn, {"peername": addr}, sslcontext, server, *rest
+            )
+            self.create_task(accept)
 
     def close(self) -> None:
         super().close()
-        self._listeners.clear()
-        self._fd_listeners.clear()
-        self._streams.clear()
         self._fd_streams.clear()
+        self._fd_listeners.clear()
+
+
+def _accepted_socket(listener: socket.socket, fd: int) -> tuple[socket.socket, Any]:
+    """The connection the ring accepted on ``listener``, non-blocking, and its peer's address
+    as accept(2) would have given it. A connection reset before it was taken still has one:
+    getpeername(2) refuses a closed TCP socket, ``SO_PEERNAME`` does not."""
+    conn = socket.socket(listener.family, listener.type, listener.proto, fileno=fd)
+    conn.setblocking(False)
+    try:
+        return conn, conn.getpeername()
+    except OSError:
+        pass
+    return conn, _peer_address(conn)
+
+
+def _peer_address(conn: socket.socket) -> Any:
+    family = conn.family
+    try:
+        raw = conn.getsockopt(socket.SOL_SOCKET, _SO_PEERNAME, 128)
+    except OSError:
+        return "" if family == socket.AF_UNIX else None
+    if family == socket.AF_INET and len(raw) >= 8:
+        port = struct.unpack_from("!H", raw, 2)[0]
+        return (socket.inet_ntop(socket.AF_INET, raw[4:8]), port)
+    if family == socket.AF_INET6 and len(raw) >= 28:
+        port, flowinfo = struct.unpack_from("!HI", raw, 2)
+        scope_id = struct.unpack_from("=I", raw, 24)[0]
+        return (socket.inet_ntop(socket.AF_INET6, raw[8:24]), port, flowinfo, scope_id)
+    if family == socket.AF_UNIX:
+        path = raw[2:].split(b"\0", 1)[0]
+        return path.decode(errors="surrogateescape")
+    return None

@@ -1,10 +1,16 @@
-"""RingSelector: the ``selectors`` interface over fdkit's io_uring reactor.
+"""RingSelector: the ``selectors`` interface of fdkit's io_uring engine.
 
-asyncio's selector loop asks a selector for readiness (``add_reader``/``add_writer``, the
-self-pipe, datagram and pipe transports, ``sock_*``). This one answers from the reactor's
-one-shot polls, re-armed after each report (level-triggered, like epoll's default mode), in
-the same io_uring_enter(2) that reaps the streams' received bytes. Those stream events are
-kept in ``stream_events`` for the loop to hand to its transports.
+Readiness registrations (``add_reader``/``add_writer``: the self-pipe, datagram and pipe
+transports, ``sock_*``, a transport's writes) live in an epoll instance, so they keep epoll's
+semantics exactly: a closed fd leaves the set and never feeds a later owner of its number, a
+regular file or a closed fd is refused with epoll_ctl(2)'s error. The ring watches that epoll's
+fd, together with the streams' receives and the listeners' accepts, in one io_uring_enter(2);
+epoll_wait(2) runs only when the epoll fd is ready.
+
+``select()`` waits and reports, nothing more: a stream or a listener with something to take
+is reported with its reader Handle as a selector key's data, as epoll reports an fd, and
+asyncio's own ``_process_events`` puts that Handle on the ready queue, where it runs in its
+context, timed in debug mode, after whatever ran before it in the iteration.
 """
 
 from __future__ import annotations
@@ -14,66 +20,50 @@ from typing import Any
 
 from fdkit._fdkit import Reactor
 
-READY = 0
+_READY = Reactor.READY
+_EVENT_READ = selectors.EVENT_READ
 
 
-class RingSelector(selectors._BaseSelectorImpl):
-    """A selector whose ``select()`` is one io_uring_enter(2) on ``reactor``."""
-
-    _fd_to_key: dict[int, selectors.SelectorKey]
+class RingSelector(selectors.EpollSelector):
+    """An epoll selector whose ``select()`` is one io_uring_enter(2) on ``reactor``."""
 
     def __init__(self, reactor: Reactor) -> None:
         super().__init__()
         self._reactor = reactor
-        #: ``(kind, stream id, value)`` tuples from the last ``select()``, for the loop.
-        self.stream_events: list[tuple[int, int, Any]] = []
+        self._epoll_fd = self._selector.fileno()  # type: ignore[attr-defined]
+        # Streams and listeners by reactor id: the key asyncio's _process_events reads, its
+        # data (reader Handle, None); the Handle is None while the reader is removed.
+        self._ring_keys: dict[int, selectors.SelectorKey] = {}
+        reactor.set_interest(self._epoll_fd, _EVENT_READ)
 
-    def register(self, fileobj: Any, events: int, data: Any = None) -> selectors.SelectorKey:
-        key = super().register(fileobj, events, data)
-        try:
-            self._reactor.set_interest(key.fd, events)
-        except BaseException:
-            super().unregister(fileobj)
-            raise
-        return key
+    def set_ring_reader(self, ident: int, fd: int, handle: Any) -> Any:
+        """Sets the reader Handle of stream or listener ``ident`` (on ``fd``); returns the
+        one it replaces."""
+        old = self._ring_keys.get(ident)
+        self._ring_keys[ident] = selectors.SelectorKey(fd, fd, _EVENT_READ, (handle, None))
+        return None if old is None else old.data[0]
 
-    def unregister(self, fileobj: Any) -> selectors.SelectorKey:
-        key = super().unregister(fileobj)
-        if not self._reactor.closed:
-            self._reactor.remove_interest(key.fd)
-        return key
-
-    def modify(self, fileobj: Any, events: int, data: Any = None) -> selectors.SelectorKey:
-        try:
-            key: selectors.SelectorKey = self._fd_to_key[self._fileobj_lookup(fileobj)]  # type: ignore[attr-defined]
-        except KeyError:
-            raise KeyError(f"{fileobj!r} is not registered") from None
-        if events != key.events:
-            if not events or events & ~(selectors.EVENT_READ | selectors.EVENT_WRITE):
-                raise ValueError(f"Invalid events: {events!r}")
-            self._reactor.set_interest(key.fd, events)
-            key = key._replace(events=events, data=data)
-            self._fd_to_key[key.fd] = key
-        elif data != key.data:
-            key = key._replace(data=data)
-            self._fd_to_key[key.fd] = key
-        return key
+    def clear_ring_reader(self, ident: int) -> Any:
+        """Forgets the reader of ``ident``; returns its Handle (None if there was none)."""
+        old = self._ring_keys.pop(ident, None)
+        return None if old is None else old.data[0]
 
     def select(self, timeout: float | None = None) -> list[tuple[selectors.SelectorKey, int]]:
-        ready = []
-        fd_to_key = self._fd_to_key
-        stream_events = self.stream_events
-        for event in self._reactor.poll(timeout):
-            if event[0] == READY:
-                key = fd_to_key.get(event[1])
-                if key is not None:
-                    mask = event[2] & key.events
-                    if mask:
-                        ready.append((key, mask))
+        if timeout is not None and timeout < 0:
+            timeout = 0
+        ready: list[tuple[selectors.SelectorKey, int]] = []
+        keys = self._ring_keys
+        for kind, ident, _mask in self._reactor.poll(timeout):
+            if kind == _READY:
+                if ident == self._epoll_fd:
+                    ready.extend(super().select(0))
             else:
-                stream_events.append(event)
+                key = keys.get(ident)
+                if key is not None:
+                    ready.append((key, _EVENT_READ))
         return ready
 
     def close(self) -> None:
         super().close()
+        self._ring_keys.clear()
         self._reactor.close()

@@ -1,5 +1,5 @@
 //! `fdkit.aio`'s engine for Python: the `Reactor` class the event loop drives. See
-//! `fdkit::aio` for what it does; this is argument glue and the event list.
+//! `fdkit::aio` for what it does; this is argument glue.
 
 mod reactor;
 

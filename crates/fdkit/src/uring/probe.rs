@@ -64,34 +64,42 @@ const OPS: &[(&str, u8)] = &[
 ];
 
 /// Sets up a small ring, asks the kernel which opcodes it supports (`IORING_REGISTER_PROBE`),
-/// and tries the `DEFER_TASKRUN` setup. See io_uring_setup(2), io_uring_register(2).
+/// submits and reaps a no-op through io_uring_enter(2), and tries the `DEFER_TASKRUN` setup.
+/// io_uring counts as available only when all three syscalls answer: a seccomp filter may deny
+/// io_uring_enter(2) or io_uring_register(2) alone, and a ring that can be set up but never
+/// entered serves nobody. See io_uring_setup(2), io_uring_register(2), io_uring_enter(2).
 pub fn probe() -> Availability {
-    let plain = Setup::new(2).defer_taskrun(Some(false)).submit_all(false);
-    let ring = match plain.build() {
-        Ok(built) => built.ring,
-        Err(e) => {
-            return Availability {
-                available: false,
-                reason: Some(explain(e)),
-                ops: OPS
-                    .iter()
-                    .map(|&(name, _)| OpSupport {
-                        name,
-                        supported: false,
-                    })
-                    .collect(),
-                defer_taskrun: false,
-                skip_success: false,
-            }
-        }
+    let unavailable = |reason: String| Availability {
+        available: false,
+        reason: Some(reason),
+        ops: OPS
+            .iter()
+            .map(|&(name, _)| OpSupport {
+                name,
+                supported: false,
+            })
+            .collect(),
+        defer_taskrun: false,
+        skip_success: false,
     };
-    let probe = register_probe(&ring).ok();
+    let plain = Setup::new(2).defer_taskrun(Some(false)).submit_all(false);
+    let mut ring = match plain.build() {
+        Ok(built) => built.ring,
+        Err(e) => return unavailable(explain(e)),
+    };
+    let probe = match register_probe(&ring) {
+        Ok(p) => p,
+        Err(e) => return unavailable(explain_call("io_uring_register", &e)),
+    };
+    if let Err(e) = nop_round_trip(&mut ring) {
+        return unavailable(explain_call("io_uring_enter", &e));
+    }
     let skip_success = ring.params().is_feature_skip_cqe_on_success();
     let ops = OPS
         .iter()
         .map(|&(name, code)| OpSupport {
             name,
-            supported: probe.as_ref().is_some_and(|p| p.is_supported(code)),
+            supported: probe.is_supported(code),
         })
         .collect();
     let defer_taskrun = Setup::new(2)
@@ -105,6 +113,38 @@ pub fn probe() -> Availability {
         ops,
         defer_taskrun,
         skip_success,
+    }
+}
+
+/// Submits a no-op and waits for its completion: proof that io_uring_enter(2) is allowed.
+fn nop_round_trip(ring: &mut IoUring) -> std::io::Result<()> {
+    let nop = opcode::Nop::new().build().user_data(0);
+    // SAFETY: a no-op references no memory; the ring outlives its completion, reaped below.
+    unsafe { ring.submission().push(&nop) }
+        .map_err(|_| std::io::Error::from_raw_os_error(libc::EBUSY))?;
+    ring.submit_and_wait(1)?;
+    ring.completion().for_each(drop);
+    Ok(())
+}
+
+/// Why io_uring is unusable when `call` (a syscall after a successful setup) failed with `e`.
+fn explain_call(call: &str, e: &std::io::Error) -> String {
+    match e.raw_os_error() {
+        Some(libc::EPERM) | Some(libc::EACCES) => format!(
+            "{call}: {} (denied: a seccomp filter or a security module allows \
+             io_uring_setup but not {call})",
+            errno_name(e)
+        ),
+        Some(libc::ENOSYS) => format!("{call}: ENOSYS (refused by a seccomp filter)"),
+        _ => format!("{call}: {e}"),
+    }
+}
+
+fn errno_name(e: &std::io::Error) -> &'static str {
+    match e.raw_os_error() {
+        Some(libc::EPERM) => "EPERM",
+        Some(libc::EACCES) => "EACCES",
+        _ => "error",
     }
 }
 

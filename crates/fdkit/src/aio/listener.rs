@@ -1,0 +1,58 @@
+//! A listener's accept state: the multishot accept in flight and the queue of connections it
+//! accepted, kept until the loop takes them with [`Reactor::accept`](super::Reactor::accept).
+
+use rustix::io::Errno;
+use std::collections::VecDeque;
+use std::os::fd::{OwnedFd, RawFd};
+
+/// A listener's handle, unique for the reactor's life.
+pub type ListenerId = u64;
+
+/// How many accepted connections a listener keeps before its accept is cancelled until the
+/// loop takes them: past this, connections wait in the kernel's backlog, as they do for a
+/// loop that accepts with accept(2), and their fds are not spent yet.
+pub(super) const QUEUE_LIMIT: usize = 256;
+
+/// One listener.
+#[derive(Debug)]
+pub(super) struct Listener {
+    pub(super) fd: RawFd,
+    /// The multishot accept in flight, if any.
+    pub(super) op: Option<u64>,
+    /// Accepted connections (or the error that stopped accepting), oldest first.
+    pub(super) queue: VecDeque<Result<OwnedFd, Errno>>,
+    /// Accepting stopped for an error: never re-armed (the owner listens again to retry).
+    pub(super) stopped: bool,
+    /// The accept was cancelled because the queue is full: re-armed once it is taken.
+    pub(super) held: bool,
+    /// Whether the listener is in the reactor's list of listeners with something queued.
+    pub(super) listed: bool,
+}
+
+impl Listener {
+    pub(super) fn new(fd: RawFd) -> Listener {
+        Listener {
+            fd,
+            op: None,
+            queue: VecDeque::new(),
+            stopped: false,
+            held: false,
+            listed: false,
+        }
+    }
+
+    /// Ends a hold once its accept is over and the loop took the queue down to half the
+    /// limit; returns whether it did (the accept is then to be armed again).
+    pub(super) fn release_hold(&mut self) -> bool {
+        if self.held && self.op.is_none() && self.queue.len() <= QUEUE_LIMIT / 2 {
+            self.held = false;
+            return !self.stopped;
+        }
+        false
+    }
+
+    /// Whether the accept should be (re)armed.
+    pub(super) fn wants_accept(&self) -> bool {
+        self.op.is_none() && !self.stopped && !self.held
+    }
+}
