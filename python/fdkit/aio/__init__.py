@@ -34,6 +34,7 @@ __all__ = [
     "EpollEventLoop",
     "EventLoop",
     "EventLoopPolicy",
+    "UringEventLoop",
     "drain",
     "engine_available",
     "messages",
@@ -42,7 +43,6 @@ __all__ = [
     "read_messages",
     "run",
     "transfer",
-    "UringEventLoop",
     "write_message",
     "write_messages",
 ]

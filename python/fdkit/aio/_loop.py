@@ -17,7 +17,7 @@ import socket
 import struct
 from asyncio import constants, events, trsock
 from asyncio.log import logger
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, Self
 
 from fdkit.aio._transports import RingSocketTransport
 
@@ -44,7 +44,8 @@ def engine_name(value: str | None, what: str = "engine") -> Engine | None:
         return None
     engine = ENGINE_NAMES.get(value) if isinstance(value, str) else None
     if engine is None:
-        raise ValueError(f"{what} must be 'io_uring' (or 'uring'), 'epoll' or None, not {value!r}")
+        allowed = "'io_uring' (or 'uring'), 'epoll'" + (" or None" if what == "engine" else "")
+        raise ValueError(f"{what} must be {allowed}, not {value!r}")
     return engine
 
 
@@ -124,8 +125,10 @@ class EventLoop(asyncio.SelectorEventLoop):
     engine: ClassVar[Engine]
     #: Why the loop runs on epoll (None on io_uring).
     engine_reason: str | None = None
+    #: Until asyncio's __init__ runs: a loop refused before it is not "unclosed".
+    _closed = True
 
-    def __new__(cls, *, engine: str | None = None) -> EventLoop:
+    def __new__(cls, *, engine: str | None = None) -> Self:
         if issubclass(cls, (UringEventLoop, EpollEventLoop)):
             return super().__new__(cls)
         requested, asked_by = _requested_engine(engine)
@@ -189,7 +192,6 @@ class UringEventLoop(EventLoop):
     _new_reactor: Any = None
 
     def __init__(self, *, engine: str | None = None) -> None:
-        self._closed = True  # until asyncio's __init__ runs: a refused loop is not "unclosed"
         if engine_name(engine) not in (None, "io_uring"):
             raise ValueError(f"a UringEventLoop runs on io_uring, not {engine!r}")
         reactor = self.__dict__.pop("_new_reactor", None)

@@ -136,7 +136,10 @@ def _aio_engine() -> dict[str, Any]:
     """The engine fdkit.aio's loop gets here, and why not io_uring when it does not."""
     from fdkit.aio import EventLoop
 
-    loop = EventLoop()
+    try:
+        loop = EventLoop()
+    except (OSError, ValueError) as exc:  # FDKIT_AIO_ENGINE names no engine, or one not here
+        return {"engine": None, "reason": str(exc)}
     try:
         return {"engine": loop.engine, "reason": loop.engine_reason}
     finally:
@@ -146,6 +149,8 @@ def _aio_engine() -> dict[str, Any]:
 def _aio_line(aio: dict[str, Any]) -> str:
     if aio["engine"] == "io_uring":
         return "fdkit.aio         io_uring  (multishot recv and accept on provided buffers)"
+    if aio["engine"] is None:
+        return f"fdkit.aio         NO LOOP   {aio['reason']}"
     return f"fdkit.aio         epoll     {aio['reason']}"
 
 
@@ -203,6 +208,20 @@ def problems(info: dict[str, Any]) -> list[str]:
     return lines
 
 
+def unmet(info: dict[str, Any], required: list[str]) -> list[str]:
+    """What of ``required`` (``--require``) this machine does not give, one line each."""
+    lines = []
+    if "io_uring" in required:
+        u = info["io_uring"]
+        if not u["available"]:
+            lines.append(f"io_uring is required and unavailable: {u['reason']}")
+        elif info["aio"]["engine"] != "io_uring":
+            lines.append(
+                f"io_uring is required and fdkit.aio would run on epoll: {info['aio']['reason']}"
+            )
+    return lines
+
+
 def run(args: argparse.Namespace) -> int:
     _log.setup("doctor", args)
     info = collect()
@@ -213,7 +232,10 @@ def run(args: argparse.Namespace) -> int:
             print(line)
     else:
         print(render(info))
-    return 0
+    failed = unmet(info, args.require or [])
+    for line in failed:
+        log.error("%s", line)
+    return 1 if failed else 0
 
 
 def add_parser(sub: Any) -> None:
@@ -224,6 +246,15 @@ def add_parser(sub: Any) -> None:
         "sizes, RLIMIT_NOFILE, and whether splice, copy_file_range and sendfile work here.",
     )
     p.add_argument("--json", action="store_true", help="print machine-readable JSON")
+    p.add_argument(
+        "--require",
+        action="append",
+        choices=["io_uring"],
+        type=lambda v: "io_uring" if v == "uring" else v,
+        metavar="FEATURE",
+        help="exit 1 (saying why on stderr) unless FEATURE works here; io_uring (alias uring): "
+        "the probe's syscalls and fdkit.aio's io_uring engine (repeatable)",
+    )
     _log.add_verbosity(
         p, quiet="print only what does not work here (nothing when all works; not with --json)"
     )

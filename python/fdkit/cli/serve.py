@@ -25,7 +25,8 @@ from typing import Any
 from fdkit.cli import _log
 from fdkit.cli._args import positive
 
-ENGINES = ("auto", "uring", "epoll")
+#: io_uring is the engine's name everywhere; "uring" is accepted as its alias.
+ENGINES = ("auto", "io_uring", "uring", "epoll")
 
 
 def _listen_text(host: str, port: int) -> str:
@@ -201,8 +202,9 @@ def add_parser(sub: Any) -> None:
     p.add_argument(
         "--engine",
         default="auto",
-        metavar="{auto,uring,epoll}",
-        help="event engine (default auto: io_uring when available, else epoll)",
+        metavar="{auto,io_uring,epoll}",
+        help="event engine (default auto: io_uring when available, else epoll; "
+        "uring is an alias of io_uring)",
     )
     p.add_argument(
         "--idle-timeout",

@@ -1,0 +1,196 @@
+"""How fdkit.aio picks its engine: once, by class; one spelling of each name; an unknown
+``FDKIT_AIO_ENGINE`` refused; the fallback logged once; importing never touches the names that
+later Pythons deprecate."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import fdkit.aio
+from fdkit.aio import EpollEventLoop, EventLoop, UringEventLoop
+
+HERE = Path(__file__).parent
+needs_uring = pytest.mark.skipif(
+    fdkit.aio.engine_available() != "io_uring", reason="io_uring engine unavailable here"
+)
+
+
+def test_epoll_is_a_class_of_its_own() -> None:
+    loop = EventLoop(engine="epoll")
+    try:
+        assert type(loop) is EpollEventLoop
+        assert isinstance(loop, EventLoop)
+        assert isinstance(loop, asyncio.SelectorEventLoop)
+        assert loop.engine == "epoll"
+        assert loop.engine_reason == "engine='epoll' was asked for"
+    finally:
+        loop.close()
+
+
+@needs_uring
+@pytest.mark.parametrize("name", ["io_uring", "uring", None])
+def test_io_uring_and_its_alias_pick_the_uring_class(
+    name: str | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("FDKIT_AIO_ENGINE", raising=False)
+    loop = EventLoop(engine=name)
+    try:
+        assert type(loop) is UringEventLoop
+        assert loop.engine == "io_uring"
+        assert loop.engine_reason is None
+    finally:
+        loop.close()
+
+
+@needs_uring
+@pytest.mark.parametrize(("env", "cls"), [("uring", UringEventLoop), ("epoll", EpollEventLoop)])
+def test_the_environment_variable_takes_the_same_names(
+    env: str, cls: type, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FDKIT_AIO_ENGINE", env)
+    loop = EventLoop()
+    try:
+        assert type(loop) is cls
+    finally:
+        loop.close()
+    if cls is EpollEventLoop:
+        assert fdkit.aio.engine_available() == "epoll"
+
+
+@pytest.mark.parametrize("bad", ["epol", "IO_URING", "auto", ""])
+def test_an_unknown_engine_is_a_value_error_naming_it(
+    bad: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("FDKIT_AIO_ENGINE", raising=False)
+    with pytest.raises(ValueError, match=f"engine must be .* not {bad!r}"):
+        EventLoop(engine=bad)
+    if bad:
+        monkeypatch.setenv("FDKIT_AIO_ENGINE", bad)
+        with pytest.raises(ValueError, match=f"^FDKIT_AIO_ENGINE must be .* not {bad!r}$"):
+            fdkit.aio.new_event_loop()
+
+
+def test_a_subclass_of_eventloop_keeps_its_methods_and_gets_an_engine() -> None:
+    class Mine(EventLoop):
+        def hello(self) -> str:
+            return f"hello from {self.engine}"
+
+    loop = Mine(engine="epoll")
+    try:
+        assert isinstance(loop, Mine)
+        assert isinstance(loop, EpollEventLoop)
+        assert loop.hello() == "hello from epoll"
+        assert type(loop).__name__ == "Mine"
+    finally:
+        loop.close()
+    again = Mine(engine="epoll")
+    try:
+        assert type(again) is type(loop)  # the mixed class is made once
+    finally:
+        again.close()
+
+
+def test_engine_classes_refuse_the_other_engine() -> None:
+    with pytest.raises(ValueError, match="runs on epoll"):
+        EpollEventLoop(engine="io_uring")
+
+
+_FALLBACK = """
+import logging, sys
+import fdkit.aio
+fmt = "%(name)s %(levelname)s %(message)s"
+logging.basicConfig(level=logging.INFO, stream=sys.stdout, format=fmt)
+for _ in range(3):
+    loop = fdkit.aio.new_event_loop()
+    print("engine", loop.engine, loop.engine_reason)
+    loop.close()
+"""
+
+
+def test_the_fallback_is_logged_once_per_process_with_its_reason() -> None:
+    """Under a seccomp filter that denies io_uring, three loops fall back to epoll; the
+    ``fdkit.aio`` logger says so once, at INFO, with the reason."""
+    r = subprocess.run(
+        [sys.executable, str(HERE / "helpers" / "no_uring.py"), sys.executable, "-c", _FALLBACK],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    if r.returncode == 77:
+        pytest.skip("no seccomp filter on this architecture")
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    logged = [line for line in lines if line.startswith("fdkit.aio ")]
+    assert len(logged) == 1, lines
+    assert logged[0].startswith("fdkit.aio INFO fdkit.aio runs on epoll: io_uring_setup: ENOSYS")
+    assert [line.split()[:2] for line in lines if line.startswith("engine")] == [
+        ["engine", "epoll"]
+    ] * 3
+
+
+_DEPRECATED_POLICY_NAMES = """
+import asyncio, warnings
+# What Python 3.14 deprecates (and 3.16 removes): touching any of these from here on warns,
+# and -W error makes the warning an exception.
+NAMES = ["AbstractEventLoopPolicy", "DefaultEventLoopPolicy", "get_event_loop_policy",
+         "set_event_loop_policy"]
+saved = {n: getattr(asyncio, n) for n in NAMES}
+for n in NAMES:
+    delattr(asyncio, n)
+def __getattr__(name):
+    if name in saved:
+        warnings.warn(f"asyncio.{name} is deprecated", DeprecationWarning, stacklevel=2)
+        return saved[name]
+    raise AttributeError(name)
+asyncio.__getattr__ = __getattr__
+import fdkit.aio
+loop = fdkit.aio.new_event_loop()
+loop.close()
+fdkit.aio.run(asyncio.sleep(0))
+try:
+    fdkit.aio.EventLoopPolicy
+except DeprecationWarning as e:
+    print("lazy:", e)
+"""
+
+
+def test_importing_fdkit_aio_touches_no_name_python_3_14_deprecates() -> None:
+    """``EventLoopPolicy`` is made on first use: importing fdkit.aio, making a loop and
+    running a coroutine under ``-W error`` never reach asyncio's policy names (poisoned here
+    as 3.14 deprecates them); asking for ``EventLoopPolicy`` does, and only then."""
+    r = subprocess.run(
+        [sys.executable, "-W", "error", "-c", _DEPRECATED_POLICY_NAMES],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == "lazy: asyncio.DefaultEventLoopPolicy is deprecated\n"
+
+
+def test_the_policy_still_makes_fdkit_loops() -> None:
+    policy = fdkit.aio.EventLoopPolicy()
+    loop = policy.new_event_loop()
+    try:
+        assert isinstance(loop, EventLoop)
+    finally:
+        loop.close()
+
+
+def test_doctor_require_io_uring_fails_when_the_loop_would_fall_back() -> None:
+    fdkit_cmd = [sys.executable, "-m", "fdkit", "doctor", "-q", "--require", "io_uring"]
+    env = {**os.environ, "FDKIT_AIO_ENGINE": "epoll"}
+    r = subprocess.run(fdkit_cmd, capture_output=True, text=True, timeout=60, env=env)
+    assert r.returncode == 1, r
+    assert "io_uring is required and fdkit.aio would run on epoll: FDKIT_AIO_ENGINE=epoll" in (
+        r.stderr
+    )
+    if fdkit.aio.engine_available() == "io_uring":
+        ok = subprocess.run(fdkit_cmd, capture_output=True, text=True, timeout=60)
+        assert ok.returncode == 0, ok
