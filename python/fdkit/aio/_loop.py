@@ -226,11 +226,13 @@ class UringEventLoop(EventLoop):
         self._fd_streams[fd] = sid
         return sid
 
-    def _resume_stream(self, sid: int, fd: int, callback: Any, args: tuple[Any, ...]) -> Any:
-        """asyncio's ``_add_reader`` for a stream: a Handle in the caller's context, run when
-        the ring has brought something."""
+    def _resume_stream(
+        self, sid: int, fd: int, callback: Any, args: tuple[Any, ...], context: Any = None
+    ) -> Any:
+        """asyncio's ``_add_reader`` for a stream: a Handle in the caller's context (or
+        ``context``), run when the ring has brought something."""
         self._check_closed()  # type: ignore[attr-defined]
-        handle = events.Handle(callback, args, self, None)
+        handle = events.Handle(callback, args, self, context)
         old = self._selector.set_ring_reader(sid, fd, handle)  # type: ignore[attr-defined]
         if old is not None:
             old.cancel()

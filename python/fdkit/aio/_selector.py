@@ -10,7 +10,9 @@ epoll_wait(2) runs only when the epoll fd is ready.
 ``select()`` waits and reports, nothing more: a stream or a listener with something to take
 is reported with its reader Handle as a selector key's data, as epoll reports an fd, and
 asyncio's own ``_process_events`` puts that Handle on the ready queue, where it runs in its
-context, timed in debug mode, after whatever ran before it in the iteration.
+context, timed in debug mode, after whatever ran before it in the iteration. The reactor is
+given each ``(key, EVENT_READ)`` pair when the reader is set, and its ``poll()`` returns the
+pairs of what is ready: the list ``select()`` answers, built without a Python loop.
 """
 
 from __future__ import annotations
@@ -20,8 +22,9 @@ from typing import Any
 
 from fdkit._fdkit import Reactor
 
-_READY = Reactor.READY
 _EVENT_READ = selectors.EVENT_READ
+#: What the reactor reports when the epoll instance has something (always first in the list).
+_EPOLL_READY = object()
 
 
 class RingSelector(selectors.EpollSelector):
@@ -34,13 +37,15 @@ class RingSelector(selectors.EpollSelector):
         # Streams and listeners by reactor id: the key asyncio's _process_events reads, its
         # data (reader Handle, None); the Handle is None while the reader is removed.
         self._ring_keys: dict[int, selectors.SelectorKey] = {}
-        reactor.set_interest(self._epoll_fd, _EVENT_READ)
+        reactor.set_interest(self._epoll_fd, _EVENT_READ, _EPOLL_READY)
 
     def set_ring_reader(self, ident: int, fd: int, handle: Any) -> Any:
         """Sets the reader Handle of stream or listener ``ident`` (on ``fd``); returns the
         one it replaces."""
         old = self._ring_keys.get(ident)
-        self._ring_keys[ident] = selectors.SelectorKey(fd, fd, _EVENT_READ, (handle, None))
+        key = selectors.SelectorKey(fd, fd, _EVENT_READ, (handle, None))
+        self._ring_keys[ident] = key
+        self._reactor.report(ident, (key, _EVENT_READ))
         return None if old is None else old.data[0]
 
     def clear_ring_reader(self, ident: int) -> Any:
@@ -51,16 +56,9 @@ class RingSelector(selectors.EpollSelector):
     def select(self, timeout: float | None = None) -> list[tuple[selectors.SelectorKey, int]]:
         if timeout is not None and timeout < 0:
             timeout = 0
-        ready: list[tuple[selectors.SelectorKey, int]] = []
-        keys = self._ring_keys
-        for kind, ident, _mask in self._reactor.poll(timeout):
-            if kind == _READY:
-                if ident == self._epoll_fd:
-                    ready.extend(super().select(0))
-            else:
-                key = keys.get(ident)
-                if key is not None:
-                    ready.append((key, _EVENT_READ))
+        ready: list[Any] = self._reactor.poll(timeout)
+        if ready and ready[0] is _EPOLL_READY:
+            ready[0:1] = super().select(0)
         return ready
 
     def close(self) -> None:

@@ -18,8 +18,10 @@ class RingSocketTransport(selector_events._SelectorSocketTransport):  # type: ig
     """asyncio's socket transport, receiving through fdkit's reactor."""
 
     _stream: int | None = None
+    _read_handle: Any = None
 
     def __init__(self, loop: Any, sock: Any, *args: Any, **kwargs: Any) -> None:
+        self._ring_recv = loop._reactor.recv
         self._stream = loop._open_stream(sock.fileno())
         try:
             super().__init__(loop, sock, *args, **kwargs)
@@ -28,10 +30,23 @@ class RingSocketTransport(selector_events._SelectorSocketTransport):  # type: ig
             raise
 
     def _add_reader(self, fd: int, callback: Any, *args: Any) -> None:
-        # asyncio's resume (and first start) of reading: the ring's receive, not epoll.
+        # asyncio's resume (and first start) of reading: the ring's receive, not epoll. The
+        # Handle calls the read path set_protocol chose (what asyncio's _read_ready would call
+        # each time; set_protocol remakes the Handle, in the same context, when it changes).
         if not self.is_reading() or self._stream is None:
             return
-        self._loop._resume_stream(self._stream, fd, callback, args)
+        if callback == self._read_ready and not args:
+            callback = self._read_ready_cb
+        self._read_handle = self._loop._resume_stream(self._stream, fd, callback, args)
+
+    def set_protocol(self, protocol: Any) -> None:
+        super().set_protocol(protocol)
+        handle = self._read_handle
+        if handle is not None and not handle.cancelled() and self._stream is not None:
+            if handle._callback != self._read_ready_cb:
+                self._read_handle = self._loop._resume_stream(
+                    self._stream, self._sock_fd, self._read_ready_cb, (), handle._context
+                )
 
     def _close_stream(self) -> None:
         if self._stream is not None:
@@ -45,14 +60,8 @@ class RingSocketTransport(selector_events._SelectorSocketTransport):  # type: ig
         super()._call_connection_lost(exc)
 
     # asyncio's two read paths (CPython 3.11-3.13, unchanged since), with recv(2) and
-    # recv_into(2) replaced by taking what the ring received.
-
-    def _recv(self, max_size: int) -> bytes | None:
-        stream = self._stream
-        if stream is None:
-            return None
-        data: bytes | None = self._loop._reactor.recv(stream, max_size)
-        return data
+    # recv_into(2) replaced by taking what the ring received (``_stream`` is None only
+    # after connection_lost, when ``_conn_lost`` is set: the reactor then answers None).
 
     def _read_ready__get_buffer(self) -> None:
         if self._conn_lost:
@@ -68,7 +77,7 @@ class RingSocketTransport(selector_events._SelectorSocketTransport):  # type: ig
             return
         try:
             view = memoryview(buf).cast("B")
-            data = self._recv(len(view))
+            data = self._ring_recv(self._stream or 0, len(view))
             if data is None:
                 return
             nbytes = len(data)
@@ -92,7 +101,7 @@ class RingSocketTransport(selector_events._SelectorSocketTransport):  # type: ig
         if self._conn_lost:
             return
         try:
-            data = self._recv(self.max_size)
+            data = self._ring_recv(self._stream or 0, self.max_size)
         except (SystemExit, KeyboardInterrupt):
             raise
         except BaseException as exc:

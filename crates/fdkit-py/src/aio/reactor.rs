@@ -2,7 +2,9 @@
 //! thread is the only caller (asyncio loops are not thread-safe; other threads reach the loop
 //! through `call_soon_threadsafe`, which writes to a socket the loop watches). The wait
 //! releases the GIL; a call from a second thread while one waits is refused, never blocked on.
-//! Nothing here calls Python: `poll()` says what is ready, the loop's callbacks take it.
+//! Nothing here calls Python: `poll()` says what is ready, the loop's callbacks take it. What
+//! `poll()` reports for a stream, a listener or an fd is an object the loop registered for it
+//! (its selector's `(key, mask)` pair), so the list it returns is the selector's answer as is.
 
 use crate::args::{Fd, Seconds};
 use crate::errors::{core_error, os_error};
@@ -10,26 +12,32 @@ use crate::gil::without_gil;
 use fdkit::aio::{Interest, Reactor, ReactorOptions, Ready, Received};
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyList, PyTuple};
-use std::os::fd::IntoRawFd;
+use pyo3::types::{PyBytes, PyList};
+use pyo3::{PyTraverseError, PyVisit};
+use rustc_hash::FxHashMap as HashMap;
+use std::os::fd::{IntoRawFd, RawFd};
 use std::sync::{Mutex, MutexGuard, TryLockError};
 use std::time::Duration;
 
-/// The kinds of `poll()`'s `(kind, key, mask)` reports (class attributes of `Reactor`).
-const READY: u8 = 0;
-const STREAM: u8 = 1;
-const LISTENER: u8 = 2;
+/// The reactor and what `poll()` reports for each thing it watches.
+struct Engine {
+    reactor: Reactor,
+    /// By stream or listener id.
+    reports: HashMap<u64, Py<PyAny>>,
+    /// By readiness fd.
+    fd_reports: HashMap<RawFd, Py<PyAny>>,
+}
 
 /// The io_uring engine of `fdkit.aio`: readiness (level-triggered, from one-shot polls),
 /// streams (multishot receive on provided buffers) and listeners (multishot accept), one
 /// io_uring_enter(2) per `poll()`. Private to `fdkit.aio`. See io_uring(7).
 #[pyclass(frozen, module = "fdkit._fdkit", name = "Reactor")]
 pub struct PyReactor {
-    inner: Mutex<Option<Reactor>>,
+    inner: Mutex<Option<Engine>>,
 }
 
 impl PyReactor {
-    fn lock(&self) -> PyResult<MutexGuard<'_, Option<Reactor>>> {
+    fn lock(&self) -> PyResult<MutexGuard<'_, Option<Engine>>> {
         match self.inner.try_lock() {
             Ok(g) => Ok(g),
             Err(TryLockError::Poisoned(p)) => Ok(p.into_inner()),
@@ -39,23 +47,27 @@ impl PyReactor {
         }
     }
 
-    fn with<T>(&self, f: impl FnOnce(&mut Reactor) -> T) -> PyResult<T> {
+    fn with_engine<T>(&self, f: impl FnOnce(&mut Engine) -> T) -> PyResult<T> {
         let mut g = self.lock()?;
         match g.as_mut() {
-            Some(r) if r.forked() => Err(forked_error()),
-            Some(r) => Ok(f(r)),
+            Some(e) if e.reactor.forked() => Err(forked_error()),
+            Some(e) => Ok(f(e)),
             None => Err(PyRuntimeError::new_err("the reactor is closed")),
         }
+    }
+
+    fn with<T>(&self, f: impl FnOnce(&mut Reactor) -> T) -> PyResult<T> {
+        self.with_engine(|e| f(&mut e.reactor))
     }
 }
 
 impl Drop for PyReactor {
     fn drop(&mut self) {
         let inner = self.inner.get_mut().unwrap_or_else(|p| p.into_inner());
-        if let Some(r) = inner.take() {
-            if r.forked() {
+        if let Some(e) = inner.take() {
+            if e.reactor.forked() {
                 // A forked child's copy collected without close(): see close().
-                std::mem::forget(r);
+                std::mem::forget(e.reactor);
             }
         }
     }
@@ -79,16 +91,6 @@ fn mask_arg(mask: u32) -> PyResult<Interest> {
 
 #[pymethods]
 impl PyReactor {
-    /// `poll()` report: a readiness registration holds (`key` is the fd, `mask` what holds).
-    #[classattr]
-    const READY: u8 = READY;
-    /// `poll()` report: a stream has bytes, EOF or an error to take with `recv`.
-    #[classattr]
-    const STREAM: u8 = STREAM;
-    /// `poll()` report: a listener has connections (or an error) to take with `accept`.
-    #[classattr]
-    const LISTENER: u8 = LISTENER;
-
     #[new]
     #[pyo3(signature = (*, entries = 1024, buffers = 256, buffer_size = 16384))]
     fn new(entries: u32, buffers: u16, buffer_size: u32) -> PyResult<Self> {
@@ -99,19 +101,42 @@ impl PyReactor {
         })
         .map_err(core_error)?;
         Ok(PyReactor {
-            inner: Mutex::new(Some(r)),
+            inner: Mutex::new(Some(Engine {
+                reactor: r,
+                reports: HashMap::default(),
+                fd_reports: HashMap::default(),
+            })),
         })
     }
 
-    /// Watch `fd` for `mask` (1 read, 2 write, 3 both; 0 stops). Effective at the next poll.
-    fn set_interest(&self, fd: Fd, mask: u32) -> PyResult<()> {
+    /// Watch `fd` for `mask` (1 read, 2 write, 3 both; 0 stops); `poll()` reports `report`
+    /// while it holds (level-triggered). Effective at the next poll.
+    fn set_interest(&self, fd: Fd, mask: u32, report: Py<PyAny>) -> PyResult<()> {
         let interest = mask_arg(mask)?;
-        self.with(|r| r.set_interest(fd.0, interest))
+        self.with_engine(|e| {
+            e.reactor.set_interest(fd.0, interest);
+            if interest.is_empty() {
+                e.fd_reports.remove(&fd.0)
+            } else {
+                e.fd_reports.insert(fd.0, report)
+            }
+        })
+        .map(drop)
     }
 
     /// Stop watching `fd`.
     fn remove_interest(&self, fd: Fd) -> PyResult<()> {
-        self.with(|r| r.remove_interest(fd.0))
+        self.with_engine(|e| {
+            e.reactor.remove_interest(fd.0);
+            e.fd_reports.remove(&fd.0)
+        })
+        .map(drop)
+    }
+
+    /// What `poll()` reports for stream or listener `id` while it has something to take
+    /// (nothing until this is set).
+    fn report(&self, id: u64, report: Py<PyAny>) -> PyResult<()> {
+        self.with_engine(|e| e.reports.insert(id, report)).map(drop)
     }
 
     /// Track the connected socket `fd` as a stream (paused); returns its id.
@@ -165,7 +190,11 @@ impl PyReactor {
 
     /// Forget stream `id` (its receive is cancelled; the fd may be closed right after).
     fn close_stream(&self, id: u64) -> PyResult<()> {
-        self.with(|r| r.close_stream(id))
+        self.with_engine(|e| {
+            e.reactor.close_stream(id);
+            e.reports.remove(&id)
+        })
+        .map(drop)
     }
 
     /// Accept on listening socket `fd` (multishot) until `stop_listening`; returns its id.
@@ -186,7 +215,11 @@ impl PyReactor {
 
     /// Stop accepting on listener `id` (connections it queued are closed).
     fn stop_listening(&self, id: u64) -> PyResult<()> {
-        self.with(|r| r.stop_listening(id))
+        self.with_engine(|e| {
+            e.reactor.stop_listening(id);
+            e.reports.remove(&id)
+        })
+        .map(drop)
     }
 
     /// Ops queued or in flight.
@@ -200,61 +233,80 @@ impl PyReactor {
     }
 
     /// Submit, wait up to `timeout` seconds (None: no limit; 0: just look), and return what
-    /// is ready as `(kind, key, mask)` tuples: `(READY, fd, mask)`, `(STREAM, id, 1)`,
-    /// `(LISTENER, id, 1)`. Calls no Python code. The GIL is released while waiting; a signal
-    /// ends the wait early with a shorter (maybe empty) list.
+    /// is ready: the report objects registered for it (`set_interest`, `report`), readiness
+    /// first, then listeners, then streams. Calls no Python code. The GIL is released while
+    /// waiting; a signal ends the wait early with a shorter (maybe empty) list.
     #[pyo3(signature = (timeout = None))]
     fn poll<'py>(&self, py: Python<'py>, timeout: Option<f64>) -> PyResult<Bound<'py, PyList>> {
         let timeout = Seconds::wait_or_forever("timeout")
             .of_opt(timeout)?
             .filter(|d| *d != Duration::MAX);
-        let ready = {
-            let mut g = self.lock()?;
-            let Some(r) = g.as_mut() else {
-                return Err(PyRuntimeError::new_err("the reactor is closed"));
-            };
-            if r.forked() {
-                return Err(forked_error());
-            }
-            if timeout == Some(Duration::ZERO) {
-                r.poll(timeout)
-            } else {
-                without_gil(py, || r.poll(timeout))
-            }
+        let mut g = self.lock()?;
+        let Some(e) = g.as_mut() else {
+            return Err(PyRuntimeError::new_err("the reactor is closed"));
+        };
+        if e.reactor.forked() {
+            return Err(forked_error());
+        }
+        let r = &mut e.reactor;
+        let ready = if timeout == Some(Duration::ZERO) {
+            r.poll(timeout)
+        } else {
+            without_gil(py, || r.poll(timeout))
         }
         .map_err(core_error)?;
-        let list = PyList::empty(py);
-        for item in ready {
-            let t: Bound<'py, PyTuple> = match item {
-                Ready::Fd { fd, ready } => {
-                    (READY, i64::from(fd), ready.mask()).into_pyobject(py)?
-                }
-                Ready::Stream(id) => (STREAM, id as i64, 1u32).into_pyobject(py)?,
-                Ready::Listener(id) => (LISTENER, id as i64, 1u32).into_pyobject(py)?,
-            };
-            list.append(t)?;
-        }
-        Ok(list)
+        let found = ready.iter().filter_map(|item| match item {
+            Ready::Fd { fd, .. } => e.fd_reports.get(fd),
+            Ready::Stream(id) | Ready::Listener(id) => e.reports.get(id),
+        });
+        PyList::new(py, found.map(|o| o.bind(py)))
     }
 
     /// Cancel everything in flight, wait (bounded) for it, free the ring. Idempotent.
     fn close(&self, py: Python<'_>) -> PyResult<()> {
-        let r = self.lock()?.take();
-        if let Some(r) = r {
-            if r.forked() {
+        let e = self.lock()?.take();
+        if let Some(Engine {
+            reactor, reports, fd_reports,
+        }) = e
+        {
+            drop((reports, fd_reports));
+            if reactor.forked() {
                 // The parent's ring: cancelling or reaping here would take its work away.
                 // This process's mappings and fd go when it exits.
-                std::mem::forget(r);
+                std::mem::forget(reactor);
             } else {
-                without_gil(py, move || drop(r));
+                without_gil(py, move || drop(reactor));
             }
         }
         Ok(())
     }
 
+    /// The report objects, for the cycle collector (a report holds a Handle, which holds the
+    /// loop, which holds this reactor).
+    fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
+        let Ok(g) = self.inner.try_lock() else {
+            return Ok(()); // in use by a poll: not garbage
+        };
+        if let Some(e) = g.as_ref() {
+            for o in e.reports.values().chain(e.fd_reports.values()) {
+                visit.call(o)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn __clear__(&self) {
+        if let Ok(mut g) = self.inner.try_lock() {
+            if let Some(e) = g.as_mut() {
+                e.reports.clear();
+                e.fd_reports.clear();
+            }
+        }
+    }
+
     /// Whether `close()` ran (or this is a forked child's copy, which must not be used).
     #[getter]
     fn closed(&self) -> PyResult<bool> {
-        Ok(self.lock()?.as_ref().map_or(true, |r| r.forked()))
+        Ok(self.lock()?.as_ref().map_or(true, |e| e.reactor.forked()))
     }
 }
