@@ -6,7 +6,9 @@ finds it there too (see :mod:`fdkit.cli.bench`).
 
 ``BENCHES`` is the registry ``python -m bench`` and ``fdkit bench`` run. A bench is a module
 with a function ``run(quick: bool) -> list[Result]``; adding one is one line in ``BENCHES``
-below. Modules are imported only when their bench runs, so ``--list`` stays instant.
+below. Modules are imported only when their bench runs, so ``--list`` stays instant. A bench
+with a ``--contended`` variant (a CPU burner on the load's CPU) is registered with
+``contended=True`` and takes ``run(quick, contended=True)``.
 
 Every result row follows one contract (see :class:`Result`): ``ratio`` is "times better than
 the baseline", above 1 means fdkit wins, and ``goal`` is the ratio the issue asks for.
@@ -35,16 +37,22 @@ class Bench:
     name: str
     description: str
     module: str
+    contended: bool = False  # whether it has a --contended variant
 
-    def run(self, quick: bool) -> list[Result]:
-        """Run the bench (``quick``: the short tour) and return its result rows."""
+    def run(self, quick: bool, contended: bool = False) -> list[Result]:
+        """Run the bench (``quick``: the short tour; ``contended``: its --contended variant)
+        and return its result rows."""
+        if contended and not self.contended:
+            raise ValueError(f"{self.name} has no --contended variant")
         mod = importlib.import_module(self.module)
+        if contended:
+            return cast(Callable[..., list[Result]], mod.run)(quick, contended=True)
         fn = cast(Callable[[bool], list[Result]], mod.run)
         return fn(quick)
 
 
-def _bench(name: str, description: str) -> tuple[str, Bench]:
-    return name, Bench(name, description, f"bench.{name}")
+def _bench(name: str, description: str, contended: bool = False) -> tuple[str, Bench]:
+    return name, Bench(name, description, f"bench.{name}", contended)
 
 
 BENCHES: dict[str, Bench] = dict(
@@ -58,26 +66,41 @@ BENCHES: dict[str, Bench] = dict(
         _bench("proxy", "proxy CPU per GiB: fdkit proxy vs an asyncio proxy"),
         _bench("atomic_pipe", "whole messages from writer processes: AtomicPipe vs mp.Queue/Pipe"),
         _bench("serve", "static files under wrk, CPU per request: fdkit serve vs nginx, asyncio"),
-        _bench("aio", "asyncio event loops under load, CPU per request: fdkit.aio vs uvloop, ..."),
+        _bench(
+            "aio",
+            "asyncio event loops under load, CPU per request: fdkit.aio vs uvloop, ...",
+            contended=True,
+        ),
     ]
 )
 
 
-def run_benches(names: list[str] | None, quick: bool) -> list[Result]:
-    """Run the named benches (all when ``names`` is empty or None), in registry order.
+def contended_names() -> list[str]:
+    """The benches that have a ``--contended`` variant."""
+    return [name for name, b in BENCHES.items() if b.contended]
+
+
+def run_benches(names: list[str] | None, quick: bool, contended: bool = False) -> list[Result]:
+    """Run the named benches (all when ``names`` is empty or None), in registry order;
+    ``contended``: their --contended variants (all that have one when ``names`` is empty).
 
     Progress goes to stderr so stdout carries only the table or the JSON.
     """
-    chosen = list(BENCHES) if not names else list(dict.fromkeys(names))
+    default = contended_names() if contended else list(BENCHES)
+    chosen = default if not names else list(dict.fromkeys(names))
     unknown = [n for n in chosen if n not in BENCHES]
     if unknown:
         raise ValueError(f"unknown benchmark {', '.join(unknown)} (known: {', '.join(BENCHES)})")
+    plain = [n for n in chosen if contended and not BENCHES[n].contended]
+    if plain:
+        raise ValueError(f"no --contended variant for {', '.join(plain)} "
+                         f"(only {', '.join(contended_names())})")  # fmt: skip
     if tiny():
         note(f"{TINY_ENV} is set: smoke-test sizes, the figures mean nothing")
     results: list[Result] = []
     for name in chosen:
         t0 = time.monotonic()
-        rows = BENCHES[name].run(quick)
+        rows = BENCHES[name].run(quick, contended)
         note(f"{name}: {len(rows)} rows in {time.monotonic() - t0:.1f} s")
         results.extend(rows)
     return results

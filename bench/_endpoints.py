@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import math
 import os
 import select
 import signal
@@ -36,7 +37,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import IO
 
@@ -80,11 +81,13 @@ def stop_process(proc: subprocess.Popen[bytes], sig: int, timeout: float) -> int
 class Child:
     """A process that takes one command line and answers one line, with timeouts.
 
-    ``argv`` is run as is; stderr goes to a temporary file that errors quote. :meth:`stop`
-    closes its stdin (it exits), and kills it by pid if it does not within the timeout.
+    ``argv`` is run as is (in ``env``; this process's environment when None); stderr goes to a
+    temporary file that errors quote. :meth:`stop` closes its stdin (it exits), and kills it by
+    pid if it does not within the timeout.
     """
 
-    def __init__(self, name: str, argv: Sequence[str], pass_fds: Sequence[int] = ()) -> None:
+    def __init__(self, name: str, argv: Sequence[str], pass_fds: Sequence[int] = (),
+                 env: Mapping[str, str] | None = None) -> None:  # fmt: skip
         self.name = name
         self._err = tempfile.TemporaryFile()  # noqa: SIM115 (closed in stop)
         try:
@@ -94,6 +97,7 @@ class Child:
                 stdout=subprocess.PIPE,
                 stderr=self._err,
                 pass_fds=tuple(pass_fds),
+                env=env,
             )
         except BaseException:
             self._err.close()
@@ -319,3 +323,51 @@ def cpu_between(before: CpuReading, after: CpuReading) -> float:
     if runtime >= 0 and abs(runtime - ticks) <= 3 * tick + 0.05 * max(ticks, runtime):
         return runtime
     return ticks
+
+
+# The kinds of a process's CPU-time clock (a clockid of ((~pid) << 3) | kind; the kernel's
+# CPUCLOCK_PROF and CPUCLOCK_VIRT): user + system, and user alone.
+_CPUCLOCK_PROF = 0
+_CPUCLOCK_VIRT = 1
+
+
+def read_user_system(pid: int) -> tuple[float, float]:
+    """Process ``pid``'s user and system CPU seconds so far (all its threads, live and exited).
+
+    These are the samples behind ``/proc/PID/stat``'s utime and stime: at each scheduler tick
+    (``CONFIG_HZ``, often 250/s) the kernel charges the whole tick to the task running then,
+    as user or system time, and ``/proc`` shows that split scaled to the exact run time and
+    rounded to clock ticks (10 ms), too coarse to split a short run. The process's CPU-time
+    clocks (``clock_gettime`` on its user+system and its user clock, which any process may
+    read) give the samples themselves in ns. ``/proc/PID/stat`` is the fallback where the
+    clocks cannot be read. Use the share of user time (:func:`user_share`), not the sums: a
+    process that runs in short bursts is sampled less than it runs.
+    """
+    try:
+        prof = time.clock_gettime_ns(((~pid) << 3) | _CPUCLOCK_PROF)
+        user = time.clock_gettime_ns(((~pid) << 3) | _CPUCLOCK_VIRT)
+        return user / 1e9, (prof - user) / 1e9
+    except OSError:
+        pass
+    with open(f"/proc/{pid}/stat", "rb") as f:
+        fields = f.read().rsplit(b")", 1)[1].split()
+    tick = os.sysconf("SC_CLK_TCK")
+    return int(fields[11]) / tick, int(fields[12]) / tick
+
+
+def user_share(pids: Sequence[int]) -> Callable[[], float]:
+    """A reader of the share of user time in the CPU ``pids`` use from now on (their summed
+    utime over utime + stime, see :func:`read_user_system`); NaN when no tick was sampled in
+    between (a run too short to split)."""
+    before = {pid: read_user_system(pid) for pid in pids}
+
+    def since() -> float:
+        user = system = 0.0
+        for pid in pids:
+            u, s = read_user_system(pid)
+            user += u - before[pid][0]
+            system += s - before[pid][1]
+        total = user + system
+        return user / total if total > 0 else math.nan
+
+    return since

@@ -6,12 +6,18 @@ per request** (or per GiB): ``utime + stime`` from ``/proc/PID/stat``, in ns ste
 ``/proc/PID/task/*/schedstat`` when the two agree (:func:`._endpoints.cpu_between`), read
 before the load starts and after it ends; the contenders alternate in rounds (A B C D,
 B C D A, ...) and the medians are compared. ``ratio`` = the contender's CPU ÷ fdkit.aio's.
+fdkit.aio runs on the engine it picks (io_uring here); its own epoll engine
+(``FDKIT_AIO_ENGINE=epoll`` in the program's environment) is a contender in every workload.
 
 Workloads (the programs are :mod:`bench.child.aio_servers` and :mod:`bench.child.aio_uvicorn`,
 each given the loop's name; each prints the loop class it runs on, which is checked):
 
 * ``hello``: an ``asyncio.Protocol`` keep-alive HTTP hello server (one write per batch of
-  requests) under ``wrk -t1 -c64 --latency``: server CPU per request, requests/s, p99.
+  requests) under ``wrk -t1 -c64 --latency``: server CPU per request, requests/s, p99, and
+  the CPU read apart into user-space and kernel time (utime and stime, see
+  :func:`._endpoints.read_user_system`). Its floor is a contender too: a C epoll server
+  answering the same bytes (``bench/c/epoll_hello.c``, compiled with gcc as the other C
+  contenders, run by ``aio_servers.py floor``).
 * ``uvicorn``: uvicorn + httptools serving a 6-line ASGI hello app, the loop given as
   ``uvicorn --loop`` takes it (``fdkit.aio:new_event_loop``); same figures.
 * ``streams``: an asyncio streams echo server (``start_server``) and its client
@@ -30,14 +36,25 @@ HTTP rows (``make bench-tools``). A contender that fails, hangs (every measureme
 bound) or answers wrong is left out of that workload with a note; one whose server holds
 more fds after a workload than before is named on stderr (a leak).
 
+Rows: ``aio_W_vs_X`` (CPU) for each workload W and contender X (``uvloop``, ``asyncio``,
+``rloop``, ``epoll_engine``; ``floor`` for hello), with companions ``aio_W_rps_vs_X`` and
+``aio_W_p99_vs_X`` (HTTP) or ``aio_W_rate_vs_X`` (bytes), and for hello ``aio_hello_user_vs_X``
+and ``aio_hello_kernel_vs_X`` (not against the floor, whose user time is too small to sample).
+
 Modes: full (3 rounds of 2 s after a 1 s warm-up; 512 MiB echoed and 1 GiB sent per round),
 ``--quick`` (one 1 s round; 64 MiB, 256 MiB), tiny (``FDKIT_BENCH_TINY``: serve's small Python
-load generator instead of wrk, a few MiB).
+load generator instead of wrk, a few MiB, and 4,000 hello requests: enough scheduler ticks to
+split user and kernel time).
+
+``--contended`` (``run(quick, contended=True)``): the same workloads with a CPU burner (a
+busy-loop process) pinned to the load's CPU 1 for the whole run, so the load generator shares
+its core; the measured programs keep CPU 0. Every row id gets the suffix ``_contended``.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import importlib.metadata
 import importlib.util
 import math
@@ -49,13 +66,13 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
-from bench._common import Result, alternate, compare, median, note, pick, skip, tiny
-from bench._endpoints import Child, GiB, MiB, file_sha, stop_process, warm
+from bench._common import Result, alternate, compare, load_c, median, note, pick, skip, tiny
+from bench._endpoints import Child, GiB, MiB, file_sha, stop_process, user_share, warm
 from bench.child import script
 from bench.serve import (
     HELLO,
@@ -72,22 +89,36 @@ from bench.serve import (
 )
 
 BENCH = "aio"
-LOOPS = ("fdkit", "uvloop", "rloop", "asyncio")
-OTHERS = ("uvloop", "asyncio", "rloop")
+# the contenders that are event loops: fdkit.aio (its engine of choice), fdkit.aio forced to
+# its epoll engine, and the other loops; the hello workload adds FLOOR
+LOOPS = ("fdkit", "epoll_engine", "uvloop", "rloop", "asyncio")
+OTHERS = ("uvloop", "asyncio", "rloop", "epoll_engine")
+FLOOR = "floor"  # the C epoll hello server (bench/c/epoll_hello.c), hello only
+FLOOR_SOURCE = "epoll_hello"
 WORKLOADS = ("hello", "uvicorn", "streams", "sendfile")
-# (row id, goal): the ratios the issue asks for; every other row shows a figure only
+CONTENDED = "_contended"  # the suffix of every row id of a --contended run
+# (row id, goal): the ratios the issue asks for; every other row shows a figure only. The
+# io_uring engine against the epoll engine keeps its goal when the load's CPU is busy.
 GOALS = {
-    "aio_hello_vs_uvloop": 1.3,
+    "aio_hello_vs_uvloop": 1.15,
     "aio_hello_vs_asyncio": 1.6,
     "aio_hello_p99_vs_uvloop": 1.0,
-    "aio_uvicorn_vs_uvloop": 1.1,
-    "aio_streams_vs_uvloop": 1.2,
+    "aio_hello_user_vs_uvloop": 2.0,
+    "aio_hello_vs_floor": 0.85,
+    "aio_uvicorn_vs_uvloop": 1.2,
+    "aio_streams_vs_uvloop": 1.5,
     "aio_sendfile_vs_asyncio": 1.0,
+    **{f"aio_{w}_vs_epoll_engine{v}": 1.0 for w in WORKLOADS for v in ("", CONTENDED)},
 }
 # the module each loop is imported from, and the distribution that provides it
-MODULES = {"fdkit": "fdkit.aio", "uvloop": "uvloop", "rloop": "rloop", "asyncio": "asyncio"}
-# the class each loop's program must report running on (a prefix of MODULE.CLASS)
-LOOP_CLASS = {"fdkit": "fdkit.aio.", "uvloop": "uvloop.", "rloop": "rloop.", "asyncio": "asyncio."}
+MODULES = {"fdkit": "fdkit.aio", "epoll_engine": "fdkit.aio", "uvloop": "uvloop",
+           "rloop": "rloop", "asyncio": "asyncio"}  # fmt: skip
+# the class each contender's program must report running on (a prefix of MODULE.CLASS)
+LOOP_CLASS = {"fdkit": "fdkit.aio.", "epoll_engine": "fdkit.aio.", "uvloop": "uvloop.",
+              "rloop": "rloop.", "asyncio": "asyncio.", FLOOR: "c.epoll"}  # fmt: skip
+# the loop name each contender's program is given, and what its environment adds
+CHILD_LOOP = {"epoll_engine": "fdkit"}
+CHILD_ENV = {"epoll_engine": {"FDKIT_AIO_ENGINE": "epoll"}}
 # what the uvicorn workload needs beyond the loop
 UVICORN_NEEDS = ("uvicorn", "httptools")
 CPU_UNIT = "us/req"
@@ -143,13 +174,28 @@ def _version(dist: str) -> str:
 def _labels() -> dict[str, str]:
     return {
         "fdkit": "fdkit.aio",
+        "epoll_engine": "fdkit.aio (epoll)",
         "uvloop": f"uvloop {_version('uvloop')}",
         "rloop": f"rloop {_version('rloop')}",
         "asyncio": f"asyncio {sys.version.split()[0]}",
+        FLOOR: f"C epoll hello server (bench/c/{FLOOR_SOURCE}.c)",
     }
 
 
 LABELS = _labels()
+# the engine fdkit.aio's program reported (its loop's ``engine``), once one has run
+ENGINES: dict[str, str] = {}
+
+
+def _child_loop(key: str) -> str:
+    """The loop name ``key``'s program is given."""
+    return CHILD_LOOP.get(key, key)
+
+
+def _child_env(key: str) -> dict[str, str] | None:
+    """The environment of ``key``'s program (None: this process's)."""
+    extra = CHILD_ENV.get(key)
+    return None if extra is None else {**os.environ, **extra}
 
 
 def _loop_line(text: str) -> tuple[str, str] | None:
@@ -163,23 +209,40 @@ def _check_loop(key: str, text: str, what: str) -> None:
     found = _loop_line(text)
     if found is None or not found[0].startswith(LOOP_CLASS[key]):
         raise RuntimeError(f"{what} for {key} runs on {found}, not {LOOP_CLASS[key]}*")
+    if key == "epoll_engine" and found[1] != "epoll":
+        raise RuntimeError(f"{what} for {key} runs on the {found[1]} engine, not epoll")
     if key == "fdkit" and found[1] != "-":
         LABELS["fdkit"] = f"fdkit.aio ({found[1]})"
+        ENGINES["fdkit"] = found[1]
 
 
 # --- ids -----------------------------------------------------------------------------------
 
 
-def row_ids(workload: str, other: str) -> list[str]:
-    """The row ids of fdkit against ``other`` in ``workload`` (the first is the CPU row)."""
+def _kinds(workload: str, other: str) -> tuple[str, ...]:
+    """The rows of fdkit against ``other`` in ``workload``: CPU first, then the companions
+    (the hello workload's user/kernel split is against the other loops, not the C floor)."""
+    if workload == "hello" and other != FLOOR:
+        return ("", "_rps", "_p99", "_user", "_kernel")
     if workload in ("hello", "uvicorn"):
-        return [f"aio_{workload}{k}_vs_{other}" for k in ("", "_rps", "_p99")]
-    return [f"aio_{workload}{k}_vs_{other}" for k in ("", "_rate")]
+        return ("", "_rps", "_p99")
+    return ("", "_rate")
 
 
-def planned_ids(workloads: Sequence[str] = WORKLOADS) -> list[str]:
+def others(workload: str) -> tuple[str, ...]:
+    """The contenders fdkit is compared with in ``workload``."""
+    return (*OTHERS, FLOOR) if workload == "hello" else OTHERS
+
+
+def row_ids(workload: str, other: str, variant: str = "") -> list[str]:
+    """The row ids of fdkit against ``other`` in ``workload`` (the first is the CPU row);
+    ``variant`` is ``CONTENDED`` for a --contended run."""
+    return [f"aio_{workload}{k}_vs_{other}{variant}" for k in _kinds(workload, other)]
+
+
+def planned_ids(workloads: Sequence[str] = WORKLOADS, variant: str = "") -> list[str]:
     """Every row id ``run`` produces when every contender is here."""
-    return [i for w in workloads for o in OTHERS for i in row_ids(w, o)]
+    return [i for w in workloads for o in others(w) for i in row_ids(w, o, variant)]
 
 
 # --- plan ----------------------------------------------------------------------------------
@@ -192,18 +255,26 @@ class Plan:
     rounds: int
     warmup: int
     tiny_requests: int
+    tiny_hello_requests: int  # enough for the scheduler tick to sample user and kernel time
     echo_bytes: int
     sendfile_bytes: int
     byte_rounds: int
+    variant: str = ""  # CONTENDED: a CPU burner on the load's CPU, and the ids' suffix
 
 
-def _plan(quick: bool) -> Plan:
-    return pick(
+def _plan(quick: bool, contended: bool = False) -> Plan:
+    plan = pick(
         quick,
-        Plan(64, 2, 3, 1, 0, 512 * MiB, GiB, 3),
-        Plan(64, 1, 1, 0, 0, 64 * MiB, 256 * MiB, 1),
-        Plan(4, 0, 1, 0, 25, 4 * MiB, 4 * MiB, 1),
+        Plan(64, 2, 3, 1, 0, 0, 512 * MiB, GiB, 3),
+        Plan(64, 1, 1, 0, 0, 0, 64 * MiB, 256 * MiB, 1),
+        Plan(4, 0, 1, 0, 25, 1000, 4 * MiB, 4 * MiB, 1),
     )
+    return dataclasses.replace(plan, variant=CONTENDED) if contended else plan
+
+
+def _conditions(plan: Plan) -> str:
+    """What the case text adds for the run's variant."""
+    return "; CPU 1 busy (a CPU burner beside the load)" if plan.variant else ""
 
 
 # --- running contenders --------------------------------------------------------------------
@@ -273,14 +344,14 @@ def _pin(pid: int, cpu: int) -> None:
 
 def _start_child(stack: contextlib.ExitStack, key: str, argv: Sequence[str], cpu: int,
                  pass_fds: Sequence[int] = ()) -> Child:  # fmt: skip
-    """A command program on ``cpu`` (stopped by pid at the end of ``stack``)."""
-    child = Child(f"{argv[2]} program on {key}", argv, pass_fds)
+    """``key``'s command program on ``cpu`` (stopped by pid at the end of ``stack``)."""
+    child = Child(f"{argv[2]} program on {key}", argv, pass_fds, env=_child_env(key))
     stack.callback(child.stop)
     _pin(child.pid, cpu)
     return child
 
 
-def _available(workload: str, needs: Sequence[str] = ()) -> list[str]:
+def _available(workload: str, needs: Sequence[str] = (), variant: str = "") -> list[str]:
     """The loops that can run ``workload`` here; the others' rows are skipped, saying why."""
     keys = []
     for key in LOOPS:
@@ -288,11 +359,24 @@ def _available(workload: str, needs: Sequence[str] = ()) -> list[str]:
         if not lacking:
             keys.append(key)
             continue
-        ids = [i for o in OTHERS for i in row_ids(workload, o)] if key == "fdkit" else (
-            row_ids(workload, key))  # fmt: skip
+        if key == "epoll_engine" and "fdkit" not in keys:
+            continue  # fdkit.aio is missing: its skip covers these rows
+        ids = planned_ids([workload], variant) if key == "fdkit" else (
+            row_ids(workload, key, variant))  # fmt: skip
         skip(BENCH, ids, f"{', '.join(lacking)} is not installed; {install_hint(lacking)} "
                          "adds these rows")  # fmt: skip
     return keys if "fdkit" in keys else []
+
+
+def _floor_lib(variant: str) -> str | None:
+    """The compiled C floor server (its shared object's path), or None after skipping its
+    rows (no gcc, or the compile failed: :func:`._common.compile_c` says which)."""
+    lib = load_c(FLOOR_SOURCE)
+    if lib is None:
+        skip(BENCH, row_ids("hello", FLOOR, variant),
+             f"the C floor server bench/c/{FLOOR_SOURCE}.c could not be built (gcc)")  # fmt: skip
+        return None
+    return str(lib._name)
 
 
 # --- HTTP workloads (hello, uvicorn) ------------------------------------------------------
@@ -301,18 +385,25 @@ def _available(workload: str, needs: Sequence[str] = ()) -> list[str]:
 Figures = dict[str, dict[str, float]]
 
 
+def _http_argv(workload: str, key: str, port: int, floor: str | None) -> list[str]:
+    if key == FLOOR:
+        assert floor is not None
+        return [sys.executable, script("aio_servers"), "floor", floor, "127.0.0.1", str(port)]
+    if workload == "hello":
+        return [sys.executable, script("aio_servers"), "hello", _child_loop(key), "127.0.0.1",
+                str(port)]  # fmt: skip
+    return [sys.executable, script("aio_uvicorn"), _child_loop(key), "127.0.0.1", str(port)]
+
+
 def _http_servers(stack: contextlib.ExitStack, workload: str, keys: Sequence[str],
-                  failed: dict[str, str]) -> dict[str, Server]:  # fmt: skip
-    """Every loop's server for ``workload`` started at once, then each checked (its loop, and
-    ``GET /`` answering the hello bytes)."""
+                  failed: dict[str, str], floor: str | None) -> dict[str, Server]:  # fmt: skip
+    """Every contender's server for ``workload`` started at once, then each checked (its loop,
+    and ``GET /`` answering the hello bytes)."""
     started: dict[str, Server] = {}
     for key in keys:
         port = _free_port()
-        if workload == "hello":
-            argv = [sys.executable, script("aio_servers"), "hello", key, "127.0.0.1", str(port)]
-        else:
-            argv = [sys.executable, script("aio_uvicorn"), key, "127.0.0.1", str(port)]
-        s = Server(key, argv, port, name=f"{workload} server on {LABELS[key]}", bench=BENCH)
+        s = Server(key, _http_argv(workload, key, port, floor), port, bench=BENCH,
+                   name=f"{workload} server on {LABELS[key]}", env=_child_env(key))  # fmt: skip
         stack.callback(s.stop)
         started[key] = s
     ready: dict[str, Server] = {}
@@ -330,88 +421,155 @@ def _http_servers(stack: contextlib.ExitStack, workload: str, keys: Sequence[str
     return ready
 
 
+def _fig(value: float) -> str:
+    """A figure for the notes (``?`` when it could not be measured)."""
+    return f"{value:.2f}" if math.isfinite(value) else "?"
+
+
 def _spread(values: Sequence[float]) -> str:
     """``min-max`` of a contender's rounds, for the notes (the machine is noisy)."""
     return f"{min(values):.3g}-{max(values):.3g}" if values else "-"
 
 
-def _http_measure(wrk: str | None, plan: Plan, server: Server) -> Callable[[], Run]:
-    calls = [0]
+@dataclass
+class Served:
+    """One load run against one HTTP server, and the share of user time in its CPU."""
 
-    def once() -> Run:
+    run: Run
+    user_share: float
+
+    @property
+    def user_us(self) -> float:
+        return self.run.cpu_us * self.user_share
+
+    @property
+    def kernel_us(self) -> float:
+        return self.run.cpu_us * (1 - self.user_share)
+
+
+def _http_measure(workload: str, wrk: str | None, plan: Plan,
+                  server: Server) -> Callable[[], Served]:  # fmt: skip
+    calls = [0]
+    per_conn = plan.tiny_hello_requests if workload == "hello" else plan.tiny_requests
+
+    def once() -> Served:
         calls[0] += 1
+        share = user_share(server.pids())
         if wrk is None:
-            run = run_python_load(server, "/", plan.conns, plan.tiny_requests)
+            run = run_python_load(server, "/", plan.conns, per_conn)
         else:
             warm = calls[0] <= plan.warmup
             run = run_wrk(wrk, server, "/", plan.conns, 1 if warm else plan.seconds)
         if run.requests <= 0:
             raise Failed(f"no request answered in {server.name}")
-        return run
+        return Served(run, share())
 
     return once
 
 
-def _http_rows(workload: str, case: str, figs: Figures, other: str) -> list[Result]:
+_HTTP_METRICS = {
+    "": ("server CPU per request (utime+stime)", CPU_UNIT, "cpu"),
+    "_rps": ("requests per second (wrk)", RATE_UNIT, "rate"),
+    "_p99": ("p99 latency (wrk)", LATENCY_UNIT, "p99"),
+    "_user": ("server user-space CPU per request (utime)", CPU_UNIT, "user"),
+    "_kernel": ("server kernel CPU per request (stime)", CPU_UNIT, "kernel"),
+}
+
+
+def _http_rows(workload: str, case: str, figs: Figures, other: str,
+               variant: str) -> list[Result]:  # fmt: skip
     a, b, name = figs["fdkit"], figs[other], LABELS[other]
-    cpu_id, rps_id, p99_id = row_ids(workload, other)
-    return [
-        compare(cpu_id, BENCH, case, "server CPU per request (utime+stime)", CPU_UNIT,
-                a["cpu"], b["cpu"], name, GOALS.get(cpu_id)),
-        compare(rps_id, BENCH, case, "requests per second (wrk)", RATE_UNIT,
-                a["rate"], b["rate"], name, GOALS.get(rps_id)),
-        compare(p99_id, BENCH, case, "p99 latency (wrk)", LATENCY_UNIT,
-                a["p99"], b["p99"], name, GOALS.get(p99_id)),
-    ]  # fmt: skip
+    rows: list[Result] = []
+    unsplit: list[str] = []
+    for kind, row_id in zip(_kinds(workload, other), row_ids(workload, other, variant),
+                            strict=True):  # fmt: skip
+        metric, unit, fig = _HTTP_METRICS[kind]
+        if fig in ("user", "kernel") and not (a[fig] > 0 and b[fig] > 0):
+            unsplit.append(row_id)  # a run too short for the scheduler tick to split it
+            continue
+        rows.append(compare(row_id, BENCH, case, metric, unit, a[fig], b[fig], name,
+                            GOALS.get(row_id)))  # fmt: skip
+    skip(BENCH, unsplit, "no user/kernel split: no scheduler tick sampled the run")
+    return rows
 
 
-def _left_out(workload: str, failed: dict[str, str]) -> list[Result]:
+def _left_out(workload: str, failed: dict[str, str], variant: str = "") -> list[Result]:
     """Records the rows of the contenders in ``failed`` as skipped (all when fdkit is)."""
     for key, why in failed.items():
-        ids = planned_ids([workload]) if key == "fdkit" else row_ids(workload, key)
+        ids = planned_ids([workload], variant) if key == "fdkit" else (
+            row_ids(workload, key, variant))  # fmt: skip
         skip(BENCH, ids, f"{LABELS[key]}: {why}")
     return []
 
 
+def _same_engine(workload: str, variant: str) -> bool:
+    """Whether fdkit.aio ran on epoll itself (no io_uring here, or ``FDKIT_AIO_ENGINE``):
+    then its rows against the epoll engine are skipped, saying so."""
+    engine = ENGINES.get("fdkit", "?")
+    if engine == "epoll":
+        skip(BENCH, row_ids(workload, "epoll_engine", variant),
+             "fdkit.aio ran on its epoll engine here: nothing to compare it with")  # fmt: skip
+    return engine == "epoll"
+
+
+def _engines_note(workload: str, plan: Plan, cost: Mapping[str, float], unit: str) -> None:
+    """The io_uring engine next to the epoll engine, one line (the rows have it too)."""
+    a, b = cost.get("fdkit", math.nan), cost.get("epoll_engine", math.nan)
+    if math.isfinite(a) and math.isfinite(b) and a > 0:
+        where = " with CPU 1 busy" if plan.variant else ""
+        note(f"aio {workload}{where}: fdkit.aio engines: {LABELS['fdkit']} {a:.3g} {unit}, "
+             f"{LABELS['epoll_engine']} {b:.3g} {unit}: epoll/io_uring = {b / a:.2f}x")  # fmt: skip
+
+
 def http_workload(workload: str, wrk: str | None, plan: Plan) -> list[Result]:
-    """``hello`` or ``uvicorn``: every loop's server under the same load, alternating."""
+    """``hello`` or ``uvicorn``: every contender's server under the same load, alternating."""
     needs = UVICORN_NEEDS if workload == "uvicorn" else ()
-    keys = _available(workload, needs)
+    keys = _available(workload, needs, plan.variant)
     if not keys:
         return []
+    floor = _floor_lib(plan.variant) if workload == "hello" else None
+    if floor is not None:
+        keys.append(FLOOR)
     failed: dict[str, str] = {}
     with contextlib.ExitStack() as stack:
-        servers = _http_servers(stack, workload, keys, failed)
+        servers = _http_servers(stack, workload, keys, failed, floor)
         if "fdkit" not in servers:
-            return _left_out(workload, failed)
+            return _left_out(workload, failed, plan.variant)
         fds = {k: (s.proc.pid, _fd_count(s.proc.pid)) for k, s in servers.items()}
-        contenders = {k: _http_measure(wrk, plan, s) for k, s in servers.items()}
+        contenders = {k: _http_measure(workload, wrk, plan, s) for k, s in servers.items()}
         runs = alternate(guarded(contenders, workload, failed), plan.rounds, plan.warmup)
         _note_leaks(workload, fds)
     if "fdkit" in failed:
-        return _left_out(workload, failed)
+        return _left_out(workload, failed, plan.variant)
+    done = {k: [r for r in rs if r is not None] for k, rs in runs.items() if k not in failed}
     figs: Figures = {
         k: {
-            "cpu": median([r.cpu_us for r in rs if r is not None]),
-            "rate": median([r.rate for r in rs if r is not None]),
-            "p99": median([r.p99_ms for r in rs if r is not None]),
+            "cpu": median([r.run.cpu_us for r in rs]),
+            "rate": median([r.run.rate for r in rs]),
+            "p99": median([r.run.p99_ms for r in rs]),
+            "user": median([r.user_us for r in rs]),
+            "kernel": median([r.kernel_us for r in rs]),
         }
-        for k, rs in runs.items()
-        if k not in failed
+        for k, rs in done.items()
     }
-    note(f"aio {workload} c{plan.conns}: " + "; ".join(
-        f"{LABELS[k]} {f['cpu']:.2f} us/req ({_spread([r.cpu_us for r in runs[k] if r])}), "
+    busy = " (CPU 1 busy)" if plan.variant else ""
+    note(f"aio {workload}{busy} c{plan.conns}: " + "; ".join(
+        f"{LABELS[k]} {f['cpu']:.2f} us/req ({_spread([r.run.cpu_us for r in done[k]])}; "
+        f"user {_fig(f['user'])} + kernel {_fig(f['kernel'])}), "
         f"{f['rate']:,.0f} req/s, p99 {f['p99']:.2f} ms"
         for k, f in figs.items()))  # fmt: skip
+    _engines_note(workload, plan, {k: f["cpu"] for k, f in figs.items()}, CPU_UNIT)
     load = "wrk -t1" if wrk is not None else "python load generator (smoke test)"
     what = ("asyncio.Protocol hello" if workload == "hello"
             else "uvicorn + httptools, ASGI hello")  # fmt: skip
-    case = f"{LABELS['fdkit']}, {what} [{plan.conns} keep-alive connections, {load}]"
+    case = f"{LABELS['fdkit']}, {what} [{plan.conns} keep-alive connections, {load}" + (
+        f"{_conditions(plan)}]")  # fmt: skip
+    same = _same_engine(workload, plan.variant)
     rows: list[Result] = []
-    for other in OTHERS:
-        if other in figs:
-            rows += _http_rows(workload, case, figs, other)
-    _left_out(workload, failed)
+    for other in others(workload):
+        if other in figs and not (same and other == "epoll_engine"):
+            rows += _http_rows(workload, case, figs, other, plan.variant)
+    _left_out(workload, failed, plan.variant)
     return rows
 
 
@@ -449,10 +607,10 @@ def _time_bound(n: int) -> float:
 
 
 def _byte_rows(workload: str, case: str, figs: dict[str, list[Moved]], other: str,
-               metric: str) -> list[Result]:  # fmt: skip
+               metric: str, variant: str) -> list[Result]:  # fmt: skip
     a, b = figs["fdkit"], figs[other]
     name = LABELS[other] + (f" ({b[0].how})" if b[0].how else "")
-    cpu_id, rate_id = row_ids(workload, other)
+    cpu_id, rate_id = row_ids(workload, other, variant)
     return [
         compare(cpu_id, BENCH, case, metric, GIB_UNIT, median([m.cpu_per_gib for m in a]),
                 median([m.cpu_per_gib for m in b]), name, GOALS.get(cpu_id)),
@@ -463,28 +621,32 @@ def _byte_rows(workload: str, case: str, figs: dict[str, list[Moved]], other: st
 
 
 def _byte_results(workload: str, case: str, runs: dict[str, list[Moved | None]],
-                  failed: dict[str, str], metric: str) -> list[Result]:  # fmt: skip
+                  failed: dict[str, str], metric: str, plan: Plan) -> list[Result]:  # fmt: skip
     if "fdkit" in failed:
-        return _left_out(workload, failed)
+        return _left_out(workload, failed, plan.variant)
     figs = {k: [m for m in ms if m is not None] for k, ms in runs.items() if k not in failed}
     figs = {k: ms for k, ms in figs.items() if ms}
-    note(f"aio {workload}: " + "; ".join(
+    busy = " (CPU 1 busy)" if plan.variant else ""
+    note(f"aio {workload}{busy}: " + "; ".join(
         f"{LABELS[k]}{' (' + ms[0].how + ')' if ms[0].how else ''} "
         f"{median([m.cpu_per_gib for m in ms]):.3f} s/GiB ({_spread([m.cpu_per_gib for m in ms])})"
         + (f" (client {median([m.peer_per_gib for m in ms]):.3f})" if ms[0].peer_cpu else "")
         + f", {median([m.mib_s for m in ms]):,.0f} MiB/s"
         for k, ms in figs.items()))  # fmt: skip
+    cost = {k: median([m.cpu_per_gib for m in ms]) for k, ms in figs.items()}
+    _engines_note(workload, plan, cost, GIB_UNIT)
+    same = _same_engine(workload, plan.variant)
     rows: list[Result] = []
-    for other in OTHERS:
-        if other in figs and "fdkit" in figs:
-            rows += _byte_rows(workload, case, figs, other, metric)
-    _left_out(workload, failed)
+    for other in others(workload):
+        if other in figs and "fdkit" in figs and not (same and other == "epoll_engine"):
+            rows += _byte_rows(workload, case, figs, other, metric, plan.variant)
+    _left_out(workload, failed, plan.variant)
     return rows
 
 
 def streams_workload(plan: Plan) -> list[Result]:
     """The streams echo: server (CPU 0) and client (CPU 1) on the same loop, per loop."""
-    keys = _available("streams")
+    keys = _available("streams", variant=plan.variant)
     if not keys:
         return []
     n = plan.echo_bytes
@@ -493,11 +655,13 @@ def streams_workload(plan: Plan) -> list[Result]:
         pairs: dict[str, tuple[Server, Child]] = {}
         for key in keys:
             port = _free_port()
-            argv = [sys.executable, script("aio_servers"), "echo", key, "127.0.0.1", str(port)]
-            server = Server(key, argv, port, name=f"echo server on {LABELS[key]}", bench=BENCH)
+            loop = _child_loop(key)
+            argv = [sys.executable, script("aio_servers"), "echo", loop, "127.0.0.1", str(port)]
+            server = Server(key, argv, port, name=f"echo server on {LABELS[key]}", bench=BENCH,
+                            env=_child_env(key))  # fmt: skip
             stack.callback(server.stop)
             client = _start_child(stack, key, [sys.executable, script("aio_servers"),
-                                               "echo-client", key], cpu=1)  # fmt: skip
+                                               "echo-client", loop], cpu=1)  # fmt: skip
             pairs[key] = (server, client)
         for key, (server, client) in list(pairs.items()):
             try:
@@ -532,8 +696,8 @@ def streams_workload(plan: Plan) -> list[Result]:
         _note_leaks("streams", fds)
     size = f"{n // MiB} MiB" if n < GiB else f"{n // GiB} GiB"
     case = (f"{LABELS['fdkit']}, asyncio streams echo (start_server/open_connection, same loop"
-            f" both ends) [64 KiB writes, {size} per round]")  # fmt: skip
-    return _byte_results("streams", case, runs, failed, "echo server CPU per GiB echoed")
+            f" both ends) [64 KiB writes, {size} per round{_conditions(plan)}]")  # fmt: skip
+    return _byte_results("streams", case, runs, failed, "echo server CPU per GiB echoed", plan)
 
 
 @contextlib.contextmanager
@@ -587,7 +751,7 @@ class Sink:
 
 def sendfile_workload(plan: Plan) -> list[Result]:
     """``loop.sendfile`` of one file per round into a sink process, per loop."""
-    keys = _available("sendfile")
+    keys = _available("sendfile", variant=plan.variant)
     if not keys:
         return []
     n = plan.sendfile_bytes
@@ -600,7 +764,7 @@ def sendfile_workload(plan: Plan) -> list[Result]:
         sink = Sink(stack)
         senders: dict[str, Child] = {}
         for key in keys:
-            argv = [sys.executable, script("aio_servers"), "sendfile", key, path]
+            argv = [sys.executable, script("aio_servers"), "sendfile", _child_loop(key), path]
             senders[key] = _start_child(stack, key, argv, cpu=0)
         for key, sender in list(senders.items()):
             try:
@@ -646,16 +810,37 @@ def sendfile_workload(plan: Plan) -> list[Result]:
     size = f"{n // MiB} MiB" if n < GiB else f"{n // GiB} GiB"
     fdkit_how = next((m.how for m in runs.get("fdkit", []) if m is not None), "?")
     case = (f"{LABELS['fdkit']}, loop.sendfile(transport, file) over TCP ({fdkit_how}) "
-            f"[{size} per round, file on tmpfs]")  # fmt: skip
-    return _byte_results("sendfile", case, runs, failed, "sender CPU per GiB")
+            f"[{size} per round, file on tmpfs{_conditions(plan)}]")  # fmt: skip
+    return _byte_results("sendfile", case, runs, failed, "sender CPU per GiB", plan)
 
 
 # --- the bench -----------------------------------------------------------------------------
 
 
-def run(quick: bool) -> list[Result]:
-    """The four workloads, each with every loop here, alternating."""
-    plan = _plan(quick)
+BURNER = "while True: pass"  # the CPU burner of --contended: a busy loop, no system calls
+
+
+@contextlib.contextmanager
+def _burner(plan: Plan) -> Iterator[None]:
+    """For a --contended run, a busy-loop process pinned to the load's CPU 1 from start to end
+    (stopped by pid); nothing otherwise."""
+    if not plan.variant:
+        yield
+        return
+    if (os.cpu_count() or 1) < 2:
+        note("aio: one CPU here: the CPU burner shares it with every program")
+    proc = subprocess.Popen([sys.executable, "-c", BURNER], stdin=subprocess.DEVNULL)
+    try:
+        _pin(proc.pid, 1)
+        yield
+    finally:
+        stop_process(proc, signal.SIGTERM, 5.0)
+
+
+def run(quick: bool, contended: bool = False) -> list[Result]:
+    """The four workloads, each with every loop here, alternating; ``contended``: with a CPU
+    burner on the load's CPU (every id suffixed ``_contended``)."""
+    plan = _plan(quick, contended)
     wrk: str | None = None
     rows: list[Result] = []
     http = True
@@ -663,12 +848,13 @@ def run(quick: bool) -> list[Result]:
         wrk = _which("wrk")
         http = wrk is not None
         if wrk is None:
-            skip(BENCH, planned_ids(("hello", "uvicorn")),
+            skip(BENCH, planned_ids(("hello", "uvicorn"), plan.variant),
                  f"wrk is not installed; `{install_command('wrk')}` (or `make bench-tools` in a "
                  "source tree) adds these rows")  # fmt: skip
-    if http:
-        rows += http_workload("hello", wrk, plan)
-        rows += http_workload("uvicorn", wrk, plan)
-    rows += streams_workload(plan)
-    rows += sendfile_workload(plan)
+    with _burner(plan):
+        if http:
+            rows += http_workload("hello", wrk, plan)
+            rows += http_workload("uvicorn", wrk, plan)
+        rows += streams_workload(plan)
+        rows += sendfile_workload(plan)
     return rows

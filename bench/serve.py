@@ -52,7 +52,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -186,10 +186,12 @@ def tree_cpu(pids: Sequence[int]) -> Callable[[], float]:
 
 
 class Server:
-    """A server process on a loopback port, pinned to CPU 0; stopped by pid."""
+    """A server process on a loopback port, pinned to CPU 0 (in ``env``, this process's
+    environment when None); stopped by pid."""
 
     def __init__(self, key: str, argv: Sequence[str], port: int, cwd: str | None = None,
-                 name: str | None = None, bench: str = BENCH) -> None:  # fmt: skip
+                 name: str | None = None, bench: str = BENCH,
+                 env: Mapping[str, str] | None = None) -> None:  # fmt: skip
         self.key = key
         self.name = LABELS[key] if name is None else name
         self.bench = bench
@@ -202,6 +204,7 @@ class Server:
                 stdout=self._log,
                 stderr=self._log,
                 cwd=cwd,
+                env=env,
                 preexec_fn=_pin(0),
             )
         except BaseException:

@@ -89,16 +89,24 @@ HEADLINES = {
         "serve_epoll_vs_nginx_4k",
         "ring_hello_vs_asyncio",
     ],
-    # each needs its contender importable here: see _aio_available
+    # each needs its contender here (importable, or gcc for the C floor): see _aio_available
     "aio": [
         "aio_hello_vs_uvloop",
         "aio_hello_vs_asyncio",
         "aio_hello_p99_vs_uvloop",
+        "aio_hello_user_vs_uvloop",
+        "aio_hello_vs_floor",
         "aio_uvicorn_vs_uvloop",
         "aio_streams_vs_uvloop",
         "aio_sendfile_vs_asyncio",
+        "aio_hello_vs_epoll_engine",
+        "aio_uvicorn_vs_epoll_engine",
+        "aio_streams_vs_epoll_engine",
+        "aio_sendfile_vs_epoll_engine",
     ],
 }
+# the --contended run's rows with a goal: the io_uring engine against the epoll engine
+AIO_CONTENDED_HEADLINES = [f"aio_{w}_vs_epoll_engine_contended" for w in aio.WORKLOADS]
 # every id issue 4 fixes; atomic_pipe_call_100b has an absolute goal only (300k msg/s, in its
 # case text) and atomic_pipe_mixed_100k none, so they carry no goal ratio
 ATOMIC_PIPE_HEADLINES = [
@@ -123,12 +131,28 @@ def _serve_available(row_id: str) -> bool:
     return URING_OK or row_id.startswith("serve_epoll")
 
 
+# fdkit.aio runs on io_uring here, so that it has its epoll engine to be compared with
+AIO_ON_URING = URING_OK and os.environ.get("FDKIT_AIO_ENGINE", "") != "epoll"
+
+
+def _aio_lacking(row_id: str) -> list[str]:
+    """What the aio bench lacks here to produce ``row_id`` at smoke size (no wrk needed then):
+    the contender it names (a module, gcc for the C floor, io_uring for fdkit.aio's other
+    engine to compare with), and uvicorn with httptools for the uvicorn rows."""
+    other = row_id.removesuffix(aio.CONTENDED).rsplit("_vs_", 1)[1]
+    needs = list(aio.UVICORN_NEEDS) if "_uvicorn" in row_id else []
+    lacking = []
+    if other == aio.FLOOR:
+        lacking += [] if HAVE_GCC else ["gcc"]
+    else:
+        needs.append(aio.MODULES[other])
+    if other == "epoll_engine" and not AIO_ON_URING:
+        lacking.append("io_uring")
+    return lacking + aio.missing(needs)
+
+
 def _aio_available(row_id: str) -> bool:
-    """Whether the aio bench can produce ``row_id`` here at smoke size (no wrk needed then):
-    the contender it names, and uvicorn with httptools for the uvicorn rows, importable."""
-    other = row_id.rsplit("_vs_", 1)[1]
-    needs = [aio.MODULES[other], *(aio.UVICORN_NEEDS if "_uvicorn" in row_id else ())]
-    return not aio.missing(needs)
+    return not _aio_lacking(row_id)
 
 
 def _expected_headlines(bench: str) -> list[str]:
@@ -1026,12 +1050,10 @@ def test_make_bench_json_prints_the_document_alone(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("row_id", HEADLINES["aio"])
 def test_aio_headline_ids(results: dict[str, list[Result]], row_id: str) -> None:
-    """Each issue-11 id comes out once at smoke size, or its contender is not installed here
+    """Each id of issues 11 and 16 comes out once at smoke size, or its contender is not here
     (`make bench` installs requirements-bench.txt; `make test` does not) and this says so."""
-    other = row_id.rsplit("_vs_", 1)[1]
-    needs = [aio.MODULES[other], *(aio.UVICORN_NEEDS if "_uvicorn" in row_id else ())]
-    if lacking := aio.missing(needs):
-        pytest.skip(f"{', '.join(lacking)} not installed here: {aio.install_hint(lacking)}")
+    if lacking := _aio_lacking(row_id):
+        pytest.skip(f"{', '.join(lacking)} not here: {aio.install_hint(lacking)}")
     ids = [r.id for r in results["aio"]]
     assert ids.count(row_id) == 1, ids
     (row,) = [r for r in results["aio"] if r.id == row_id]
@@ -1044,19 +1066,202 @@ def test_aio_rows(results: dict[str, list[Result]]) -> None:
     rows = results["aio"]
     ids = [r.id for r in rows]
     assert set(ids) <= set(aio.planned_ids())
-    units = {"": ("us/req", "s/GiB"), "_rps": ("req/s",), "_p99": ("ms p99",)}
-    units["_rate"] = ("MiB/s",)
-    for r in rows:
-        kind = re.sub(r"^aio_(hello|uvicorn|streams|sendfile)(.*)_vs_\w+$", r"\2", r.id)
-        assert r.unit in units[kind], r
-        assert r.case.startswith("fdkit.aio ("), r.case  # names the engine it ran on
-        assert r.baseline_name.startswith(aio.LABELS[r.id.rsplit("_vs_", 1)[1]]), r
+    _check_aio_rows(rows)
     stdlib = ["aio_hello_vs_asyncio", "aio_streams_vs_asyncio", "aio_sendfile_vs_asyncio"]
     if not aio.missing(aio.UVICORN_NEEDS):
         stdlib.append("aio_uvicorn_vs_asyncio")
     assert set(stdlib) <= set(ids)
     (sendfile,) = [r for r in rows if r.id == "aio_sendfile_vs_asyncio"]
     assert "(native)" in sendfile.baseline_name  # asyncio's own os.sendfile path
+
+
+def _check_aio_rows(rows: list[Result], variant: str = "") -> None:
+    """Each row's unit fits its kind, its case names fdkit's engine, its baseline the other."""
+    units = {"": ("us/req", "s/GiB"), "_rps": ("req/s",), "_p99": ("ms p99",)}
+    units |= {"_rate": ("MiB/s",), "_user": ("us/req",), "_kernel": ("us/req",)}
+    for r in rows:
+        assert r.id.endswith(variant), r
+        row_id = r.id.removesuffix(variant)
+        kind = re.sub(r"^aio_(hello|uvicorn|streams|sendfile)(.*)_vs_\w+$", r"\2", row_id)
+        assert r.unit in units[kind], r
+        assert r.case.startswith("fdkit.aio ("), r.case  # names the engine it ran on
+        assert r.baseline_name.startswith(aio.LABELS[row_id.rsplit("_vs_", 1)[1]]), r
+        if kind in ("_user", "_kernel"):
+            assert row_id.startswith("aio_hello_"), r  # the split is the hello workload's
+
+
+def test_aio_user_and_kernel_split_add_up(results: dict[str, list[Result]]) -> None:
+    """The hello workload's CPU per request is read apart into user and kernel time, which
+    add up to it, for fdkit and for each loop it is compared with."""
+    rows = {r.id: r for r in results["aio"]}
+    for other in aio.OTHERS:
+        if f"aio_hello_user_vs_{other}" not in rows:
+            assert not _aio_available(f"aio_hello_vs_{other}"), other
+            continue
+        cpu, user = rows[f"aio_hello_vs_{other}"], rows[f"aio_hello_user_vs_{other}"]
+        kernel = rows[f"aio_hello_kernel_vs_{other}"]
+        for side in ("fdkit", "baseline"):
+            total = getattr(user, side) + getattr(kernel, side)
+            assert math.isclose(total, getattr(cpu, side), rel_tol=1e-9), (side, other)
+    assert not [i for i in rows if i.startswith("aio_hello_user_vs_floor")]
+
+
+@pytest.fixture(scope="module")
+def aio_contended(tiny_env: None) -> list[Result]:
+    """The aio bench's --contended variant at smoke size; no fd or process left behind (the
+    CPU burner is stopped)."""
+    before = _open_fds()
+    rows = benchmarks.BENCHES["aio"].run(quick=True, contended=True)
+    assert not _open_fds() - before
+    assert not _children(), "the contended run left child processes behind"
+    return rows
+
+
+def test_aio_contended_ids_are_suffixed(
+    results: dict[str, list[Result]], aio_contended: list[Result]
+) -> None:
+    """Every row of the --contended run is a planned id suffixed ``_contended`` (never one
+    of the quiet run's), its case says the load's CPU was busy, and only the io_uring engine
+    against the epoll engine carries a goal there."""
+    ids = [r.id for r in aio_contended]
+    assert ids
+    assert set(ids) <= set(aio.planned_ids(variant=aio.CONTENDED))
+    assert not set(ids) & {r.id for r in results["aio"]}
+    assert len(ids) == len(set(ids))
+    _check_aio_rows(aio_contended, aio.CONTENDED)
+    for r in aio_contended:
+        assert "CPU 1 busy" in r.case, r.case
+        assert r.goal == aio.GOALS.get(r.id), r
+        assert (r.goal is not None) == (r.id in AIO_CONTENDED_HEADLINES), r
+    for row_id in AIO_CONTENDED_HEADLINES:
+        assert ids.count(row_id) == (1 if _aio_available(row_id) else 0), row_id
+    quiet = {r.id.removesuffix(aio.CONTENDED) for r in aio_contended}
+    assert "aio_hello_vs_asyncio" in quiet
+    assert "aio_streams_vs_asyncio" in quiet
+
+
+def test_aio_contended_is_a_flag_of_the_aio_bench_only() -> None:
+    """`python -m bench aio --contended` (what `make bench BENCH="aio --contended"` runs)
+    takes the flag; a bench without that variant is one line on stderr and status 2."""
+    bad = subprocess.run(
+        [sys.executable, "-m", "bench", "accept", "aio", "--contended"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert bad.returncode == 2
+    assert bad.stdout == ""
+    (line,) = bad.stderr.splitlines()
+    assert line == "python -m bench: no --contended variant for accept (only aio)"
+    assert benchmarks.contended_names() == ["aio"]
+    with pytest.raises(ValueError, match="no --contended variant for memory"):
+        benchmarks.run_benches(["memory"], quick=True, contended=True)
+    with pytest.raises(ValueError, match="memory has no --contended variant"):
+        benchmarks.BENCHES["memory"].run(quick=True, contended=True)
+
+
+def test_aio_burner_runs_on_the_load_cpu_and_is_stopped() -> None:
+    """The --contended run's CPU burner is a busy process on CPU 1 while the workloads run,
+    stopped (by pid) when they end; a quiet run starts none."""
+    plan = aio._plan(quick=True, contended=True)
+    before = _children()
+    with aio._burner(plan):
+        (pid,) = _children() - before
+        if (os.cpu_count() or 1) >= 2:
+            assert os.sched_getaffinity(pid) == {1}
+        time.sleep(0.3)
+        user, system = _endpoints.read_user_system(pid)
+        assert user > 0.1
+        assert system < user
+    assert _children() == before
+    with aio._burner(aio._plan(quick=True)):
+        assert _children() == before
+
+
+def test_user_share_of_a_busy_process() -> None:
+    """read_user_system reads a process's utime and stime finer than /proc's 10 ms ticks;
+    a busy loop's CPU is almost all user time."""
+    child = subprocess.Popen([sys.executable, "-c", aio.BURNER])
+    try:
+        share = _endpoints.user_share([child.pid])
+        time.sleep(0.5)
+        assert share() > 0.8
+        user, system = _endpoints.read_user_system(child.pid)
+        cpu = _endpoints.read_cpu(child.pid)
+        assert math.isclose(user + system, cpu.ticks, abs_tol=0.1)
+    finally:
+        child.kill()
+        child.wait(10)
+    me = _endpoints.user_share([os.getpid()])
+    assert math.isnan(me()) or 0 <= me() <= 1  # nothing sampled yet, or a share
+
+
+def test_aio_split_rows_left_out_when_no_tick_sampled_them() -> None:
+    """A run too short for the scheduler tick to sample it has no user/kernel split: those
+    rows are skipped, saying so, and the total CPU rows stay."""
+    _common.take_skipped()
+    figs = {
+        "fdkit": {"cpu": 2.0, "rate": 10.0, "p99": 1.0, "user": math.nan, "kernel": math.nan},
+        "uvloop": {"cpu": 3.0, "rate": 10.0, "p99": 1.0, "user": 1.0, "kernel": 2.0},
+    }
+    rows = aio._http_rows("hello", "case", figs, "uvloop", "")
+    assert [r.id for r in rows] == ["aio_hello_vs_uvloop", "aio_hello_rps_vs_uvloop",
+                                    "aio_hello_p99_vs_uvloop"]  # fmt: skip
+    (sk,) = _common.take_skipped()
+    assert sk.ids == ("aio_hello_user_vs_uvloop", "aio_hello_kernel_vs_uvloop")
+    assert "no user/kernel split" in sk.reason
+
+
+@pytest.mark.skipif(not HAVE_GCC, reason="no gcc for the C floor server")
+def test_aio_floor_server_answers_as_the_python_hello_server(tmp_path: Path) -> None:
+    """The C floor (bench/c/epoll_hello.c, through aio_servers.py floor) answers one fixed
+    reply per request terminator, also when requests arrive split and pipelined, and exits
+    with status 0 on SIGTERM."""
+    from bench import child
+    from bench.child import aio_servers
+
+    lib = _common.load_c(aio.FLOOR_SOURCE)
+    assert lib is not None
+    port = serve._free_port()
+    argv = [sys.executable, child.script("aio_servers"), "floor", str(lib._name), "127.0.0.1",
+            str(port)]  # fmt: skip
+    server = serve.Server(aio.FLOOR, argv, port, name="floor", bench="aio")
+    try:
+        server.wait_ready("/", serve.HELLO)
+        aio._check_loop(aio.FLOOR, server.output(), "floor")
+        request = b"GET / HTTP/1.1\r\nHost: bench\r\n\r\n"
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+            s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            stream = request * 3
+            for cut in (5, 33, 34, 35, 70, len(stream)):  # terminators split across sends
+                s.sendall(stream[:cut])
+                stream = stream[cut:]
+                time.sleep(0.02)
+            want = aio_servers.HELLO * 3
+            got = b""
+            while len(got) < len(want):
+                chunk = s.recv(65536)
+                assert chunk, got
+                got += chunk
+            assert got == want
+    finally:
+        server.stop()
+    assert server.proc.returncode == 0
+
+
+def test_aio_epoll_engine_contender_is_fdkit_aio_on_epoll() -> None:
+    """fdkit.aio's epoll engine runs the same program as fdkit.aio with FDKIT_AIO_ENGINE=epoll
+    in its environment, and must say it runs on epoll."""
+    assert aio._child_loop("epoll_engine") == "fdkit"
+    env = aio._child_env("epoll_engine")
+    assert env is not None
+    assert env["FDKIT_AIO_ENGINE"] == "epoll"
+    assert aio._child_env("fdkit") is None
+    aio._check_loop("epoll_engine", "loop fdkit.aio._loop.EventLoop epoll\n", "hello server")
+    with pytest.raises(RuntimeError, match="the io_uring engine, not epoll"):
+        aio._check_loop("epoll_engine", "loop fdkit.aio._loop.EventLoop io_uring\n", "x")
 
 
 def test_aio_missing_contender_is_skipped_with_the_install_command(

@@ -20,6 +20,10 @@ named by ``LOOP``: ``fdkit`` (``fdkit.aio.new_event_loop``), ``uvloop``, ``rloop
     (``SendfileNotAvailableError``) it sends with ``fallback=True`` and answers
     ``sent N fallback``; when it has no ``sendfile`` at all (``NotImplementedError``),
     ``unsupported REASON``.
+``python aio_servers.py floor LIB HOST PORT``
+    The hello workload's floor: no event loop of Python's, the C epoll server ``serve`` of the
+    shared object LIB (``bench/c/epoll_hello.c``, compiled by the bench) called through ctypes
+    on a listener made here; the same replies as ``hello``. Prints ``loop c.epoll -``.
 
 Every program first prints ``loop MODULE.CLASS ENGINE`` (``ENGINE`` is ``loop.engine`` where
 the loop has one, else ``-``); the servers then print ``listening HOST PORT``. A server stops
@@ -31,6 +35,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import importlib
 import os
 import signal
@@ -221,7 +226,27 @@ def commands(factory: Callable[[], asyncio.AbstractEventLoop],
             say(answer)
 
 
+def floor(lib: str, host: str, port: int) -> None:
+    """The C hello server on ``host:port`` until SIGTERM (which ``serve`` takes: status 0)."""
+    serve = ctypes.CDLL(lib).serve
+    serve.argtypes = [ctypes.c_int]
+    serve.restype = ctypes.c_int
+    say("loop c.epoll -")
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as listener:
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind((host, port))
+        listener.listen(4096)
+        listener.setblocking(False)  # serve accepts until EAGAIN
+        say(f"listening {host} {port}")
+        rc = serve(listener.fileno())
+    if rc < 0:
+        raise SystemExit(f"serve: {os.strerror(-rc)}")
+
+
 def main(argv: list[str]) -> None:
+    if argv[0] == "floor":
+        floor(argv[1], argv[2], int(argv[3]))
+        return
     mode, factory = argv[0], loop_factory(argv[1])
     if mode in ("hello", "echo"):
         with asyncio.Runner(loop_factory=factory) as runner:
@@ -244,7 +269,7 @@ def main(argv: list[str]) -> None:
 
         commands(factory, one_sendfile)
     else:
-        raise SystemExit(f"unknown mode {mode!r} (hello, echo, echo-client or sendfile)")
+        raise SystemExit(f"unknown mode {mode!r} (hello, echo, echo-client, sendfile or floor)")
 
 
 if __name__ == "__main__":
