@@ -148,6 +148,20 @@ class EventLoop(asyncio.SelectorEventLoop):
         loop.engine_reason = reason
         return loop
 
+    def _close_self_pipe(self) -> None:
+        # A loop collected unclosed in a garbage cycle may find its self-pipe socket finalized
+        # before it (fd -1): asyncio's own loop then prints "ValueError: Invalid file
+        # descriptor: -1" from its finalizer. Closing the fd took it out of epoll already;
+        # what is left is the other end.
+        ssock = self._ssock  # type: ignore[attr-defined]
+        if ssock is not None and ssock.fileno() == -1:
+            self._ssock = None
+            self._csock.close()  # type: ignore[attr-defined]
+            self._csock = None
+            self._internal_fds -= 1  # type: ignore[attr-defined]
+            return
+        super()._close_self_pipe()  # type: ignore[misc]
+
     def __repr__(self) -> str:
         return (
             f"<{type(self).__name__} engine={self.engine} running={self.is_running()} "
