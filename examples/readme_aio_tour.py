@@ -11,7 +11,7 @@ from fdkit.atomic_pipe import AtomicPipe
 async def main() -> None:
     loop = asyncio.get_running_loop()
     assert isinstance(loop, fdkit.aio.EventLoop)
-    print(type(loop).__name__, loop.engine)  # EventLoop io_uring (epoll where it is denied)
+    print(type(loop).__name__, loop.engine)  # UringEventLoop io_uring (EpollEventLoop epoll)
 
     # Plain asyncio: streams, servers, tasks. Bytes arrive by multishot recv on the ring.
     async def shout(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:

@@ -1259,9 +1259,9 @@ def test_aio_epoll_engine_contender_is_fdkit_aio_on_epoll() -> None:
     assert env is not None
     assert env["FDKIT_AIO_ENGINE"] == "epoll"
     assert aio._child_env("fdkit") is None
-    aio._check_loop("epoll_engine", "loop fdkit.aio._loop.EventLoop epoll\n", "hello server")
+    aio._check_loop("epoll_engine", "loop fdkit.aio._loop.EpollEventLoop epoll\n", "hello server")
     with pytest.raises(RuntimeError, match="the io_uring engine, not epoll"):
-        aio._check_loop("epoll_engine", "loop fdkit.aio._loop.EventLoop io_uring\n", "x")
+        aio._check_loop("epoll_engine", "loop fdkit.aio._loop.UringEventLoop io_uring\n", "x")
 
 
 def test_aio_missing_contender_is_skipped_with_the_install_command(
