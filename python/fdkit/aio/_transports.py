@@ -42,11 +42,15 @@ class RingSocketTransport(selector_events._SelectorSocketTransport):  # type: ig
     def set_protocol(self, protocol: Any) -> None:
         super().set_protocol(protocol)
         handle = self._read_handle
-        if handle is not None and not handle.cancelled() and self._stream is not None:
-            if handle._callback != self._read_ready_cb:
-                self._read_handle = self._loop._resume_stream(
-                    self._stream, self._sock_fd, self._read_ready_cb, (), handle._context
-                )
+        if (
+            handle is not None
+            and not handle.cancelled()
+            and self._stream is not None
+            and handle._callback != self._read_ready_cb
+        ):
+            self._read_handle = self._loop._resume_stream(
+                self._stream, self._sock_fd, self._read_ready_cb, (), handle._context
+            )
 
     def _close_stream(self) -> None:
         if self._stream is not None:
