@@ -17,8 +17,14 @@ const GROUP: u16 = 0;
 /// How many bytes a paused stream may receive before its receive is cancelled. A pause costs
 /// nothing until then: asyncio's streams pause and resume around every read that finds their
 /// buffer full, and cancelling and re-arming the multishot receive each time cost more than
-/// the reads did.
+/// the reads did. A cancelled receive is armed again once the inbox is below this.
 const HOLD_LIMIT: usize = 256 * 1024;
+
+/// The same for a stream that is not paused but whose owner takes its bytes (256 KiB per loop
+/// iteration, as asyncio reads) more slowly than they come: the provided buffers go back to
+/// the ring as soon as their bytes are copied out, so without this bound the inbox, not the
+/// socket's receive buffer, would absorb a fast sender.
+const BACKLOG_LIMIT: usize = 4 * HOLD_LIMIT;
 
 /// What [`Reactor::poll`] reports ready, for the loop to run the callback that wants it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -320,7 +326,8 @@ impl Reactor {
 
     /// Stop receiving on `stream` (asyncio's `pause_reading`): polls report it no more; what
     /// arrives meanwhile waits in its inbox, and once that passes 256 KiB the receive is
-    /// cancelled, so the peer meets TCP's own backpressure.
+    /// cancelled, so the peer meets TCP's own backpressure (as it does past 1 MiB for a stream
+    /// whose owner reads more slowly than the peer sends).
     pub fn pause(&mut self, stream: StreamId) {
         if let Some(s) = self.streams.get_mut(&stream) {
             s.want = false;
@@ -417,7 +424,8 @@ impl Reactor {
             self.news.push(id);
         }
         let mut cancel = None;
-        if !s.want && s.inbox_bytes >= HOLD_LIMIT && !s.cancel_sent {
+        let limit = if s.want { BACKLOG_LIMIT } else { HOLD_LIMIT };
+        if s.inbox_bytes >= limit && !s.cancel_sent {
             if let Some(op) = s.op {
                 s.cancel_sent = true;
                 cancel = Some(op);
