@@ -1263,9 +1263,6 @@ fn a_zero_timeout_just_looks_and_no_timeout_waits_for_what_comes() {
 }
 
 #[test]
-#[ignore = "reactor bug: with no op in flight (nothing registered, or only paused streams) \
-            poll(Some(t)) returns at once instead of sleeping t (Ring::enter returns when no \
-            slot is in flight), so a loop whose only wake-up is a timer would spin"]
 fn a_poll_with_nothing_in_flight_sleeps_its_timeout() {
     let _fds = shared();
     let Some(mut r) = reactor() else {

@@ -266,7 +266,9 @@ impl PyReactor {
     fn close(&self, py: Python<'_>) -> PyResult<()> {
         let e = self.lock()?.take();
         if let Some(Engine {
-            reactor, reports, fd_reports,
+            reactor,
+            reports,
+            fd_reports,
         }) = e
         {
             drop((reports, fd_reports));

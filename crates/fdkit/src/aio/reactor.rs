@@ -577,6 +577,18 @@ impl Reactor {
         } else {
             timeout
         };
+        if self.ring.in_flight() == 0 && timeout != Some(Duration::ZERO) {
+            // Nothing can complete: io_uring_enter(2) would return at once. Sleep the timeout
+            // (or until a signal), as epoll_wait(2) does with an empty set.
+            let timespec = timeout.map(|t| rustix::event::Timespec {
+                tv_sec: t.as_secs().try_into().unwrap_or(i64::MAX),
+                tv_nsec: t.subsec_nanos().into(),
+            });
+            match rustix::event::poll(&mut [], timespec.as_ref()) {
+                Ok(_) | Err(Errno::INTR) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
         match self.ring.enter(1, timeout) {
             Ok(_) | Err(Error::Os(Errno::INTR)) => {}
             Err(e) => return Err(e),
