@@ -30,6 +30,7 @@ ENGINE_NAMES: dict[str, Engine] = {"io_uring": "io_uring", "uring": "io_uring", 
 #: rings and multishot accept came in 5.19.
 MIN_KERNEL = (6, 0)
 
+_EVENT_READ, _EVENT_WRITE = selectors.EVENT_READ, selectors.EVENT_WRITE
 _OUT_OF_RESOURCES = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
 _SO_PEERNAME = getattr(socket, "SO_PEERNAME", 28)
 
@@ -282,6 +283,23 @@ class UringEventLoop(EventLoop):
                     handle.cancel()
                     removed = True
         return bool(super()._remove_reader(fd)) or removed  # type: ignore[misc]
+
+    def _process_events(self, event_list: list[tuple[selectors.SelectorKey, int]]) -> None:
+        # asyncio's own (CPython 3.11-3.13), with _add_callback inlined: one Python call less
+        # per event, the same handles in the same order.
+        ready = self._ready  # type: ignore[attr-defined]
+        for key, mask in event_list:
+            fileobj, (reader, writer) = key.fileobj, key.data
+            if mask & _EVENT_READ and reader is not None:
+                if reader._cancelled:
+                    self._remove_reader(fileobj)
+                else:
+                    ready.append(reader)
+            if mask & _EVENT_WRITE and writer is not None:
+                if writer._cancelled:
+                    self._remove_writer(fileobj)  # type: ignore[attr-defined]
+                else:
+                    ready.append(writer)
 
     # -- listeners --------------------------------------------------------------------------
 
