@@ -54,7 +54,7 @@ def test_engine_epoll_on_request_and_bad_engine_refused() -> None:
     finally:
         loop.close()
     with pytest.raises(ValueError, match="engine must be"):
-        EventLoop(engine="kqueue")  # type: ignore[arg-type]
+        EventLoop(engine="kqueue")
 
 
 def test_without_io_uring_the_loop_runs_on_epoll_and_says_why() -> None:
@@ -265,7 +265,7 @@ def test_closing_a_loop_with_ops_in_flight_reaps_them_and_leaks_no_fd() -> None:
         for _ in range(5):
             peers.append(socket.create_connection(addr))  # accepted, then left
         await asyncio.sleep(0.05)
-        assert loop._reactor.in_flight() >= 20
+        assert loop._reactor.in_flight() >= 20  # type: ignore[attr-defined]
 
     loop.run_until_complete(main())
     loop.close()  # nothing closed the transports or the server: the loop's close must cope
@@ -417,7 +417,7 @@ def test_a_forked_childs_copy_of_the_loop_never_touches_the_parents_ring() -> No
         if pid == 0:  # the child: every use of the shared ring is refused, close is harmless
             code = 1
             try:
-                reactor = loop._reactor
+                reactor = loop._reactor  # type: ignore[attr-defined]
                 assert reactor.closed
                 try:
                     reactor.poll(0)

@@ -47,7 +47,7 @@ class Kind:
         """A new loop of this kind (the caller closes it)."""
         if self.name == "asyncio":
             return asyncio.SelectorEventLoop()
-        loop = fdkit.aio.EventLoop(engine=self.name)  # type: ignore[arg-type]
+        loop = fdkit.aio.EventLoop(engine=self.name)
         assert loop.engine == self.name, (loop.engine, loop.engine_reason)
         return loop
 

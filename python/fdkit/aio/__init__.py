@@ -78,7 +78,7 @@ def __getattr__(name: str) -> Any:
 
 
 def _make_policy() -> type:
-    class EventLoopPolicy(asyncio.DefaultEventLoopPolicy):  # type: ignore[misc,valid-type]
+    class EventLoopPolicy(asyncio.DefaultEventLoopPolicy):
         """A policy whose loops are fdkit's (from 3.12 prefer ``loop_factory``)."""
 
         def _loop_factory(self) -> EventLoop:

@@ -126,6 +126,7 @@ class EventLoop(asyncio.SelectorEventLoop):
     engine: ClassVar[Engine]
     #: Why the loop runs on epoll (None on io_uring).
     engine_reason: str | None = None
+    _new_reactor: Any = None
     #: Until asyncio's __init__ runs: a loop refused before it is not "unclosed".
     _closed = True
 
@@ -133,15 +134,16 @@ class EventLoop(asyncio.SelectorEventLoop):
         if issubclass(cls, (UringEventLoop, EpollEventLoop)):
             return super().__new__(cls)
         requested, asked_by = _requested_engine(engine)
+        loop: Self
         if requested == "epoll":
             loop = _with_engine(cls, EpollEventLoop)
             loop.engine_reason = asked_by
             return loop
         reactor, reason = _make_reactor(UringEventLoop._reactor_options)
         if reactor is not None:
-            uring = _with_engine(cls, UringEventLoop)
-            uring._new_reactor = reactor
-            return uring
+            loop = _with_engine(cls, UringEventLoop)
+            loop._new_reactor = reactor
+            return loop
         if requested == "io_uring":
             raise OSError(errno.ENOSYS, f"io_uring engine unavailable: {reason}")
         _log_fallback(reason)
@@ -154,10 +156,10 @@ class EventLoop(asyncio.SelectorEventLoop):
         # before it (fd -1): asyncio's own loop then prints "ValueError: Invalid file
         # descriptor: -1" from its finalizer. Closing the fd took it out of epoll already;
         # what is left is the other end.
-        ssock = self._ssock  # type: ignore[attr-defined]
+        ssock = self._ssock  # type: ignore[has-type]
         if ssock is not None and ssock.fileno() == -1:
             self._ssock = None
-            self._csock.close()  # type: ignore[attr-defined]
+            self._csock.close()  # type: ignore[has-type]
             self._csock = None
             self._internal_fds -= 1  # type: ignore[attr-defined]
             return
@@ -204,7 +206,6 @@ class UringEventLoop(EventLoop):
     engine: ClassVar[Engine] = "io_uring"
     #: Reactor settings (ring entries, provided buffers and their size): tests shrink them.
     _reactor_options: ClassVar[dict[str, int]] = {}
-    _new_reactor: Any = None
 
     def __init__(self, *, engine: str | None = None) -> None:
         if engine_name(engine) not in (None, "io_uring"):
