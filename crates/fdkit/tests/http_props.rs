@@ -12,6 +12,7 @@ fn method() -> impl Strategy<Value = (&'static str, Method)> {
     prop_oneof![
         Just(("GET", Method::Get)),
         Just(("HEAD", Method::Head)),
+        Just(("OPTIONS", Method::Options)),
         Just(("POST", Method::Other)),
         Just(("DELETE", Method::Other)),
     ]

@@ -220,7 +220,7 @@ fn statuses_and_headers() {
         c.write_all(b"PUT /hallo.txt HTTP/1.1\r\nHost: x\r\n\r\n")
             .unwrap();
         let (st, h, _) = response(&mut c, false);
-        assert_eq!((st, header(&h, "allow")), (405, Some("GET, HEAD")));
+        assert_eq!((st, header(&h, "allow")), (405, Some("GET, HEAD, OPTIONS")));
         let mut c = connect(s);
         c.write_all(b"GET /hallo.txt HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\n\r\nbody")
             .unwrap();

@@ -30,6 +30,8 @@ pub enum Method {
     Get,
     /// `HEAD`.
     Head,
+    /// `OPTIONS` (answered with the methods allowed).
+    Options,
     /// Any other well-formed method (answered with 405).
     Other,
 }
@@ -320,6 +322,7 @@ fn parse_request_line(line: &[u8]) -> Result<(Method, &[u8], Version), Status> {
     let method = match method {
         b"GET" => Method::Get,
         b"HEAD" => Method::Head,
+        b"OPTIONS" => Method::Options,
         _ => Method::Other,
     };
     Ok((method, target, version))

@@ -14,7 +14,11 @@
 //!
 //! Limits: request heads of at most 8 KiB and 100 header lines (431); an idle timeout that
 //! is also a header deadline (a request must be complete within it of its first byte); a
-//! connection cap (connections over it are accepted and closed); request bodies refused (413).
+//! connection cap (connections over it are accepted and closed); request bodies never read
+//! (413 on GET and HEAD, then the connection closes).
+//!
+//! Methods: GET and HEAD; OPTIONS answered with `Allow: GET, HEAD, OPTIONS`; any other method
+//! 405 with the same `Allow`, and the connection closes after it (`respond.rs`).
 //!
 //! Fds: `RLIMIT_NOFILE` (per process: each `SO_REUSEPORT` worker fits its own) is shared out
 //! at the start of [`StaticServer::run`]: first the connections (the cap is lowered until

@@ -16,6 +16,9 @@ use crate::http::{
 use std::rc::Rc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
+/// The methods every resource allows (RFC 9110 §10.2.1), in a 405 and an OPTIONS answer.
+const ALLOW: &[u8] = b"Allow: GET, HEAD, OPTIONS\r\n";
+
 /// What a response needs from the engine.
 pub(super) struct Ctx<'a> {
     pub files: &'a mut FileCache,
@@ -51,21 +54,33 @@ impl Answer {
 pub(super) fn respond(req: &Request<'_>, out: &mut Out, ctx: &mut Ctx<'_>) -> Answer {
     let head = req.method == Method::Head;
     let keep_alive = req.keep_alive;
+    match req.method {
+        Method::Get | Method::Head => {}
+        Method::Options => {
+            // RFC 9110 §9.3.7: the same methods for every target (`*` included). A body is
+            // never read: the connection closes after the answer when one was announced.
+            let keep = keep_alive && !req.has_body;
+            let start = out.heads.len();
+            head_start(out, Status::Ok, ctx.date);
+            out.heads.extend_from_slice(ALLOW);
+            out.heads.extend_from_slice(b"Content-Length: 0\r\n");
+            head_end(out, keep, req.version);
+            out.push_head(start);
+            return Answer::new(Status::Ok, keep, 0);
+        }
+        Method::Other => {
+            // RFC 9110 §15.5.6: 405 with `Allow`, before any look at a body (never read).
+            // The connection closes after it: what follows an unknown method need not be a
+            // request (CONNECT turns the connection into a tunnel; a body may follow), and
+            // nothing pipelined behind a refused TRACE or CONNECT is answered, as nginx does.
+            let body = error(out, ctx, Status::MethodNotAllowed, false, false, &[ALLOW]);
+            return Answer::new(Status::MethodNotAllowed, false, body);
+        }
+    }
     if req.has_body {
         // We never read request bodies: refuse, and close (the body is still unread).
         let body = error(out, ctx, Status::ContentTooLarge, head, false, &[]);
         return Answer::new(Status::ContentTooLarge, false, body);
-    }
-    if req.method == Method::Other {
-        let body = error(
-            out,
-            ctx,
-            Status::MethodNotAllowed,
-            head,
-            keep_alive,
-            &[b"Allow: GET, HEAD\r\n"],
-        );
-        return Answer::new(Status::MethodNotAllowed, keep_alive, body);
     }
     let entry = match ctx.files.lookup(req.target, ctx.now) {
         Ok(entry) => entry,
