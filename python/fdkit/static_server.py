@@ -56,8 +56,8 @@ def serve(
     """Serve the files under ``directory`` over HTTP/1.1 until SIGINT or SIGTERM.
 
     GET and HEAD, keep-alive and pipelining, ``Range`` (one range), ``If-Modified-Since``,
-    ``index.html`` for directories; nothing outside ``directory`` is ever opened.
-    ``listing=True``: a directory without ``index.html`` is answered with an HTML listing
+    ``index.html`` (then ``index.htm``) for directories; nothing outside ``directory`` is ever
+    opened. ``listing=True``: a directory without an index file is answered with an HTML listing
     (names escaped, symlinks that lead outside ``directory`` left out). ``access_log=True``:
     one common log format line per response on stderr, written in batches. ``port=0``
     picks a free port; ``on_listen(host, port)`` is called once it listens (with every worker

@@ -1,12 +1,14 @@
 """``fdkit serve``: a static file server whose hot loop runs in Rust (io_uring or epoll).
 
-HTTP/1.1 GET and HEAD with keep-alive and pipelining, Range, If-Modified-Since, index.html;
-nothing outside DIR is ever opened. The start line (stderr) names the address, the engine and
-the workers; SIGINT and SIGTERM stop it gracefully with a one-line summary and exit code 0.
+HTTP/1.1 GET and HEAD with keep-alive and pipelining, Range, If-Modified-Since, index.html
+(then index.htm); OPTIONS answered, other methods 405; nothing outside DIR is ever opened. The
+start line (stderr) names the address, the engine, the workers and whether directories are
+listed; SIGINT and SIGTERM stop it gracefully with a one-line summary and exit code 0.
 
 The command line takes the shape of ``python -m http.server``'s: an optional positional port,
 ``-b/--bind ADDRESS``, ``-d/--directory DIR`` (default: the current directory), plus
-``--list`` (a directory listing where there is no ``index.html``, off by default) and
+``--list`` (a directory listing where there is no index file, off by default: such a
+directory answers 404, whose body says that ``--list`` lists it) and
 ``--access-log`` (common log format on stderr, off by default). ``fdkit serve DIR`` and
 ``--host``/``--port`` keep working: the one positional argument is a port when it is all
 digits, and the directory otherwise (``-d 8000`` or ``./8000`` serves a directory named so).
@@ -97,9 +99,11 @@ def run(args: argparse.Namespace) -> int:
         host = info["host"]
         shown = f"[{host}]" if ":" in host else host
         n = info["workers"]
+        # http.server lists directories; this server does not unless asked: say so up front.
+        listings = "listings on" if args.list else "listings off, --list turns them on"
         print(
             f"fdkit serve: serving {directory} on http://{shown}:{info['port']}/ "
-            f"(engine: {info['engine']}, {n} worker{'s' if n != 1 else ''})",
+            f"(engine: {info['engine']}, {n} worker{'s' if n != 1 else ''}; {listings})",
             file=sys.stderr,
             flush=True,
         )
@@ -148,7 +152,8 @@ def add_parser(sub: Any) -> None:
         "serve",
         help="serve a directory over HTTP/1.1 (io_uring or epoll, hot loop in Rust)",
         description="Serve the files under a directory over HTTP/1.1 (GET and HEAD, keep-alive, "
-        "pipelining, Range, If-Modified-Since, index.html) from a Rust event loop: io_uring "
+        "pipelining, Range, If-Modified-Since, index.html or index.htm) from a Rust event loop: "
+        "io_uring "
         "where the kernel allows it, else epoll. Nothing outside the directory is ever opened. "
         "SIGINT or SIGTERM stops it gracefully with a summary and exit code 0. Takes the "
         "arguments of `python -m http.server` (PORT, -b, -d), but listens on 127.0.0.1 unless "
@@ -184,8 +189,9 @@ def add_parser(sub: Any) -> None:
     p.add_argument(
         "--list",
         action="store_true",
-        help="answer a directory without index.html with a listing of its entries "
-        "(default: 404); symlinks that lead outside the directory are left out",
+        help="answer a directory without index.html or index.htm with a listing of its "
+        "entries (default: 404, which says so); symlinks that lead outside the directory are "
+        "left out",
     )
     p.add_argument(
         "--access-log",

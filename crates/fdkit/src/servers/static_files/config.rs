@@ -56,8 +56,9 @@ pub struct ServeConfig {
     pub reuse_port: bool,
     /// The `listen(2)` backlog (the kernel caps it at `net.core.somaxconn`).
     pub backlog: i32,
-    /// A directory without `index.html` is answered with an HTML listing of its entries
-    /// (off: 404). Entries that are symlinks leading outside the root are left out.
+    /// A directory without `index.html` or `index.htm` is answered with an HTML listing of
+    /// its entries (off: 404, whose body says listings are off). Entries that are symlinks
+    /// leading outside the root are left out.
     pub listing: bool,
     /// Where the access log goes: one common log format line per response
     /// (`127.0.0.1 - - [23/Nov/2026:17:00:00 +0000] "GET /x HTTP/1.1" 200 1234`), written in

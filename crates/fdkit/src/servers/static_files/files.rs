@@ -48,6 +48,8 @@ pub(super) const CACHE_MAX: usize = 4096;
 
 /// The fewest idle entries closed when fds run out.
 const SHED_MIN: usize = 16;
+/// The files that stand for a directory, tried in order (http.server's pair).
+const INDEX_NAMES: [&[u8]; 2] = [b"index.html", b"index.htm"];
 
 static NO_OPENAT2: AtomicBool = AtomicBool::new(false);
 
@@ -159,8 +161,10 @@ pub(super) enum Refusal {
     Redirect,
     /// Answer with this status.
     Status(Status),
-    /// A directory without `index.html`, with listings on: this HTML page lists it.
+    /// A directory without an index file, with listings on: this HTML page lists it.
     Listing(Vec<u8>),
+    /// A directory without an index file, with listings off (404, saying so).
+    NoIndex,
 }
 
 /// A refusal, with the target's raw path and query (for a redirect's `Location`).
@@ -230,7 +234,7 @@ impl Entries {
 /// The open-file cache of one engine (single-threaded).
 pub(super) struct FileCache {
     root: Root,
-    /// A directory without `index.html` gets a listing (else 404).
+    /// A directory without an index file gets a listing (else 404).
     listing: bool,
     entries: Entries,
     key: Vec<u8>,
@@ -240,7 +244,7 @@ pub(super) struct FileCache {
 impl FileCache {
     /// A cache that keeps at most `budget` fds open (capped at [`CACHE_MAX`]; 0 caches
     /// nothing: each file is opened per request and closed when its response ends).
-    /// `listing`: a directory without `index.html` is answered with a listing.
+    /// `listing`: a directory without an index file is answered with a listing.
     pub fn new(root: Root, budget: usize, listing: bool) -> FileCache {
         FileCache {
             root,
@@ -336,7 +340,7 @@ impl FileCache {
         }
     }
 
-    /// Opens `self.key` (a directory's `index.html` when it is one).
+    /// Opens `self.key` (a directory's `index.html`, else its `index.htm`, when it is one).
     fn open(&mut self, trailing_slash: bool) -> Result<FileEntry, Refusal> {
         let fd = open_or_shed(&self.root, &mut self.entries, &self.key).map_err(refusal)?;
         let mut st = rustix::fs::fstat(&fd).map_err(refusal)?;
@@ -349,14 +353,26 @@ impl FileCache {
             if !self.scratch.is_empty() {
                 self.scratch.push(b'/');
             }
-            self.scratch.extend_from_slice(b"index.html");
-            let index = match open_or_shed(&self.root, &mut self.entries, &self.scratch) {
-                Ok(index) => index,
-                Err(Errno::NOENT) if self.listing => {
-                    let page = listing(&self.root, fd, &self.key).map_err(refusal)?;
-                    return Err(Refusal::Listing(page));
+            let dir_len = self.scratch.len();
+            let mut found = None;
+            for name in INDEX_NAMES {
+                self.scratch.truncate(dir_len);
+                self.scratch.extend_from_slice(name);
+                match open_or_shed(&self.root, &mut self.entries, &self.scratch) {
+                    Ok(index) => {
+                        found = Some(index);
+                        break;
+                    }
+                    Err(Errno::NOENT) => {}
+                    Err(e) => return Err(refusal(e)),
                 }
-                Err(e) => return Err(refusal(e)),
+            }
+            let Some(index) = found else {
+                if !self.listing {
+                    return Err(Refusal::NoIndex);
+                }
+                let page = listing(&self.root, fd, &self.key).map_err(refusal)?;
+                return Err(Refusal::Listing(page));
             };
             st = rustix::fs::fstat(&index).map_err(refusal)?;
             index

@@ -29,7 +29,7 @@
 //! flight), the cache gives back idle fds and `accept` is tried again, or accepting pauses
 //! until the next tick (the clients wait in the backlog), never spinning and never for good.
 //!
-//! Optional: a directory without `index.html` answered with a listing (`files.rs`), and an
+//! Optional: a directory without an index file answered with a listing (`files.rs`), and an
 //! access log in the common log format (`access_log.rs`), both off by default.
 //!
 //! Stopping: when the checkpoint says stop, the listener closes, idle connections close, and

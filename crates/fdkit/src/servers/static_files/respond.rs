@@ -19,6 +19,13 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 /// The methods every resource allows (RFC 9110 §10.2.1), in a 405 and an OPTIONS answer.
 const ALLOW: &[u8] = b"Allow: GET, HEAD, OPTIONS\r\n";
 
+/// The 404 of a directory without an index file when listings are off: it says why, and
+/// what lists the directory (the server's users type `fdkit serve` where they typed
+/// `python -m http.server`, which lists directories by default).
+const NO_INDEX: &[u8] = b"404 Not Found\n\nThis directory has no index.html or index.htm, \
+and directory listings are off.\nStart the server with --list (fdkit serve --list) to list \
+directories.\n";
+
 /// What a response needs from the engine.
 pub(super) struct Ctx<'a> {
     pub files: &'a mut FileCache,
@@ -99,6 +106,12 @@ pub(super) fn respond(req: &Request<'_>, out: &mut Out, ctx: &mut Ctx<'_>) -> An
                 start,
             );
             return Answer::new(Status::MovedPermanently, keep_alive, body);
+        }
+        Err((Refusal::NoIndex, _, _)) => {
+            let start = out.heads.len();
+            head_start(out, Status::NotFound, ctx.date);
+            let body = error_rest_with(out, NO_INDEX, head, keep_alive, req.version, start);
+            return Answer::new(Status::NotFound, keep_alive, body);
         }
         Err((Refusal::Status(status), _, _)) => {
             let keep = keep_alive && !status.closes();
@@ -266,7 +279,18 @@ fn error_rest(
     version: Version,
     start: usize,
 ) -> u64 {
-    let body = status.body();
+    error_rest_with(out, status.body(), head, keep_alive, version, start)
+}
+
+/// [`error_rest`] with a body of the caller's.
+fn error_rest_with(
+    out: &mut Out,
+    body: &[u8],
+    head: bool,
+    keep_alive: bool,
+    version: Version,
+    start: usize,
+) -> u64 {
     out.heads
         .extend_from_slice(b"Content-Type: text/plain; charset=utf-8\r\nContent-Length: ");
     write_decimal(&mut out.heads, body.len() as u64);
