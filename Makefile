@@ -33,13 +33,13 @@ setup: $(STAMP_BUILD) ## create .venv, install tools, build the extension (relea
 demo: setup bench-tools bench-deps ## set up, then a short tour of every capability against its stdlib baseline
 	@$(PY) -m bench --quick
 
-# The serve bench's peers: wrk (the load) and nginx (the baseline), Debian packages. Installed
-# here, by the project's own setup, never by `fdkit bench`. Only what is missing, with apt-get
-# as root or through passwordless sudo; otherwise the command to run is printed and the bench
-# skips those rows. Never fails: `make test` does not need these.
-BENCH_TOOLS := wrk:wrk nginx:nginx
+# The serve bench's peers: wrk (the load), nginx and h2o (the baselines), Debian packages.
+# Installed here, by the project's own setup, never by `fdkit bench`. Only what is missing, with
+# apt-get as root or through passwordless sudo; otherwise the command to run is printed and the
+# bench skips those rows. Never fails: `make test` does not need these.
+BENCH_TOOLS := wrk:wrk nginx:nginx h2o:h2o
 .PHONY: bench-tools
-bench-tools: ## install wrk and nginx for `fdkit bench serve` when missing (apt-get)
+bench-tools: ## install wrk, nginx and h2o for `fdkit bench serve` when missing (apt-get)
 	@$(if $(JSON),exec 1>&2;) missing=""; \
 	for pair in $(BENCH_TOOLS); do \
 	  tool=$${pair%%:*}; pkg=$${pair#*:}; \

@@ -1,5 +1,5 @@
-"""Static file serving: ``fdkit serve`` against nginx and asyncio, and the Python ``Ring``
-hello server against an asyncio Protocol hello server, under wrk.
+"""Static file serving: ``fdkit serve`` against nginx, h2o, a C floor and asyncio, and the
+Python ``Ring`` hello server against an asyncio Protocol hello server, under wrk.
 
 The figure that ranks the servers is the **server's CPU time per request**: ``utime + stime``
 of the server process and every process under it (nginx's master and worker; ``fdkit serve``'s
@@ -16,6 +16,12 @@ Contenders, all started once, serving the same directory, measured in alternatin
   ``sendfile on``, ``open_file_cache max=1000``, ``access_log off``, ``daemon off``,
   ``keepalive_requests`` high enough that wrk's connections are never recycled, listening on a
   free loopback port, pid and logs in the temporary directory, run as the current user;
+* h2o (Debian package, 2.2.5), the server people pick when nginx is not fast enough: a config
+  generated the same way, ``num-threads: 1``, ``file.send-compressed: OFF``, no access log,
+  ``user: root`` when run as root (h2o refuses root without it);
+* the floor, on the 6 B file only: ``bench/c/epoll_hello.c`` (the aio bench's C epoll server,
+  run by :mod:`bench.child.aio_servers` ``floor``), which answers every request with one fixed
+  6-byte reply without parsing it: the least CPU anything that reads requests can spend;
 * :mod:`bench.child.asyncio_servers` ``static``: an asyncio Protocol keep-alive server with an
   open-file cache that writes the head with the transport and sends the body with ``os.sendfile`` on
   the socket (``loop.sendfile`` for what does not fit the socket buffer at once);
@@ -25,13 +31,22 @@ Contenders, all started once, serving the same directory, measured in alternatin
 
 Files: 6 B (``hallo\\n``), 4 KiB, 1 MiB. wrk (Debian package) runs with one thread, 64 and
 256 keep-alive connections, ``--latency``; the servers are pinned to CPU 0 and wrk to CPU 1
-(when there are two CPUs). wrk and nginx are Debian packages this bench never installs (a
-library's command does not change the system): ``make bench-tools`` does, and ``make bench``
-and ``make demo`` run it. When one is missing, the rows that need it are skipped, named in a
-note that gives the command that installs it, and listed as skipped under the table (the
-JSON leaves them out, as it always has for rows that cannot run here). Every server's answer is
-checked (status and body) before it is measured, and wrk's non-2xx count and socket errors
-must be zero.
+(when there are two CPUs).
+
+Two workers, on the 4 KiB file (headline connection count only): ``fdkit serve --workers 2``
+(io_uring) against nginx with ``worker_processes 2`` (the 4 KiB config otherwise), nobody
+pinned: both servers' workers and wrk's one thread share both CPUs as the kernel schedules
+them, three busy threads on two cores, so the load gets about a third of the machine's time.
+The figure is the same (the server tree's CPU per request), so what wrk takes does not enter
+the ratio.
+
+wrk, nginx and h2o are Debian packages this bench never installs (a library's command does not
+change the system): ``make bench-tools`` does, and ``make bench`` and ``make demo`` run it.
+When one is missing, the rows that need it are skipped, named in a note that gives the command
+that installs it, and listed as skipped under the table (the JSON leaves them out, as it always
+has for rows that cannot run here); so are the floor's rows when gcc cannot build it. Every
+server's answer is checked (status and body) before it is measured (the floor's on the 6 B file
+only), and wrk's non-2xx count and socket errors must be zero.
 
 Modes: full (64 and 256 connections, 3 rounds of 2 s after a 1 s warm-up round), ``--quick``
 (64 connections, the headline contenders only, one 1 s round), tiny (``FDKIT_BENCH_TINY``:
@@ -56,7 +71,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench._common import Result, alternate, compare, median, note, pick, skip, tiny
+from bench._common import Result, alternate, compare, load_c, median, note, pick, skip, tiny
 from bench._endpoints import MiB, cpu_between, read_cpu
 from bench.child import script
 
@@ -65,6 +80,10 @@ GOAL_SMALL = 1.25  # = 1 / 0.8: fdkit serve at most 0.8x nginx's CPU per request
 GOAL_1M = 1.0  # no more than nginx for 1 MiB
 GOAL_EPOLL = 1.0  # the forced-epoll mode: no more than nginx (4 KiB)
 GOAL_HELLO = 1.0  # the Ring hello server: less CPU per request than asyncio
+GOAL_H2O_SMALL = 1.25  # fdkit serve at most 0.8x h2o's CPU per request, 6 B and 4 KiB
+GOAL_H2O_1M = 1.0  # no more than h2o for 1 MiB
+GOAL_FLOOR = 0.9  # at most 1/0.9 of the C fixed-reply server's CPU per request (6 B)
+GOAL_2W = 1.3  # two workers each, 4 KiB: at most 1/1.3 of nginx's CPU per request
 START_TIMEOUT = 15.0
 STOP_TIMEOUT = 5.0
 SETTLE = 0.05  # seconds after wrk exits before the CPU is read (in-flight work finishes)
@@ -87,6 +106,10 @@ HELLO_RESPONSE = (
 
 # which nginx config each file size is measured against (see run)
 NGINX_CONFIG = {"6b": "nginx_nopush", "4k": "nginx_nopush", "1m": "nginx"}
+FLOOR = "floor"  # the C fixed-reply server: measured on the 6 B file only
+FLOOR_SOURCE = "epoll_hello"  # bench/c/epoll_hello.c
+FLOOR_SIZE = "6b"
+TWO_WORKERS_SIZE = "4k"  # the two-worker case: fdkit_2w against nginx_2w
 
 LABELS = {
     "fdkit": "fdkit serve (io_uring)",
@@ -94,6 +117,10 @@ LABELS = {
     "nginx": "nginx (1 worker, sendfile, open_file_cache)",
     "nginx_nopush": "nginx (1 worker, sendfile, open_file_cache, tcp_nopush)",
     "asyncio": "asyncio static server (Protocol, os.sendfile)",
+    "h2o": "h2o (1 thread, file.send-compressed OFF, no access log)",
+    FLOOR: f"C epoll server, fixed reply (bench/c/{FLOOR_SOURCE}.c)",
+    "fdkit_2w": "fdkit serve --workers 2 (io_uring)",
+    "nginx_2w": "nginx (2 workers, sendfile, open_file_cache, tcp_nopush)",
     "ring_hello": "Ring hello server (examples/hello_server.py)",
     "asyncio_hello": "asyncio Protocol hello server",
 }
@@ -110,7 +137,7 @@ def _which(name: str) -> str | None:
 #: The Debian package that provides each tool this bench runs (``make bench-tools`` installs
 #: them; the package ``nginx`` rather than ``nginx-light``, which Debian 12 keeps only as a
 #: transitional name and Debian 13 no longer has).
-PACKAGES = {"wrk": "wrk", "nginx": "nginx"}
+PACKAGES = {"wrk": "wrk", "nginx": "nginx", "h2o": "h2o"}
 
 
 def install_command(name: str) -> str:
@@ -140,9 +167,10 @@ def _free_port() -> int:
         return port
 
 
-def _pin(cpu: int) -> Callable[[], None] | None:
-    """A ``preexec_fn`` pinning the child to ``cpu`` (None on a one-CPU machine)."""
-    if (os.cpu_count() or 1) < 2 or not hasattr(os, "sched_setaffinity"):
+def _pin(cpu: int | None) -> Callable[[], None] | None:
+    """A ``preexec_fn`` pinning the child to ``cpu`` (None on a one-CPU machine, or for
+    ``cpu=None``: the child runs where the kernel puts it)."""
+    if cpu is None or (os.cpu_count() or 1) < 2 or not hasattr(os, "sched_setaffinity"):
         return None
 
     def pin() -> None:
@@ -186,12 +214,12 @@ def tree_cpu(pids: Sequence[int]) -> Callable[[], float]:
 
 
 class Server:
-    """A server process on a loopback port, pinned to CPU 0 (in ``env``, this process's
-    environment when None); stopped by pid."""
+    """A server process on a loopback port, pinned to ``cpu`` (CPU 0; None: not pinned), in
+    ``env`` (this process's environment when None); stopped by pid."""
 
     def __init__(self, key: str, argv: Sequence[str], port: int, cwd: str | None = None,
                  name: str | None = None, bench: str = BENCH,
-                 env: Mapping[str, str] | None = None) -> None:  # fmt: skip
+                 env: Mapping[str, str] | None = None, cpu: int | None = 0) -> None:  # fmt: skip
         self.key = key
         self.name = LABELS[key] if name is None else name
         self.bench = bench
@@ -205,7 +233,7 @@ class Server:
                 stderr=self._log,
                 cwd=cwd,
                 env=env,
-                preexec_fn=_pin(0),
+                preexec_fn=_pin(cpu),
             )
         except BaseException:
             self._log.close()
@@ -251,7 +279,7 @@ class Server:
                     os.kill(self.proc.pid, signal.SIGTERM)
                 try:
                     status = self.proc.wait(STOP_TIMEOUT)
-                    if status != 0 and not self.key.startswith("nginx"):
+                    if status != 0 and not self.key.startswith(("nginx", "h2o")):
                         note(f"{self.bench}: {self.name} exited with status {status} on SIGTERM")
                 except subprocess.TimeoutExpired:
                     note(
@@ -307,7 +335,7 @@ class _Reader:
         return out
 
 
-def _nginx_conf(tmp: Path, root: Path, port: int, nopush: bool = False) -> Path:
+def _nginx_conf(tmp: Path, root: Path, port: int, nopush: bool = False, workers: int = 1) -> Path:
     user = ""
     if os.geteuid() == 0:
         import grp
@@ -321,7 +349,7 @@ def _nginx_conf(tmp: Path, root: Path, port: int, nopush: bool = False) -> Path:
     conf = tmp / "nginx.conf"
     conf.write_text(f"""\
 {user}
-worker_processes 1;
+worker_processes {workers};
 daemon off;
 pid {tmp / "nginx.pid"};
 error_log {tmp / "error.log"} warn;
@@ -349,6 +377,29 @@ http {{
         root {root};
     }}
 }}
+""")
+    return conf
+
+
+def _h2o_conf(tmp: Path, root: Path, port: int) -> Path:
+    """h2o's config: one thread, files sent as they are (no pre-compressed variants looked
+    up), no access log (none is configured), pid and error log in ``tmp``. h2o refuses to run
+    as root unless told which user to be: root then, as nginx runs as the current user."""
+    user = "user: root\n" if os.geteuid() == 0 else ""
+    conf = tmp / "h2o.conf"
+    conf.write_text(f"""\
+{user}num-threads: 1
+pid-file: {tmp / "h2o.pid"}
+error-log: {tmp / "error.log"}
+file.send-compressed: OFF
+listen:
+  host: 127.0.0.1
+  port: {port}
+hosts:
+  default:
+    paths:
+      /:
+        file.dir: {root}
 """)
     return conf
 
@@ -413,14 +464,16 @@ def parse_wrk(text: str) -> WrkOutput:
     return out
 
 
-def run_wrk(wrk: str, server: Server, target: str, conns: int, seconds: int) -> Run:
-    """wrk on CPU 1 against ``server`` for ``seconds``; the server's CPU meanwhile."""
+def run_wrk(wrk: str, server: Server, target: str, conns: int, seconds: int,
+            wrk_cpu: int | None = 1) -> Run:  # fmt: skip
+    """wrk on ``wrk_cpu`` (None: not pinned) against ``server`` for ``seconds``; the server's
+    CPU meanwhile."""
     argv = [wrk, "-t1", f"-c{conns}", f"-d{seconds}s", "--latency", "--timeout", "10s",
             f"http://127.0.0.1:{server.port}{target}"]  # fmt: skip
     cpu = tree_cpu(server.pids())
     proc = subprocess.run(
         argv, capture_output=True, text=True, timeout=seconds + 60, check=False,
-        preexec_fn=_pin(1),
+        preexec_fn=_pin(wrk_cpu),
     )  # fmt: skip
     time.sleep(SETTLE)
     used = cpu()
@@ -518,8 +571,8 @@ def _example() -> Path | None:
 
 
 def _start(stack: contextlib.ExitStack, key: str, argv: Sequence[str], port: int,
-           target: str, expect: bytes) -> Server | None:  # fmt: skip
-    server = Server(key, argv, port)
+           target: str, expect: bytes, cpu: int | None = 0) -> Server | None:  # fmt: skip
+    server = Server(key, argv, port, cpu=cpu)
     stack.callback(server.stop)
     try:
         server.wait_ready(target, expect)
@@ -557,12 +610,56 @@ def _file_servers(stack: contextlib.ExitStack, root: Path, plan: Plan) -> dict[s
         argv = [nginx, "-p", str(tmp), "-c", str(conf), "-e", str(tmp / "error.log")]
         if (s := _start(stack, key, argv, port, "/hallo.txt", HELLO)) is not None:
             servers[key] = s
+    h2o = find_tool("h2o", [i for i in planned_ids(plan) if "_vs_h2o_" in i])
+    if h2o is not None:
+        tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="fdkit-bench-h2o-")))
+        port = _free_port()
+        argv = [h2o, "-c", str(_h2o_conf(tmp, root, port))]
+        if (s := _start(stack, "h2o", argv, port, "/hallo.txt", HELLO)) is not None:
+            servers["h2o"] = s
+    floor = load_c(FLOOR_SOURCE)
+    if floor is None:
+        skip(BENCH, [i for i in planned_ids(plan) if f"_vs_{FLOOR}_" in i],
+             f"the C floor server bench/c/{FLOOR_SOURCE}.c could not be built (gcc)")  # fmt: skip
+    else:
+        port = _free_port()
+        argv = [sys.executable, script("aio_servers"), "floor", str(floor._name), "127.0.0.1",
+                str(port)]  # fmt: skip
+        if (s := _start(stack, FLOOR, argv, port, "/hallo.txt", HELLO)) is not None:
+            servers[FLOOR] = s
     if plan.with_asyncio:
         port = _free_port()
         argv = [sys.executable, script("asyncio_servers"), "static", str(root), "127.0.0.1",
                 str(port)]  # fmt: skip
         if (s := _start(stack, "asyncio", argv, port, "/hallo.txt", HELLO)) is not None:
             servers["asyncio"] = s
+    return servers
+
+
+def _two_worker_servers(stack: contextlib.ExitStack, root: Path) -> dict[str, Server]:
+    """``fdkit serve --workers 2`` (io_uring) and nginx with 2 workers, not pinned (their rows
+    were recorded as skipped already when nginx is missing)."""
+    from fdkit import uring
+
+    servers: dict[str, Server] = {}
+    nginx = _which("nginx")
+    ok, reason = uring.available()
+    if nginx is None:
+        return servers
+    if not ok:
+        note(f"serve: io_uring unavailable ({reason}): the two-worker rows skipped")
+        return servers
+    port = _free_port()
+    argv = [sys.executable, "-m", "fdkit", "serve", str(root), "--host", "127.0.0.1",
+            "--workers", "2", "--quiet", "--port", str(port), "--engine", "uring"]  # fmt: skip
+    if (s := _start(stack, "fdkit_2w", argv, port, "/hallo.txt", HELLO, cpu=None)) is not None:
+        servers["fdkit_2w"] = s
+    tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="fdkit-bench-nginx-")))
+    port = _free_port()
+    conf = _nginx_conf(tmp, root, port, nopush=True, workers=2)
+    argv = [nginx, "-p", str(tmp), "-c", str(conf), "-e", str(tmp / "error.log")]
+    if (s := _start(stack, "nginx_2w", argv, port, "/hallo.txt", HELLO, cpu=None)) is not None:
+        servers["nginx_2w"] = s
     return servers
 
 
@@ -590,16 +687,19 @@ def _hello_servers(stack: contextlib.ExitStack) -> dict[str, Server]:
 
 
 def _check_bodies(servers: dict[str, Server], root: Path) -> None:
-    """Every file server answers every file with its exact bytes."""
-    for s in servers.values():
-        for name, _ in FILES.values():
+    """Every file server answers every file with its exact bytes (the floor, whose one reply
+    is the 6 B file, only that one)."""
+    for key, s in servers.items():
+        for size, (name, _) in FILES.items():
+            if key == FLOOR and size != FLOOR_SIZE:
+                continue
             status, body = http_get(s.port, f"/{name}")
             if status != 200 or body != (root / name).read_bytes():
                 raise RuntimeError(f"{s.name}: GET /{name} answered {status}, wrong body")
 
 
 def _measure(wrk: str | None, plan: Plan, server: Server, target: str,
-             conns: int) -> Callable[[], Run]:  # fmt: skip
+             conns: int, wrk_cpu: int | None = 1) -> Callable[[], Run]:  # fmt: skip
     calls = [0]
 
     def once() -> Run:
@@ -607,7 +707,7 @@ def _measure(wrk: str | None, plan: Plan, server: Server, target: str,
         if wrk is None:
             return run_python_load(server, target, conns, plan.tiny_requests)
         warm = calls[0] <= plan.warmup
-        return run_wrk(wrk, server, target, conns, 1 if warm else plan.seconds)
+        return run_wrk(wrk, server, target, conns, 1 if warm else plan.seconds, wrk_cpu)
 
     return once
 
@@ -658,7 +758,10 @@ FILE_IDS = (
     "serve_epoll{kind}_vs_nginx_{size}{suffix}",
     "serve{kind}_vs_asyncio_{size}{suffix}",
     "serve_epoll{kind}_vs_asyncio_{size}{suffix}",
+    "serve{kind}_vs_h2o_{size}{suffix}",
 )
+FLOOR_IDS = "serve{kind}_vs_floor_6b{suffix}"
+TWO_WORKER_IDS = "serve{kind}_vs_nginx_2w_4k"
 HELLO_IDS = "ring_hello{kind}_vs_asyncio{suffix}"
 KINDS = ("", "_rps", "_p99")
 
@@ -677,6 +780,9 @@ def planned_ids(plan: Plan) -> list[str]:
                     continue
                 ids += [pattern.format(kind=k, size=size, suffix=_suffix(plan, conns))
                         for k in KINDS]  # fmt: skip
+            if size == FLOOR_SIZE:
+                ids += [FLOOR_IDS.format(kind=k, suffix=_suffix(plan, conns)) for k in KINDS]
+    ids += [TWO_WORKER_IDS.format(kind=k) for k in KINDS]
     for conns in plan.conns:
         ids += [HELLO_IDS.format(kind=k, suffix=_suffix(plan, conns)) for k in KINDS]
     return ids
@@ -704,7 +810,8 @@ def run(quick: bool) -> list[Result]:
                 # default (off) for 1 MiB, where TCP_CORK doubles its CPU per request here
                 chosen = NGINX_CONFIG[size]
                 case_servers = {("nginx" if k == chosen else k): s for k, s in servers.items()
-                                if not k.startswith("nginx") or k == chosen}  # fmt: skip
+                                if (not k.startswith("nginx") or k == chosen)
+                                and (k != FLOOR or size == FLOOR_SIZE)}  # fmt: skip
                 names = dict(LABELS, nginx=LABELS[chosen])
                 contenders = {k: _measure(wrk, plan, s, f"/{name}", conns)
                               for k, s in case_servers.items()}  # fmt: skip
@@ -722,7 +829,27 @@ def run(quick: bool) -> list[Result]:
                 rows += _rows(ids[1], case_e, figs, "epoll", "nginx", epoll_goal, names)
                 rows += _rows(ids[2], case_u, figs, "fdkit", "asyncio", None)
                 rows += _rows(ids[3], case_e, figs, "epoll", "asyncio", None)
+                h2o_goal = (GOAL_H2O_1M if size == "1m" else GOAL_H2O_SMALL) if headline else None
+                rows += _rows(ids[4], case_u, figs, "fdkit", "h2o", h2o_goal)
+                if size == FLOOR_SIZE:
+                    floor_goal = GOAL_FLOOR if headline else None
+                    floor_id = FLOOR_IDS.replace("{suffix}", suffix)
+                    rows += _rows(floor_id, case_u, figs, "fdkit", FLOOR, floor_goal)
         for s in servers.values():
+            s.stop()
+        two = _two_worker_servers(stack, root)
+        if len(two) == 2:
+            _check_bodies(two, root)
+            conns = plan.conns[0]
+            target = f"/{FILES[TWO_WORKERS_SIZE][0]}"
+            contenders = {k: _measure(wrk, plan, s, target, conns, wrk_cpu=None)
+                          for k, s in two.items()}  # fmt: skip
+            figs = _figures(alternate(contenders, plan.rounds, plan.warmup))
+            _report(f"{TWO_WORKERS_SIZE} c{conns} two workers", figs)
+            cond = f"{TWO_WORKERS_SIZE} file, {conns} keep-alive connections, {load}, not pinned"
+            case = f"{LABELS['fdkit_2w']} [{cond}]"
+            rows += _rows(TWO_WORKER_IDS, case, figs, "fdkit_2w", "nginx_2w", GOAL_2W)
+        for s in two.values():
             s.stop()
         hello = _hello_servers(stack)
         for conns in plan.conns:

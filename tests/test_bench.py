@@ -87,6 +87,11 @@ HEADLINES = {
         "serve_vs_nginx_4k",
         "serve_vs_nginx_1m",
         "serve_epoll_vs_nginx_4k",
+        "serve_vs_h2o_6b",
+        "serve_vs_h2o_4k",
+        "serve_vs_h2o_1m",
+        "serve_vs_floor_6b",
+        "serve_vs_nginx_2w_4k",
         "ring_hello_vs_asyncio",
     ],
     # each needs its contender here (importable, or gcc for the C floor): see _aio_available
@@ -119,14 +124,20 @@ ATOMIC_PIPE_HEADLINES = [
 
 
 HAVE_NGINX = serve._which("nginx") is not None  # the bench installs nothing at smoke size
+HAVE_H2O = serve._which("h2o") is not None
 URING_OK = uring.available()[0]
 
 
 def _serve_available(row_id: str) -> bool:
-    """Whether the serve bench can produce ``row_id`` here (nginx installed, io_uring)."""
+    """Whether the serve bench can produce ``row_id`` here (nginx, h2o installed; gcc for the
+    C floor; io_uring)."""
     if row_id.startswith("ring_hello"):
         return URING_OK
     if "nginx" in row_id and not HAVE_NGINX:
+        return False
+    if "_h2o_" in row_id and not HAVE_H2O:
+        return False
+    if "_floor_" in row_id and not HAVE_GCC:
         return False
     return URING_OK or row_id.startswith("serve_epoll")
 
@@ -591,6 +602,22 @@ def test_serve_rows(results: dict[str, list[Result]]) -> None:
         assert "serve_vs_asyncio_4k" in by_id  # the smoke size runs the asyncio server too
     if URING_OK:
         assert by_id["ring_hello_vs_asyncio"].baseline_name == serve.LABELS["asyncio_hello"]
+    for i in _expected_headlines("serve"):
+        assert i in by_id, i
+    goals = {"serve_vs_h2o_6b": 1.25, "serve_vs_h2o_4k": 1.25, "serve_vs_h2o_1m": 1.0,
+             "serve_vs_floor_6b": 0.9, "serve_vs_nginx_2w_4k": 1.3}  # fmt: skip
+    for i, goal in goals.items():
+        if i in by_id:
+            assert (by_id[i].unit, by_id[i].goal) == ("us/req", goal), by_id[i]
+    if "serve_vs_h2o_4k" in by_id:
+        assert by_id["serve_vs_h2o_4k"].baseline_name == serve.LABELS["h2o"]
+    if "serve_vs_floor_6b" in by_id:  # the floor answers the 6 B file only
+        assert by_id["serve_vs_floor_6b"].baseline_name == serve.LABELS["floor"]
+        assert not any(r.startswith("serve_vs_floor_") for r in by_id if "6b" not in r)
+    if "serve_vs_nginx_2w_4k" in by_id:
+        row = by_id["serve_vs_nginx_2w_4k"]
+        assert row.baseline_name == serve.LABELS["nginx_2w"]
+        assert row.case.startswith(serve.LABELS["fdkit_2w"])
 
 
 def test_serve_script_prints_json() -> None:
@@ -645,6 +672,7 @@ def test_parse_wrk() -> None:
 
 
 def test_nginx_config(tmp_path: Path) -> None:
+    assert "worker_processes 2;" in serve._nginx_conf(tmp_path, tmp_path, 1, workers=2).read_text()
     conf = serve._nginx_conf(tmp_path, tmp_path / "www", 12345).read_text()
     for directive in (
         "worker_processes 1;",
@@ -658,6 +686,42 @@ def test_nginx_config(tmp_path: Path) -> None:
     ):
         assert directive in conf, directive
     assert ("user " in conf) == (os.geteuid() == 0)  # run as the current user
+
+
+def test_h2o_config(tmp_path: Path) -> None:
+    """h2o as the issue sets it: one thread, no pre-compressed files, no access log, root
+    only as root (h2o refuses root without a `user`)."""
+    conf = serve._h2o_conf(tmp_path, tmp_path / "www", 12345).read_text()
+    for directive in (
+        "num-threads: 1\n",
+        "file.send-compressed: OFF\n",
+        "  host: 127.0.0.1\n  port: 12345\n",
+        f"file.dir: {tmp_path / 'www'}\n",
+        f"pid-file: {tmp_path / 'h2o.pid'}\n",
+    ):
+        assert directive in conf, directive
+    assert "access-log" not in conf
+    assert ("user: root\n" in conf) == (os.geteuid() == 0)
+
+
+@pytest.mark.skipif(not HAVE_H2O, reason="h2o is not installed (make bench-tools)")
+def test_h2o_serves_the_bench_files(tmp_path: Path) -> None:
+    """The generated config starts Debian's h2o, which serves the files whole, and stops on
+    SIGTERM."""
+    root = tmp_path / "www"
+    root.mkdir()
+    (root / "hallo.txt").write_bytes(serve.HELLO)
+    (root / "4k.bin").write_bytes(os.urandom(4096))
+    port = serve._free_port()
+    h2o = serve._which("h2o")
+    assert h2o is not None
+    server = serve.Server("h2o", [h2o, "-c", str(serve._h2o_conf(tmp_path, root, port))], port)
+    try:
+        server.wait_ready("/hallo.txt", serve.HELLO)
+        assert serve.http_get(port, "/4k.bin") == (200, (root / "4k.bin").read_bytes())
+    finally:
+        server.stop()
+    assert server.proc.returncode is not None
 
 
 def _no_subprocess(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -703,24 +767,28 @@ def test_serve_without_wrk_skips_every_row_it_would_have(
     assert "wrk is not installed" in capsys.readouterr().err
 
 
-def test_serve_without_nginx_skips_only_the_nginx_rows(
-    tiny_env: None, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize(
+    ("tool", "first"),
+    [("nginx", "serve_vs_nginx_6b, serve_epoll_vs_nginx_6b,"), ("h2o", "serve_vs_h2o_6b,")],
+)
+def test_serve_without_a_peer_skips_only_its_rows(
+    tiny_env: None, monkeypatch: pytest.MonkeyPatch, tool: str, first: str
 ) -> None:
     real = serve._which
-    monkeypatch.setattr(serve, "_which", lambda name: None if name == "nginx" else real(name))
+    monkeypatch.setattr(serve, "_which", lambda name: None if name == tool else real(name))
     _common.take_skipped()
     rows = serve.run(quick=True)
-    (sk,) = _common.take_skipped()
+    skipped = _common.take_skipped()
+    (sk,) = [s for s in skipped if f"{tool} is not installed" in s.reason]
     plan = serve._plan(quick=True)
-    nginx_ids = [i for i in serve.planned_ids(plan) if "_vs_nginx_" in i]
-    assert sk.ids == tuple(nginx_ids)
-    assert "nginx is not installed" in sk.reason
+    tool_ids = [i for i in serve.planned_ids(plan) if f"_vs_{tool}_" in i]
+    assert sk.ids == tuple(tool_ids)
     got = {r.id for r in rows}
-    assert not got & set(nginx_ids)
+    assert not got & set(tool_ids)
     assert got <= set(serve.planned_ids(plan))  # planned_ids knows every id run makes
     table = report.format_table(rows, [sk])
-    assert "skipped: serve_vs_nginx_6b, serve_epoll_vs_nginx_6b," in table
-    assert f"{len(nginx_ids)} rows skipped" in table.splitlines()[-1]
+    assert f"skipped: {first}" in table
+    assert f"{len(tool_ids)} rows skipped" in table.splitlines()[-1]
     # the JSON keeps its shape: the skipped rows are left out, as before
     doc = json.loads(report.to_json(rows, {}))
     assert set(doc) == {"machine", "results"}
@@ -731,7 +799,8 @@ def _fake_bin(
     tmp_path: Path, uid: int = 0, apt: bool = True, sudo: bool = False, tools: bool = False
 ) -> Path:
     """A PATH holding only fakes: ``apt-get`` (and ``sudo`` when asked) record their argv in
-    ``tmp_path/calls`` and succeed, ``id`` says ``uid``; ``wrk``/``nginx`` when ``tools``."""
+    ``tmp_path/calls`` and succeed, ``id`` says ``uid``; ``wrk``, ``nginx``, ``h2o`` when
+    ``tools``."""
     bin_ = tmp_path / "bin"
     bin_.mkdir()
     record = tmp_path / "calls"
@@ -745,7 +814,7 @@ def _fake_bin(
         del scripts["sudo"]
     scripts["id"] = f"echo {uid}"
     if tools:
-        scripts["wrk"] = scripts["nginx"] = "exit 0"
+        scripts["wrk"] = scripts["nginx"] = scripts["h2o"] = "exit 0"
     for name, body in scripts.items():
         f = bin_ / name
         f.write_text(f"#!/bin/sh\n{body}\n")
@@ -809,7 +878,7 @@ def _missing_packages() -> list[str]:
     """What bench-tools finds missing with PATH = the fake bin (plus the sbin dirs it adds)."""
     return [
         pkg
-        for tool, pkg in (("wrk", "wrk"), ("nginx", "nginx"))
+        for tool, pkg in (("wrk", "wrk"), ("nginx", "nginx"), ("h2o", "h2o"))
         if shutil.which(tool, path="/nonexistent:/usr/sbin:/sbin") is None
     ]
 
