@@ -133,8 +133,8 @@ pub(super) fn respond(req: &Request<'_>, out: &mut Out, ctx: &mut Ctx<'_>) -> An
             }
         }
     }
-    let (status, off, len) = match range.map(|r| parse_range(r, entry.size)) {
-        None | Some(ByteRange::Full) => (Status::Ok, 0, entry.size),
+    let (status, off, len) = match range.map(|r| parse_range(r, entry.size, 0)) {
+        None | Some(ByteRange::Full | ByteRange::Multipart(_)) => (Status::Ok, 0, entry.size),
         Some(ByteRange::Partial { start, end }) => (Status::PartialContent, start, end - start + 1),
         Some(ByteRange::Unsatisfiable) => {
             let start = out.heads.len();
