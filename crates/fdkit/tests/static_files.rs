@@ -157,6 +157,15 @@ fn get(s: &Server, target: &[u8], extra: &str) -> (u16, Vec<(String, String)>, V
     response(&mut c, false)
 }
 
+fn get_head(s: &Server, target: &[u8], extra: &str) -> (u16, Vec<(String, String)>, Vec<u8>) {
+    let mut c = connect(s);
+    let mut req = b"HEAD ".to_vec();
+    req.extend_from_slice(target);
+    req.extend_from_slice(format!(" HTTP/1.1\r\nHost: x\r\n{extra}\r\n").as_bytes());
+    c.write_all(&req).unwrap();
+    response(&mut c, true)
+}
+
 fn eof_within(c: &mut TcpStream, limit: Duration) -> bool {
     c.set_read_timeout(Some(limit)).unwrap();
     let mut b = [0u8; 64];
@@ -256,6 +265,10 @@ fn ranges_and_head() {
         let (st, h, body) = get(s, b"/hallo.txt", "Range: bytes=0-1,3-4\r\n");
         assert_eq!((st, &body[..]), (206, &b"hallo"[..]));
         assert_eq!(header(&h, "content-range"), Some("bytes 0-4/6"));
+        // RFC 9110 §14.2: Range is ignored on HEAD.
+        let (st, h, _) = get_head(s, b"/hallo.txt", "Range: bytes=1-3\r\n");
+        assert_eq!((st, header(&h, "content-length")), (200, Some("6")));
+        assert_eq!(header(&h, "content-range"), None);
         let (st, _, body) = get(s, b"/big.bin", "Range: bytes=100000-100009\r\n");
         assert_eq!(st, 206);
         let want: Vec<u8> = (100_000..100_010u32).map(|i| (i * 7 % 251) as u8).collect();

@@ -7,7 +7,9 @@
 //! when its `If-Range` holds (for the whole range set). Every 200, 206 and 304 carries the
 //! file's strong `ETag`.
 //!
-//! Several ranges get a `multipart/byteranges` 206 (`multipart.rs`).
+//! `Range` is honoured on `GET` alone (RFC 9110 §14.2: a server ignores it for any other
+//! method; a `HEAD` gets the head of the 200). Several ranges get a `multipart/byteranges`
+//! 206 (`multipart.rs`).
 
 use super::access_log::AccessLog;
 use super::files::{FileCache, FileEntry, Refusal};
@@ -112,7 +114,12 @@ pub(super) fn respond(req: &Request<'_>, out: &mut Out, ctx: &mut Ctx<'_>) -> An
             return Answer::new(Status::Ok, keep_alive, body);
         }
     };
-    let mut range = req.range;
+    // RFC 9110 §14.2: a server MUST ignore Range for any method but GET.
+    let mut range = if req.method == Method::Get {
+        req.range
+    } else {
+        None
+    };
     if has_preconditions(req) {
         let v = Validators {
             etag: entry.etag.as_bytes(),
