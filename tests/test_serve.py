@@ -485,7 +485,7 @@ def test_range_416(srv: Serve, spec: str) -> None:
     assert DATA[:100] not in r.body
 
 
-@pytest.mark.parametrize("spec", ["bytes=5-2", "bytes=abc", "items=0-5", "bytes=0-1,3-4"])
+@pytest.mark.parametrize("spec", ["bytes=5-2", "bytes=abc", "items=0-5"])
 def test_range_unsatisfiable_or_ignored(srv: Serve, spec: str) -> None:
     """Odd ranges: a server may ignore them (the whole file) or refuse them; nothing else."""
     r = get(srv, "/data.bin", f"Range: {spec}")

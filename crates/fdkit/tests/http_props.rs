@@ -3,8 +3,8 @@
 
 use fdkit::http::{
     evaluate, format_http_date, fuzz_one, parse_http_date, parse_range, parse_request,
-    resolve_target, tag_list_matches, write_location, ByteRange, Comparison, ETag, Method, Parsed,
-    Precondition, Status, Validators, Version,
+    part_head_max, resolve_target, tag_list_matches, write_location, Boundary, ByteRange,
+    Comparison, ETag, Framing, Method, Parsed, Precondition, Status, Validators, Version,
 };
 use proptest::prelude::*;
 
@@ -20,6 +20,173 @@ fn method() -> impl Strategy<Value = (&'static str, Method)> {
 
 fn segment() -> impl Strategy<Value = String> {
     "[A-Za-z0-9_~-][A-Za-z0-9._~-]{0,11}".prop_filter("not . or ..", |s| s != "." && s != "..")
+}
+
+/// A range-spec as a client writes it (`a-b`, `a-`, `-n`, with optional spaces), and what
+/// it asks for over `len` bytes when satisfiable (RFC 9110 §14.1.1), written independently of
+/// the parser.
+fn range_spec() -> impl Strategy<Value = (u8, u64, u64, bool)> {
+    (0u8..3, 0u64..6000, 0u64..6000, any::<bool>())
+}
+
+fn spec_text(&(kind, a, b, space): &(u8, u64, u64, bool)) -> String {
+    let s = match kind {
+        0 => format!("{}-{}", a.min(b), a.max(b)),
+        1 => format!("{a}-"),
+        _ => format!("-{b}"),
+    };
+    if space {
+        format!(" {s}\t")
+    } else {
+        s
+    }
+}
+
+fn asked(&(kind, a, b, _): &(u8, u64, u64, bool), len: u64) -> Option<(u64, u64)> {
+    match kind {
+        0 if a.min(b) < len => Some((a.min(b), a.max(b).min(len - 1))),
+        1 if a < len => Some((a, len - 1)),
+        2 if b > 0 && len > 0 => Some((len.saturating_sub(b), len - 1)),
+        _ => None,
+    }
+}
+
+/// The parts of a `multipart/byteranges` body, parsed back by RFC 9110 §14.6 and RFC 2046
+/// §5.1.1: `(first, last, complete length, content type, bytes)` of each.
+type Part = (u64, u64, u64, String, Vec<u8>);
+
+fn parse_multipart(body: &[u8], boundary: &[u8]) -> Result<Vec<Part>, String> {
+    let mut delim = b"--".to_vec();
+    delim.extend_from_slice(boundary);
+    let mut rest = body.strip_prefix(&delim[..]).ok_or("no first delimiter")?;
+    let mut parts = Vec::new();
+    loop {
+        if let Some(after) = rest.strip_prefix(b"--") {
+            return if after == b"\r\n" {
+                Ok(parts)
+            } else {
+                Err("bytes after the close".into())
+            };
+        }
+        rest = rest
+            .strip_prefix(b"\r\n")
+            .ok_or("no CRLF after a delimiter")?;
+        let end = rest
+            .windows(4)
+            .position(|w| w == b"\r\n\r\n")
+            .ok_or("no end of part head")?;
+        let head = std::str::from_utf8(&rest[..end]).map_err(|e| e.to_string())?;
+        rest = &rest[end + 4..];
+        let (mut ctype, mut range) = (None, None);
+        for line in head.split("\r\n") {
+            let (k, v) = line.split_once(": ").ok_or("a bad part header")?;
+            match k.to_ascii_lowercase().as_str() {
+                "content-type" => ctype = Some(v.to_string()),
+                "content-range" => range = Some(v.to_string()),
+                other => return Err(format!("an unexpected part header {other}")),
+            }
+        }
+        let range = range.ok_or("a part without Content-Range")?;
+        let spec = range.strip_prefix("bytes ").ok_or("not a byte range")?;
+        let (span, total) = spec.split_once('/').ok_or("no complete length")?;
+        let (first, last) = span.split_once('-').ok_or("no dash")?;
+        let num = |s: &str| s.parse::<u64>().map_err(|e| e.to_string());
+        let (first, last, total) = (num(first)?, num(last)?, num(total)?);
+        if first > last || last >= total {
+            return Err(format!("an invalid Content-Range {range}"));
+        }
+        let n = usize::try_from(last - first + 1).map_err(|e| e.to_string())?;
+        if rest.len() < n {
+            return Err("a part shorter than its Content-Range".into());
+        }
+        parts.push((
+            first,
+            last,
+            total,
+            ctype.ok_or("no Content-Type")?,
+            rest[..n].to_vec(),
+        ));
+        rest = rest[n..]
+            .strip_prefix(b"\r\n")
+            .ok_or("no CRLF before a delimiter")?;
+        rest = rest
+            .strip_prefix(&delim[..])
+            .ok_or("a part longer than its Content-Range")?;
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(2000))]
+
+    /// RFC 9110 §14.2, §14.6, §15.3.7.2: for any set of valid ranges over any file, the
+    /// multipart body parsed back gives exactly the file's bytes of each part; every asked
+    /// range lies whole in one part; parts are disjoint, coalesced only when closer than a
+    /// part head, in the order first asked; the body is never longer than the file plus one
+    /// part head and the closing delimiter.
+    #[test]
+    fn multipart_body_gives_back_each_range(
+        file in proptest::collection::vec(any::<u8>(), 0..5000),
+        specs in proptest::collection::vec(range_spec(), 1..12),
+        ctype in prop_oneof![Just("text/plain; charset=utf-8"), Just("application/octet-stream")],
+    ) {
+        let len = file.len() as u64;
+        let value = format!("bytes={}", specs.iter().map(spec_text).collect::<Vec<_>>().join(","));
+        let gap = part_head_max(ctype.as_bytes(), len) as u64;
+        let wanted: Vec<(usize, (u64, u64))> = specs
+            .iter()
+            .enumerate()
+            .filter_map(|(i, s)| asked(s, len).map(|r| (i, r)))
+            .collect();
+        let parts = match parse_range(value.as_bytes(), len, gap) {
+            ByteRange::Full => return Err(TestCaseError::fail(format!("ignored: {value}"))),
+            ByteRange::Unsatisfiable => {
+                prop_assert!(wanted.is_empty(), "416 for {value}");
+                return Ok(());
+            }
+            ByteRange::Partial { start, end } => vec![(start, end)],
+            ByteRange::Multipart(parts) => {
+                prop_assert!(parts.len() >= 2);
+                let boundary = Boundary::new();
+                let framing = Framing::new(&boundary, ctype.as_bytes(), &parts, len);
+                let mut body = Vec::new();
+                for (i, &(first, last)) in parts.iter().enumerate() {
+                    body.extend_from_slice(framing.head(i));
+                    body.extend_from_slice(&file[first as usize..=last as usize]);
+                }
+                body.extend_from_slice(framing.closing());
+                prop_assert_eq!(body.len() as u64, framing.body_len());
+                let bound = len + gap + framing.closing().len() as u64;
+                prop_assert!(framing.body_len() <= bound, "{} > {bound}", framing.body_len());
+                let back = parse_multipart(&body, boundary.as_bytes()).map_err(TestCaseError::fail)?;
+                prop_assert_eq!(back.len(), parts.len());
+                for ((first, last, total, t, bytes), &(f, l)) in back.iter().zip(&parts) {
+                    prop_assert_eq!((*first, *last, *total), (f, l, len));
+                    prop_assert_eq!(t, ctype);
+                    prop_assert_eq!(&bytes[..], &file[f as usize..=l as usize]);
+                }
+                parts
+            }
+        };
+        prop_assert!(!wanted.is_empty());
+        // Every asked range lies whole in one part; each part starts and ends where an asked
+        // range does; parts are the order of the first range each holds.
+        let mut firsts = Vec::new();
+        for &(first, last) in &parts {
+            let inside: Vec<_> = wanted.iter().filter(|(_, (s, e))| first <= *s && *e <= last).collect();
+            prop_assert!(inside.iter().any(|(_, (s, _))| *s == first));
+            prop_assert!(inside.iter().any(|(_, (_, e))| *e == last));
+            firsts.push(inside.iter().map(|(i, _)| *i).min().unwrap());
+        }
+        prop_assert!(firsts.windows(2).all(|w| w[0] < w[1]), "order {firsts:?}");
+        for (_, (s, e)) in &wanted {
+            prop_assert!(parts.iter().any(|(f, l)| f <= s && e <= l), "{s}-{e} in no part");
+        }
+        let mut sorted = parts.clone();
+        sorted.sort_unstable();
+        for w in sorted.windows(2) {
+            prop_assert!(w[1].0 > w[0].1 + gap, "parts {w:?} closer than {gap}");
+        }
+    }
 }
 
 proptest! {
@@ -142,10 +309,11 @@ proptest! {
             2 => format!("bytes=-{b}"),
             _ => format!("bytes={}-{}", a % (len + 1), (a % (len + 1)).saturating_add(b % 100)),
         };
-        match parse_range(value.as_bytes(), len) {
+        match parse_range(value.as_bytes(), len, 100) {
             ByteRange::Partial { start, end } => prop_assert!(start <= end && end < len),
             ByteRange::Unsatisfiable => prop_assert!(kind != 2 || b == 0 || len == 0),
             ByteRange::Full => prop_assert!(kind == 0 && a > b),
+            ByteRange::Multipart(_) => prop_assert!(false, "one range"),
         }
     }
 

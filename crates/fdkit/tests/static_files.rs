@@ -47,6 +47,7 @@ fn tree(name: &str) -> PathBuf {
     std::fs::write(dir.join("root/sub/index.html"), b"<p>sub</p>\n").unwrap();
     let big: Vec<u8> = (0..300_000u32).map(|i| (i * 7 % 251) as u8).collect();
     std::fs::write(dir.join("root/big.bin"), &big).unwrap();
+    std::fs::write(dir.join("root/mid.bin"), &big[..60_000]).unwrap();
     std::fs::write(dir.join("secret.txt"), b"SECRET\n").unwrap();
     std::os::unix::fs::symlink(dir.join("secret.txt"), dir.join("root/out-link")).unwrap();
     std::os::unix::fs::symlink("../secret.txt", dir.join("root/rel-link")).unwrap();
@@ -156,6 +157,15 @@ fn get(s: &Server, target: &[u8], extra: &str) -> (u16, Vec<(String, String)>, V
     response(&mut c, false)
 }
 
+fn get_head(s: &Server, target: &[u8], extra: &str) -> (u16, Vec<(String, String)>, Vec<u8>) {
+    let mut c = connect(s);
+    let mut req = b"HEAD ".to_vec();
+    req.extend_from_slice(target);
+    req.extend_from_slice(format!(" HTTP/1.1\r\nHost: x\r\n{extra}\r\n").as_bytes());
+    c.write_all(&req).unwrap();
+    response(&mut c, true)
+}
+
 fn eof_within(c: &mut TcpStream, limit: Duration) -> bool {
     c.set_read_timeout(Some(limit)).unwrap();
     let mut b = [0u8; 64];
@@ -251,7 +261,14 @@ fn ranges_and_head() {
         assert_eq!(get(s, b"/hallo.txt", "Range: bytes=4-\r\n").2, b"o\n");
         let (st, h, _) = get(s, b"/hallo.txt", "Range: bytes=6-\r\n");
         assert_eq!((st, header(&h, "content-range")), (416, Some("bytes */6")));
-        assert_eq!(get(s, b"/hallo.txt", "Range: bytes=0-1,3-4\r\n").0, 200);
+        // Two ranges a byte apart: coalesced into one part (RFC 9110 §15.3.7.2).
+        let (st, h, body) = get(s, b"/hallo.txt", "Range: bytes=0-1,3-4\r\n");
+        assert_eq!((st, &body[..]), (206, &b"hallo"[..]));
+        assert_eq!(header(&h, "content-range"), Some("bytes 0-4/6"));
+        // RFC 9110 §14.2: Range is ignored on HEAD.
+        let (st, h, _) = get_head(s, b"/hallo.txt", "Range: bytes=1-3\r\n");
+        assert_eq!((st, header(&h, "content-length")), (200, Some("6")));
+        assert_eq!(header(&h, "content-range"), None);
         let (st, _, body) = get(s, b"/big.bin", "Range: bytes=100000-100009\r\n");
         assert_eq!(st, 206);
         let want: Vec<u8> = (100_000..100_010u32).map(|i| (i * 7 % 251) as u8).collect();
@@ -267,6 +284,49 @@ fn ranges_and_head() {
             (200, Some("300000"), 0)
         );
         assert_eq!(response(&mut c, false).2, b"hallo\n");
+    });
+}
+
+/// RFC 9110 §14.6: several ranges far apart, of a mapped file and of a file sent by
+/// `sendfile`, in one `multipart/byteranges` body each, the parts in the order asked.
+#[test]
+fn multipart_ranges() {
+    each_engine("multipart", Duration::from_secs(30), |s| {
+        let big: Vec<u8> = (0..300_000u32).map(|i| (i * 7 % 251) as u8).collect();
+        for (target, len, parts) in [
+            (
+                "/big.bin",
+                300_000u64,
+                [(200_000, 200_009), (0, 9), (299_995, 299_999)],
+            ),
+            (
+                "/mid.bin",
+                60_000,
+                [(50_000, 50_009), (0, 9), (59_995, 59_999)],
+            ),
+        ] {
+            let ((a, b), (c, d), (e, _)) = (parts[0], parts[1], parts[2]);
+            let spec = format!("Range: bytes={a}-{b}, {c}-{d}, -{}\r\n", len - e);
+            let (st, h, body) = get(s, target.as_bytes(), &spec);
+            assert_eq!((st, header(&h, "content-range")), (206, None));
+            let boundary = header(&h, "content-type")
+                .and_then(|t| t.strip_prefix("multipart/byteranges; boundary="))
+                .expect("a multipart content type");
+            let mut want = Vec::new();
+            for (first, last) in parts {
+                want.extend_from_slice(
+                    format!(
+                        "--{boundary}\r\nContent-Type: application/octet-stream\r\n\
+                         Content-Range: bytes {first}-{last}/{len}\r\n\r\n"
+                    )
+                    .as_bytes(),
+                );
+                want.extend_from_slice(&big[first as usize..=last as usize]);
+                want.extend_from_slice(b"\r\n");
+            }
+            want.extend_from_slice(format!("--{boundary}--\r\n").as_bytes());
+            assert_eq!(body, want, "{target}");
+        }
     });
 }
 

@@ -63,8 +63,19 @@ pub fn fuzz_one(data: &[u8]) {
 
 fn check_range(value: &[u8]) {
     for len in [0u64, 1, 6, 4096, u64::MAX] {
-        match parse_range(value, len) {
+        match parse_range(value, len, 64) {
             ByteRange::Partial { start, end } => assert!(start <= end && end < len),
+            ByteRange::Multipart(parts) => {
+                assert!((2..=super::MAX_RANGES).contains(&parts.len()));
+                let mut sorted = parts.clone();
+                sorted.sort_unstable();
+                for w in sorted.windows(2) {
+                    assert!(w[0].1.saturating_add(64) < w[1].0);
+                }
+                for (start, end) in parts {
+                    assert!(start <= end && end < len);
+                }
+            }
             ByteRange::Full | ByteRange::Unsatisfiable => {}
         }
     }

@@ -2,7 +2,9 @@
 //!
 //! - `request.rs`: [`parse_request`] (request line, headers, limits: 8 KiB and 100 lines).
 //! - `path.rs`: [`resolve_target`] (absolute-form, percent-decoding, the traversal rules).
-//! - `range.rs`: [`parse_range`] (one `bytes=` range; several ranges are served whole).
+//! - `range.rs`: [`parse_range`] (a `bytes=` range set: the rule for which sets are honoured,
+//!   coalesced or ignored).
+//! - `multipart.rs`: [`Framing`] (the part heads of a `multipart/byteranges` body).
 //! - `conditional.rs`: [`ETag`] and [`evaluate`] (RFC 9110 §13 preconditions, in order).
 //! - `date.rs`: [`format_http_date`] and [`parse_http_date`] (RFC 7231 IMF-fixdate), and
 //!   [`format_clf_date`] (the access log's timestamp).
@@ -34,7 +36,7 @@
 //! assert_eq!(path, b"docs/a b.txt"); // percent-decoded, relative to the served root
 //! assert_eq!(target.query, b"?v=2");
 //!
-//! let range = parse_range(req.range.expect("a Range field"), 1000);
+//! let range = parse_range(req.range.expect("a Range field"), 1000, 0);
 //! assert_eq!(range, ByteRange::Partial { start: 0, end: 99 }); // inclusive, as on the wire
 //!
 //! assert_eq!(parse_request(b"GET / HTTP/1.1\r\nHost"), Parsed::Partial);
@@ -50,6 +52,7 @@ mod date;
 mod fuzz;
 mod html;
 mod mime;
+mod multipart;
 mod path;
 mod range;
 mod request;
@@ -65,7 +68,8 @@ pub use date::{format_clf_date, format_http_date, parse_http_date, CLF_DATE_LEN,
 pub use fuzz::fuzz_one;
 pub use html::{escape_html, percent_encode};
 pub use mime::content_type;
+pub use multipart::{part_head_max, Boundary, Framing, BOUNDARY_LEN};
 pub use path::{resolve_target, write_location, Target};
-pub use range::{parse_range, ByteRange};
+pub use range::{parse_range, ByteRange, MAX_RANGES};
 pub use request::{parse_request, Method, Parsed, Request, Version, MAX_HEADERS, MAX_HEAD_BYTES};
 pub use response::{write_decimal, Status};

@@ -5,8 +5,9 @@
 //! multishot accept, multishot receive on a provided-buffer ring, `sendmsg` ring ops) and
 //! `epoll.rs` (edge-triggered epoll, `recv`/`sendmsg`). `conn.rs` turns buffered requests into
 //! batches of responses (`out.rs`: pipelined requests answered in order, in one send);
-//! `respond.rs` decides each response; `files.rs` opens files beneath the root (`openat2`
-//! `RESOLVE_BENEATH`) and caches them; the HTTP syntax is `crate::http`.
+//! `respond.rs` decides each response (`multipart.rs`: a 206 of several ranges); `files.rs`
+//! opens files beneath the root (`openat2` `RESOLVE_BENEATH`) and caches them; the HTTP
+//! syntax is `crate::http`.
 //!
 //! Bodies never pass through a userspace buffer: small files are mapped and the kernel copies
 //! them from the page cache into the socket in the same `sendmsg` as the head; large ones go
@@ -43,6 +44,7 @@ mod epoll;
 mod files;
 mod listener;
 mod lru;
+mod multipart;
 mod out;
 mod respond;
 mod send;

@@ -2,12 +2,17 @@
 //!
 //! A batch is a list of segments (response heads in one buffer, file bodies from their
 //! mappings) sent with one `sendmsg`, optionally followed by one `sendfile` [`Tail`] (a large
-//! body). `respond.rs` fills it, `send.rs` sends it, `conn.rs` owns one per connection.
+//! body; for a `multipart/byteranges` body of a large file, every part: each later part's
+//! head, then its bytes, then the closing delimiter). `respond.rs` fills it, `send.rs` sends
+//! it, `conn.rs` owns one per connection.
 
 use super::files::FileEntry;
+use crate::http::Framing;
 use std::rc::Rc;
 
-/// The most iovecs one batch may need (heads merge; each mapped body adds one).
+/// The most iovecs one `sendmsg` carries (heads merge; each mapped body adds one). A batch
+/// rarely needs more; one that does (a multipart body of a mapped file: two per part) goes
+/// out in several.
 pub(super) const MAX_SEGS: usize = 64;
 
 /// The most capacity the heads buffer keeps between batches (a directory listing, whose
@@ -25,6 +30,31 @@ pub(super) struct Tail {
     pub file: Rc<FileEntry>,
     pub off: u64,
     pub left: u64,
+    /// A multipart body's parts after the one being sent (`None` for a single body).
+    pub parts: Option<Box<Parts>>,
+}
+
+/// The rest of a multipart body sent by `sendfile`: part `next`'s head (or, after the last
+/// part, the closing delimiter) from `framing`, then that part's bytes from the file.
+pub(super) struct Parts {
+    pub framing: Framing,
+    /// `(first, last)` of each part, inclusive, in sending order.
+    pub spans: Vec<(u64, u64)>,
+    /// The part whose head goes next (`spans.len()`: the closing delimiter).
+    pub next: usize,
+    /// The bytes of that head (or delimiter) already sent.
+    pub sent: usize,
+}
+
+impl Parts {
+    /// What goes before the next part's bytes: its head, or the closing delimiter.
+    pub fn delimiter(&self) -> &[u8] {
+        if self.next < self.spans.len() {
+            self.framing.head(self.next)
+        } else {
+            self.framing.closing()
+        }
+    }
 }
 
 /// The batch being sent.
@@ -59,7 +89,9 @@ impl Out {
 
     /// Whether a `sendfile` tail with bytes left ends the batch.
     pub fn has_tail(&self) -> bool {
-        self.tail.as_ref().is_some_and(|t| t.left > 0)
+        self.tail
+            .as_ref()
+            .is_some_and(|t| t.left > 0 || t.parts.is_some())
     }
 
     /// Whether segments remain to be sent.
@@ -98,6 +130,19 @@ impl Out {
             file,
             off,
             left: len,
+            parts: None,
+        });
+    }
+
+    /// A multipart tail: the first part's bytes (its head is already a segment), then the
+    /// rest of `parts` (whose `next` is 1).
+    pub fn set_parts_tail(&mut self, file: Rc<FileEntry>, parts: Box<Parts>) {
+        let (first, last) = parts.spans[0];
+        self.tail = Some(Tail {
+            file,
+            off: first,
+            left: last - first + 1,
+            parts: Some(parts),
         });
     }
 

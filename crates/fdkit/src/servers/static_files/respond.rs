@@ -4,10 +4,16 @@
 //! Conditional requests follow RFC 9110 §13.2.2 (`crate::http::evaluate`): 412 for a failed
 //! `If-Match`/`If-Unmodified-Since`, 304 (with `ETag` and `Last-Modified`, no body) for a
 //! matching `If-None-Match` or an unmodified `If-Modified-Since`, and a `Range` honoured only
-//! when its `If-Range` holds. Every 200, 206 and 304 carries the file's strong `ETag`.
+//! when its `If-Range` holds (for the whole range set). Every 200, 206 and 304 carries the
+//! file's strong `ETag`.
+//!
+//! `Range` is honoured on `GET` alone (RFC 9110 §14.2: a server ignores it for any other
+//! method; a `HEAD` gets the head of the 200). Several ranges get a `multipart/byteranges`
+//! 206 (`multipart.rs`).
 
 use super::access_log::AccessLog;
 use super::files::{FileCache, FileEntry, Refusal};
+use super::multipart::{gap, multipart};
 use super::out::Out;
 use crate::http::{
     evaluate, has_preconditions, parse_range, write_decimal, write_location, ByteRange, Method,
@@ -136,7 +142,12 @@ pub(super) fn respond(req: &Request<'_>, out: &mut Out, ctx: &mut Ctx<'_>) -> An
             return Answer::new(Status::Ok, keep_alive, body);
         }
     };
-    let mut range = req.range;
+    // RFC 9110 §14.2: a server MUST ignore Range for any method but GET.
+    let mut range = if req.method == Method::Get {
+        req.range
+    } else {
+        None
+    };
     if has_preconditions(req) {
         let v = Validators {
             etag: entry.etag.as_bytes(),
@@ -161,9 +172,13 @@ pub(super) fn respond(req: &Request<'_>, out: &mut Out, ctx: &mut Ctx<'_>) -> An
             }
         }
     }
-    let (status, off, len) = match range.map(|r| parse_range(r, entry.size)) {
+    let (status, off, len) = match range.map(|r| parse_range(r, entry.size, gap(&entry))) {
         None | Some(ByteRange::Full) => (Status::Ok, 0, entry.size),
         Some(ByteRange::Partial { start, end }) => (Status::PartialContent, start, end - start + 1),
+        Some(ByteRange::Multipart(spans)) => {
+            let body = multipart(out, ctx.date, &entry, spans, keep_alive, req.version);
+            return Answer::new(Status::PartialContent, keep_alive, body);
+        }
         Some(ByteRange::Unsatisfiable) => {
             let start = out.heads.len();
             head_start(out, Status::RangeNotSatisfiable, ctx.date);
@@ -206,7 +221,7 @@ pub(super) fn respond(req: &Request<'_>, out: &mut Out, ctx: &mut Ctx<'_>) -> An
     Answer::new(status, keep_alive, len)
 }
 
-fn etag_header(out: &mut Out, entry: &FileEntry) {
+pub(super) fn etag_header(out: &mut Out, entry: &FileEntry) {
     out.heads.extend_from_slice(b"ETag: ");
     out.heads.extend_from_slice(entry.etag.as_bytes());
     out.heads.extend_from_slice(b"\r\n");
@@ -307,14 +322,14 @@ fn error_rest_with(
     }
 }
 
-fn head_start(out: &mut Out, status: Status, date: &[u8; HTTP_DATE_LEN]) {
+pub(super) fn head_start(out: &mut Out, status: Status, date: &[u8; HTTP_DATE_LEN]) {
     out.heads.extend_from_slice(status.line());
     out.heads.extend_from_slice(b"Server: fdkit\r\nDate: ");
     out.heads.extend_from_slice(date);
     out.heads.extend_from_slice(b"\r\n");
 }
 
-fn head_end(out: &mut Out, keep_alive: bool, version: Version) {
+pub(super) fn head_end(out: &mut Out, keep_alive: bool, version: Version) {
     if !keep_alive {
         out.heads.extend_from_slice(b"Connection: close\r\n");
     } else if version == Version::Http10 {

@@ -1,8 +1,10 @@
 //! The two sending syscalls both engines use: `sendmsg` of a batch's segments and `sendfile`
-//! of its tail, on a non-blocking socket.
+//! of its tail (with a `send` of each later part's head when the tail is a multipart body),
+//! on a non-blocking socket.
 
 use super::out::Out;
 use rustix::io::Errno;
+use rustix::net::SendFlags;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 
 /// Where a send stopped.
@@ -54,25 +56,57 @@ pub(super) fn send_out(
     sendfile_tail(fd, out, progress)
 }
 
-/// Sends the batch's `sendfile` tail, if any.
+/// Sends the batch's `sendfile` tail, if any: its bytes, and for a multipart body each later
+/// part's head (`send`) and bytes (`sendfile`), then the closing delimiter.
 pub(super) fn sendfile_tail(fd: BorrowedFd<'_>, out: &mut Out, progress: &mut bool) -> Sent {
     let Some(tail) = out.tail.as_mut() else {
         return Sent::Done;
     };
-    while tail.left > 0 {
-        let chunk = tail.left.min(1 << 30) as usize;
-        let mut off = tail.off;
-        match rustix::fs::sendfile(fd, tail.file.fd.as_fd(), Some(&mut off), chunk) {
-            Ok(0) => return Sent::Failed, // the file shrank: the promised length cannot be kept
-            Ok(n) => {
-                tail.off += n as u64;
-                tail.left -= n as u64;
-                *progress = true;
+    loop {
+        while tail.left > 0 {
+            let chunk = tail.left.min(1 << 30) as usize;
+            let mut off = tail.off;
+            match rustix::fs::sendfile(fd, tail.file.fd.as_fd(), Some(&mut off), chunk) {
+                Ok(0) => return Sent::Failed, // the file shrank: the promised length cannot be kept
+                Ok(n) => {
+                    tail.off += n as u64;
+                    tail.left -= n as u64;
+                    *progress = true;
+                }
+                Err(Errno::INTR) => {}
+                Err(Errno::AGAIN) => return Sent::Blocked,
+                Err(_) => return Sent::Failed,
             }
-            Err(Errno::INTR) => {}
-            Err(Errno::AGAIN) => return Sent::Blocked,
-            Err(_) => return Sent::Failed,
         }
+        let Some(parts) = tail.parts.as_deref_mut() else {
+            return Sent::Done;
+        };
+        let last = parts.next == parts.spans.len();
+        // A head waits for its part's bytes (MSG_MORE: one segment, not a small one each).
+        let flags = if last {
+            SendFlags::NOSIGNAL
+        } else {
+            SendFlags::NOSIGNAL | SendFlags::MORE
+        };
+        while parts.sent < parts.delimiter().len() {
+            match rustix::net::send(fd, &parts.delimiter()[parts.sent..], flags) {
+                Ok(n) => {
+                    parts.sent += n;
+                    *progress = true;
+                }
+                Err(Errno::INTR) => {}
+                Err(Errno::AGAIN) => return Sent::Blocked,
+                Err(_) => return Sent::Failed,
+            }
+        }
+        if last {
+            tail.parts = None;
+            return Sent::Done;
+        }
+        let (first, end) = parts.spans[parts.next];
+        parts.next += 1;
+        parts.sent = 0;
+        tail.off = first;
+        tail.left = end - first + 1;
     }
-    Sent::Done
 }
