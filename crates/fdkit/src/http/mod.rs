@@ -1,6 +1,7 @@
 //! The small HTTP/1.1 pieces the static file server uses: pure logic, no I/O, never panics.
 //!
 //! - `request.rs`: [`parse_request`] (request line, headers, limits: 8 KiB and 100 lines).
+//! - `authority.rs`: the `Host` and absolute-form authority grammar (RFC 3986 §3.2.2).
 //! - `path.rs`: [`resolve_target`] (absolute-form, percent-decoding, the traversal rules).
 //! - `range.rs`: [`parse_range`] (one `bytes=` range; several ranges are served whole).
 //! - `conditional.rs`: [`ETag`] and [`evaluate`] (RFC 9110 §13 preconditions, in order).
@@ -45,6 +46,7 @@
 //!    [RFC 9112](https://www.rfc-editor.org/rfc/rfc9112) (HTTP/1.1 message syntax),
 //!    [RFC 3986](https://www.rfc-editor.org/rfc/rfc3986) (URIs)
 
+mod authority;
 mod conditional;
 mod date;
 mod fuzz;

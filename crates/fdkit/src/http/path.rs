@@ -141,7 +141,7 @@ fn push_uri_byte(out: &mut Vec<u8>, b: u8, keep: bool) {
 }
 
 /// The target after `http://` or `https://` (any case), when it has one.
-fn strip_scheme(target: &[u8]) -> Option<&[u8]> {
+pub(super) fn strip_scheme(target: &[u8]) -> Option<&[u8]> {
     for scheme in [&b"http://"[..], b"https://"] {
         if target.len() >= scheme.len() && target[..scheme.len()].eq_ignore_ascii_case(scheme) {
             return Some(&target[scheme.len()..]);
