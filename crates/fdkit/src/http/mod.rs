@@ -2,7 +2,8 @@
 //!
 //! - `request.rs`: [`parse_request`] (request line, headers, limits: 8 KiB and 100 lines).
 //! - `authority.rs`: the `Host` and absolute-form authority grammar (RFC 3986 §3.2.2).
-//! - `path.rs`: [`resolve_target`] (absolute-form, percent-decoding, the traversal rules).
+//! - `path.rs`: [`resolve_target`] (absolute-form, percent-decoding, dot segments, the
+//!   traversal rules).
 //! - `range.rs`: [`parse_range`] (one `bytes=` range; several ranges are served whole).
 //! - `conditional.rs`: [`ETag`] and [`evaluate`] (RFC 9110 §13 preconditions, in order).
 //! - `date.rs`: [`format_http_date`] and [`parse_http_date`] (RFC 7231 IMF-fixdate), and
