@@ -20,42 +20,55 @@
 
 /// Whether `value` is `uri-host [ ":" port ]` with a host that is not empty.
 pub(super) fn valid_host(value: &[u8]) -> bool {
-    let port = if let Some(literal) = value.strip_prefix(b"[") {
+    if let Some(literal) = value.strip_prefix(b"[") {
         let Some(close) = literal.iter().position(|&b| b == b']') else {
             return false;
         };
-        if !ip_literal(&literal[..close]) {
-            return false;
+        return ip_literal(&literal[..close])
+            && match &literal[close + 1..] {
+                [] => true,
+                [b':', port @ ..] => port.iter().all(u8::is_ascii_digit),
+                _ => false,
+            };
+    }
+    // One pass: the reg-name up to the first `:`, then the port.
+    let mut i = 0;
+    while let Some(&b) = value.get(i) {
+        if REG_NAME[usize::from(b)] {
+            i += 1;
+        } else if b == b'%' && pct_encoded(&value[i..]) {
+            i += 3;
+        } else {
+            return b == b':' && i > 0 && value[i + 1..].iter().all(u8::is_ascii_digit);
         }
-        match &literal[close + 1..] {
-            [] => return true,
-            [b':', port @ ..] => port,
-            _ => return false,
-        }
-    } else {
-        let colon = value.iter().position(|&b| b == b':').unwrap_or(value.len());
-        let (host, port) = value.split_at(colon);
-        if host.is_empty() || !reg_name(host) {
-            return false;
-        }
-        port.get(1..).unwrap_or_default()
-    };
-    port.iter().all(u8::is_ascii_digit)
+    }
+    i > 0
+}
+
+/// `unreserved / sub-delims` (RFC 3986 §2.2, §2.3), by byte.
+static REG_NAME: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut b = 0;
+    while b < 256 {
+        t[b] = is_unreserved(b as u8) || is_sub_delim(b as u8);
+        b += 1;
+    }
+    t
+};
+
+/// Whether `s` starts with `%` and two hex digits.
+fn pct_encoded(s: &[u8]) -> bool {
+    matches!(s, [b'%', h, l, ..] if h.is_ascii_hexdigit() && l.is_ascii_hexdigit())
 }
 
 /// `*( unreserved / pct-encoded / sub-delims )`.
 fn reg_name(s: &[u8]) -> bool {
     let mut i = 0;
-    while i < s.len() {
-        let b = s[i];
-        if b == b'%' {
-            if !matches!(s.get(i + 1..i + 3), Some(&[h, l]) if h.is_ascii_hexdigit() && l.is_ascii_hexdigit())
-            {
-                return false;
-            }
-            i += 3;
-        } else if is_unreserved(b) || is_sub_delim(b) {
+    while let Some(&b) = s.get(i) {
+        if REG_NAME[usize::from(b)] {
             i += 1;
+        } else if pct_encoded(&s[i..]) {
+            i += 3;
         } else {
             return false;
         }
@@ -153,11 +166,11 @@ fn ipv4(s: &[u8]) -> bool {
     octets == 4
 }
 
-fn is_unreserved(b: u8) -> bool {
+const fn is_unreserved(b: u8) -> bool {
     b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~')
 }
 
-fn is_sub_delim(b: u8) -> bool {
+const fn is_sub_delim(b: u8) -> bool {
     matches!(
         b,
         b'!' | b'$' | b'&' | b'\'' | b'(' | b')' | b'*' | b'+' | b',' | b';' | b'='

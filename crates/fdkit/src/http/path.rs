@@ -59,9 +59,6 @@ pub fn resolve_target<'a>(target: &'a [u8], out: &mut Vec<u8>) -> Result<Target<
     if target.iter().any(|&b| is_ctl(b)) {
         return Err(Status::BadRequest);
     }
-    if path.contains(&b'\\') {
-        return Err(Status::Forbidden);
-    }
     // Whether the last segment seen was `.` or `..`: the path then names a directory.
     let mut dot_last = false;
     for segment in path.split(|&b| b == b'/') {
@@ -89,6 +86,8 @@ pub fn resolve_target<'a>(target: &'a [u8], out: &mut Vec<u8>) -> Result<Target<
                 }
                 out.push(d);
                 i += 3;
+            } else if b == b'\\' {
+                return Err(Status::Forbidden);
             } else {
                 out.push(b);
                 i += 1;
