@@ -26,6 +26,7 @@ const SEEDS: &[&[u8]] = &[
     b"GET /f HTTP/1.1\r\nRange: bytes=0-10\r\nIf-Modified-Since: Sun, 06 Nov 1994 08:49:37 GMT\r\n\r\n",
     b"GET http://h/%2e%2e/x HTTP/1.1\r\nContent-Length: 3\r\n\r\nabc",
     b"POST /x HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+    b"GET http://[::1]:80/a/./b/%2e%2E/c?q#f HTTP/1.1\r\nHost: [v1.x]:8\r\n\r\n",
 ];
 
 const TOKENS: &[&[u8]] = &[
@@ -51,6 +52,12 @@ const TOKENS: &[&[u8]] = &[
     b"Content-Length: ",
     b"99999999999999999999999",
     b"\t",
+    b"[",
+    b"]",
+    b"::",
+    b"/.",
+    b"@",
+    b"#",
 ];
 
 #[test]

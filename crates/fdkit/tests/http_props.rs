@@ -18,6 +18,63 @@ fn method() -> impl Strategy<Value = (&'static str, Method)> {
     ]
 }
 
+/// Something shaped like an IPv6 address, valid or nearly: up to nine pieces of one to five
+/// hex digits, maybe a `::` somewhere, maybe a dotted quad (octets up to 300, leading zeros
+/// possible) at the end, and random bytes from the same alphabet now and then.
+fn ipv6_like() -> impl Strategy<Value = String> {
+    let structured = (
+        proptest::collection::vec("[0-9a-fA-F]{1,5}", 0..10),
+        proptest::option::of(0usize..10),
+        proptest::option::of(proptest::collection::vec("0|[1-9][0-9]{0,2}|0[0-9]", 4..6)),
+    )
+        .prop_map(|(pieces, gap, quad)| {
+            let mut parts: Vec<String> = pieces;
+            if let Some(quad) = quad {
+                parts.push(quad.join("."));
+            }
+            match gap {
+                Some(at) => {
+                    let at = at.min(parts.len());
+                    format!("{}::{}", parts[..at].join(":"), parts[at..].join(":"))
+                }
+                None => parts.join(":"),
+            }
+        });
+    let canonical = any::<[u16; 8]>().prop_map(|p| {
+        std::net::Ipv6Addr::new(p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7]).to_string()
+    });
+    prop_oneof![3 => structured, 1 => canonical, 1 => "[0-9a-fA-F:.]{0,24}"]
+}
+
+/// A `reg-name` (RFC 3986 §3.2.2), not empty.
+fn reg_name() -> impl Strategy<Value = String> {
+    proptest::collection::vec(
+        prop_oneof![
+            8 => "[A-Za-z0-9._~-]",
+            2 => "[!$&'()*+,;=]",
+            1 => "%[0-9A-Fa-f]{2}",
+        ],
+        1..20,
+    )
+    .prop_map(|v| v.concat())
+}
+
+/// A valid `uri-host [ ":" port ]`.
+fn host() -> impl Strategy<Value = String> {
+    let name = prop_oneof![
+        4 => reg_name(),
+        2 => any::<[u16; 8]>().prop_map(|p| {
+            format!("[{}]", std::net::Ipv6Addr::new(p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7]))
+        }),
+        1 => any::<[u8; 4]>().prop_map(|q| std::net::Ipv4Addr::from(q).to_string()),
+        1 => "\\[[vV][0-9a-fA-F]{1,3}\\.[A-Za-z0-9._~!$&'()*+,;=:-]{1,12}\\]",
+    ];
+    (name, proptest::option::of("[0-9]{0,6}")).prop_map(|(n, port)| match port {
+        Some(p) => format!("{n}:{p}"),
+        None => n,
+    })
+}
+
 fn segment() -> impl Strategy<Value = String> {
     "[A-Za-z0-9_~-][A-Za-z0-9._~-]{0,11}".prop_filter("not . or ..", |s| s != "." && s != "..")
 }
@@ -268,31 +325,70 @@ proptest! {
 
     #[test]
     fn percent_encoding_round_trips(bytes in proptest::collection::vec(any::<u8>(), 1..40)) {
-        // Encode everything; what may not be named (dots, slashes, backslashes, controls) is
-        // refused with 403, everything else decodes back to the same bytes.
+        // Encode everything; what may not be named (slashes, backslashes, controls) is refused
+        // with 403, a lone `.` is the root and `..` climbs above it (403, RFC 3986 §5.2.4 with
+        // `%2e` a dot), everything else decodes back to the same bytes.
         let mut target = b"/".to_vec();
         for b in &bytes {
             target.extend_from_slice(format!("%{b:02X}").as_bytes());
         }
         let mut out = Vec::new();
-        let forbidden = bytes.iter().any(|&b| b == b'.' || b == b'/' || b == b'\\' || b < 0x20 || b == 0x7f);
+        let forbidden = bytes == b".."
+            || bytes.iter().any(|&b| b == b'/' || b == b'\\' || b < 0x20 || b == 0x7f);
         match resolve_target(&target, &mut out) {
+            Ok(t) if bytes == b"." => { prop_assert!(out.is_empty() && t.trailing_slash); }
             Ok(_) => { prop_assert!(!forbidden); prop_assert_eq!(out, bytes); }
             Err(s) => { prop_assert!(forbidden); prop_assert_eq!(s, Status::Forbidden); }
         }
     }
 
     #[test]
-    fn dot_dot_anywhere_is_refused(
-        before in proptest::collection::vec(segment(), 0..4),
-        after in proptest::collection::vec(segment(), 0..4),
-        spelling in prop_oneof![Just(".."), Just("%2e%2e"), Just(".%2E"), Just("%2e.")],
+    fn dot_segments_follow_rfc_3986_5_2_4(
+        parts in proptest::collection::vec(
+            prop_oneof![
+                4 => segment(),
+                1 => Just(String::new()),
+                1 => Just(".".to_string()),
+                1 => Just("%2e".to_string()),
+                1 => Just("..".to_string()),
+                1 => Just("%2E%2e".to_string()),
+                1 => Just(".%2e".to_string()),
+                1 => Just("%2e.".to_string()),
+            ],
+            0..8,
+        ),
+        slash in any::<bool>(),
+        absolute in any::<bool>(),
+        tail in prop_oneof![Just(""), Just("?a=/../.."), Just("#/.."), Just("?q#f")],
     ) {
-        let mut parts = before.clone();
-        parts.push(spelling.to_string());
-        parts.extend(after);
-        let target = format!("/{}", parts.join("/"));
-        prop_assert_eq!(resolve_target(target.as_bytes(), &mut Vec::new()), Err(Status::Forbidden));
+        // The model: a stack of names; `.` stays, `..` pops (refused when empty); the result
+        // names a directory when the path ends in `/` or in a dot segment.
+        let mut path = format!("/{}", parts.join("/"));
+        if slash && !parts.is_empty() {
+            path.push('/');
+        }
+        let mut stack: Vec<&str> = Vec::new();
+        let mut dir = false;
+        let mut above = false;
+        for p in parts.iter().filter(|p| !p.is_empty()) {
+            match p.to_ascii_lowercase().replace("%2e", ".").as_str() {
+                "." => dir = true,
+                ".." => { above |= stack.pop().is_none(); dir = true; }
+                _ => { stack.push(p); dir = false; }
+            }
+        }
+        dir |= path.ends_with('/');
+        let target = format!("{}{path}{tail}", if absolute { "http://h:1" } else { "" });
+        let mut out = Vec::new();
+        let got = resolve_target(target.as_bytes(), &mut out);
+        if above {
+            prop_assert_eq!(got, Err(Status::Forbidden), "{}", target);
+        } else {
+            let t = got.unwrap();
+            prop_assert_eq!(String::from_utf8(out).unwrap(), stack.join("/"), "{}", target);
+            prop_assert_eq!(t.trailing_slash, dir, "{}", target);
+            prop_assert_eq!(t.query, tail.split('#').next().unwrap().as_bytes());
+        }
     }
 
     #[test]
@@ -338,7 +434,15 @@ proptest! {
 
     #[test]
     fn redirect_locations_never_leave_the_host(
-        segments in proptest::collection::vec("[ -~]{0,6}", 0..5),
+        segments in proptest::collection::vec(
+            prop_oneof![
+                4 => "[ -~]{0,6}",
+                1 => Just(".".to_string()),
+                1 => Just("..".to_string()),
+                1 => Just("%2E".to_string()),
+            ],
+            0..5,
+        ),
         query in proptest::option::of("[ -~]{0,12}"),
         absolute in any::<bool>(),
     ) {
@@ -349,7 +453,8 @@ proptest! {
             target.push('?');
             target.push_str(q);
         }
-        if let Ok(t) = resolve_target(target.as_bytes(), &mut Vec::new()) {
+        let mut path = Vec::new();
+        if let Ok(t) = resolve_target(target.as_bytes(), &mut path) {
             let mut loc = Vec::new();
             write_location(t.raw_path, t.query, &mut loc);
             prop_assert!(loc.starts_with(b"/") && !loc.starts_with(b"//"), "{:?}", loc);
@@ -358,6 +463,12 @@ proptest! {
             let path_end = loc.iter().position(|&b| b == b'?').unwrap_or(loc.len());
             prop_assert!(loc[..path_end].ends_with(b"/"));
             prop_assert!(!loc[..path_end].windows(2).any(|w| w == b"//"));
+            // It names the same file, as a directory, with its dot segments already removed.
+            let mut again = Vec::new();
+            let u = resolve_target(&loc, &mut again).unwrap();
+            prop_assert_eq!(&again, &path, "{:?} -> {:?}", target, loc);
+            prop_assert!(u.trailing_slash);
+            prop_assert!(!u.raw_path.split(|&b| b == b'/').any(|s| s == b"." || s == b".."));
         }
     }
 
@@ -435,5 +546,55 @@ proptest! {
             Precondition::Proceed { range: honour }
         })();
         prop_assert_eq!(got, want, "{}", head);
+    }
+
+    /// RFC 3986 §3.2.2's `IPv6address`, checked against the standard library's parser (which
+    /// follows RFC 4291's text forms: the same language, without zones).
+    #[test]
+    fn ipv6_literals_agree_with_std(candidate in ipv6_like()) {
+        let head = format!("GET / HTTP/1.1\r\nHost: [{candidate}]:80\r\n\r\n");
+        let ours = matches!(parse_request(head.as_bytes()), Parsed::Complete(_));
+        let std = candidate.parse::<std::net::Ipv6Addr>().is_ok();
+        prop_assert_eq!(ours, std, "{}", candidate);
+        if !std {
+            prop_assert_eq!(parse_request(head.as_bytes()), Parsed::Invalid(Status::BadRequest));
+        }
+    }
+
+    /// RFC 9112 §3.2 and §3.2.2: every host the grammar admits is served, in `Host` or in an
+    /// absolute-form target (which then names the host); one byte the grammar refuses, put
+    /// anywhere in it, makes the request 400.
+    #[test]
+    fn hosts_follow_rfc_3986_3_2_2(
+        host in host(),
+        other in reg_name(),
+        bad in prop_oneof![
+            Just(b'/'), Just(b'\\'), Just(b'@'), Just(b'#'), Just(b'?'), Just(b'['), Just(b']'),
+            Just(b'"'), Just(b'<'), Just(b'{'), Just(b'|'), Just(b'^'), Just(b'`'), Just(0x01),
+            Just(0x7f), Just(0x80), Just(0xff),
+        ],
+        at in any::<prop::sample::Index>(),
+    ) {
+        let head = format!("GET /x HTTP/1.1\r\nHost: {host}\r\n\r\n");
+        let Parsed::Complete(req) = parse_request(head.as_bytes()) else {
+            panic!("refused: {head:?}");
+        };
+        prop_assert_eq!(req.host, Some(host.as_bytes()));
+        let head = format!("GET http://{host}/x HTTP/1.1\r\nHost: {other}\r\n\r\n");
+        let Parsed::Complete(req) = parse_request(head.as_bytes()) else {
+            panic!("refused: {head:?}");
+        };
+        prop_assert_eq!(req.host, Some(host.as_bytes()));
+        let mut mangled = host.clone().into_bytes();
+        mangled.insert(at.index(mangled.len() + 1), bad);
+        let mut head = b"GET /x HTTP/1.1\r\nHost: ".to_vec();
+        head.extend_from_slice(&mangled);
+        head.extend_from_slice(b"\r\n\r\n");
+        prop_assert_eq!(
+            parse_request(&head),
+            Parsed::Invalid(Status::BadRequest),
+            "{:?}",
+            String::from_utf8_lossy(&mangled)
+        );
     }
 }

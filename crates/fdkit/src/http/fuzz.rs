@@ -3,7 +3,7 @@
 
 use super::{
     evaluate, parse_http_date, parse_range, parse_request, resolve_target, tag_list_matches,
-    write_location, ByteRange, Comparison, Parsed, Precondition, Validators,
+    write_location, ByteRange, Comparison, Parsed, Precondition, Validators, Version,
 };
 
 /// Runs the request parser on `data`; for a complete head, resolves its target (and builds its
@@ -14,12 +14,18 @@ pub fn fuzz_one(data: &[u8]) {
     if let Parsed::Complete(req) = parse_request(data) {
         assert!(req.head_len <= data.len());
         assert!(!req.target.is_empty());
+        assert!(req.target.iter().all(|&b| b > 0x20 && b != 0x7f));
+        assert!(req.host.is_some() || req.version == Version::Http10);
         let mut out = Vec::new();
         if let Ok(t) = resolve_target(req.target, &mut out) {
             let mut location = Vec::new();
             write_location(t.raw_path, t.query, &mut location);
             assert!(location.starts_with(b"/") && !location.starts_with(b"//"));
             assert!(location.iter().all(|&b| b > 0x20 && b < 0x7f));
+            // The redirect names the same path, as a directory.
+            let mut again = Vec::new();
+            let u = resolve_target(&location, &mut again).expect("a Location resolves");
+            assert!(again == out && u.trailing_slash);
             assert!(!out.starts_with(b"/"));
             assert!(!out.contains(&0));
             assert!(!out.contains(&b'\\'));

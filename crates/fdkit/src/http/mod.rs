@@ -1,7 +1,9 @@
 //! The small HTTP/1.1 pieces the static file server uses: pure logic, no I/O, never panics.
 //!
 //! - `request.rs`: [`parse_request`] (request line, headers, limits: 8 KiB and 100 lines).
-//! - `path.rs`: [`resolve_target`] (absolute-form, percent-decoding, the traversal rules).
+//! - `authority.rs`: the `Host` and absolute-form authority grammar (RFC 3986 §3.2.2).
+//! - `path.rs`: [`resolve_target`] (absolute-form, percent-decoding, dot segments, the
+//!   traversal rules).
 //! - `range.rs`: [`parse_range`] (a `bytes=` range set: the rule for which sets are honoured,
 //!   coalesced or ignored).
 //! - `multipart.rs`: [`Framing`] (the part heads of a `multipart/byteranges` body).
@@ -47,6 +49,7 @@
 //!    [RFC 9112](https://www.rfc-editor.org/rfc/rfc9112) (HTTP/1.1 message syntax),
 //!    [RFC 3986](https://www.rfc-editor.org/rfc/rfc3986) (URIs)
 
+mod authority;
 mod conditional;
 mod date;
 mod fuzz;

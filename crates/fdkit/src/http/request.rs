@@ -8,14 +8,20 @@
 //! allocates.
 //!
 //! `Host` (RFC 9112 §3.2): an HTTP/1.1 request without one, any request with two, or one whose
-//! value is not a `uri-host [":" port]` is refused with 400, as nginx does. A request line that
-//! can never become valid is refused as soon as it is seen, without waiting for the rest of the
-//! head: an HTTP/0.9 line (`GET /`), a TLS ClientHello (first byte 0x16, not a token byte).
+//! value is not a `uri-host [":" port]` (RFC 3986's grammar, see `authority.rs`) is refused
+//! with 400. An absolute-form target (`http://host/path`) must carry such an authority too, with
+//! no userinfo, else 400; when it does, it names the host instead of `Host` (RFC 9112 §3.2.2),
+//! which must still be valid. A target with a control byte (or a space) makes the request line
+//! invalid: 400 (RFC 9112 §3). A request line that can never become valid is refused as soon as
+//! it is seen, without waiting for the rest of the head: an HTTP/0.9 line (`GET /`), a TLS
+//! ClientHello (first byte 0x16, not a token byte), a control byte in the target.
 
+use super::authority::valid_host;
 use super::conditional::{
     REPEATED_IF_MATCH, REPEATED_IF_MODIFIED_SINCE, REPEATED_IF_NONE_MATCH, REPEATED_IF_RANGE,
     REPEATED_IF_UNMODIFIED_SINCE,
 };
+use super::path::strip_scheme;
 use super::response::Status;
 
 /// The most bytes a request head may take (request line and headers, blank line included).
@@ -52,6 +58,9 @@ pub struct Request<'a> {
     pub method: Method,
     /// The request target as sent (origin-form `/a/b?q`, or absolute-form).
     pub target: &'a [u8],
+    /// The host (and port) the request is for: an absolute-form target's authority, else the
+    /// `Host` value, trimmed (RFC 9112 §3.2.2, §3.3); `None` for HTTP/1.0 without either.
+    pub host: Option<&'a [u8]>,
     /// The version.
     pub version: Version,
     /// Whether the connection stays open after the response (1.1 unless `Connection: close`,
@@ -173,9 +182,12 @@ fn partial(rest: &[u8], lines: usize) -> Parsed<'_> {
     if !method.iter().all(|&b| is_tchar(b)) || (target.is_some() && method.is_empty()) {
         return Parsed::Invalid(Status::BadRequest);
     }
+    if target.is_some_and(|t| t.iter().any(|&b| is_ctl(b))) {
+        return Parsed::Invalid(Status::BadRequest);
+    }
     if let (Some(target), Some(version)) = (target, version) {
         let n = version.len().min(5);
-        if target.is_empty() || version[..n] != b"HTTP/"[..n] {
+        if check_target(target).is_err() || version[..n] != b"HTTP/"[..n] {
             return Parsed::Invalid(Status::BadRequest);
         }
     }
@@ -189,6 +201,7 @@ fn parse_head(head: &[u8]) -> Result<Request<'_>, Status> {
     let mut req = Request {
         method,
         target,
+        host: authority(target),
         version,
         keep_alive: version == Version::Http11,
         if_modified_since: None,
@@ -233,6 +246,7 @@ fn parse_head(head: &[u8]) -> Result<Request<'_>, Status> {
                 if hosts > 1 || !valid_host(value) {
                     return Err(Status::BadRequest);
                 }
+                req.host = req.host.or(Some(value));
             }
             5 if name.eq_ignore_ascii_case(b"range") => req.range = Some(value),
             8 if name.eq_ignore_ascii_case(b"if-match") => {
@@ -306,9 +320,7 @@ fn parse_request_line(line: &[u8]) -> Result<(Method, &[u8], Version), Status> {
     if method.is_empty() || !method.iter().all(|&b| is_tchar(b)) {
         return Err(Status::BadRequest);
     }
-    if target.is_empty() || target.iter().any(|&b| b == b' ' || b == b'\r') {
-        return Err(Status::BadRequest);
-    }
+    check_target(target)?;
     let version = match version {
         b"HTTP/1.1" => Version::Http11,
         b"HTTP/1.0" => Version::Http10,
@@ -328,6 +340,38 @@ fn parse_request_line(line: &[u8]) -> Result<(Method, &[u8], Version), Status> {
     Ok((method, target, version))
 }
 
+/// A target the request line may carry (RFC 9112 §3.2): not empty, no control byte or space;
+/// when absolute-form (`http://` or `https://`), an authority that is `uri-host [":" port]`
+/// with a host and no userinfo (RFC 9110 §4.2.1, §4.2.4). Other forms (origin `/p`, asterisk
+/// `*`, authority-form) are left to the target's resolution or the method's refusal.
+fn check_target(target: &[u8]) -> Result<(), Status> {
+    if target.is_empty() || target.iter().any(|&b| b == b' ' || is_ctl(b)) {
+        return Err(Status::BadRequest);
+    }
+    match authority(target) {
+        Some(a) if !valid_host(a) => Err(Status::BadRequest),
+        _ => Ok(()),
+    }
+}
+
+/// An absolute-form target's authority (what follows `http://` up to `/`, `?` or `#`).
+fn authority(target: &[u8]) -> Option<&[u8]> {
+    if target.first() == Some(&b'/') {
+        return None;
+    }
+    let rest = strip_scheme(target)?;
+    let end = rest
+        .iter()
+        .position(|&b| b == b'/' || b == b'?' || b == b'#')
+        .unwrap_or(rest.len());
+    Some(&rest[..end])
+}
+
+/// A control byte (RFC 5234 `CTL`).
+fn is_ctl(b: u8) -> bool {
+    b < 0x20 || b == 0x7f
+}
+
 /// Keeps the first value of a field and notes (in `repeated`) that it came again.
 fn keep_first<'a>(slot: &mut Option<&'a [u8]>, value: &'a [u8], repeated: &mut u8, bit: u8) {
     if slot.is_some() {
@@ -335,16 +379,6 @@ fn keep_first<'a>(slot: &mut Option<&'a [u8]>, value: &'a [u8], repeated: &mut u
     } else {
         *slot = Some(value);
     }
-}
-
-/// A `Host` value: `uri-host [ ":" port ]` (RFC 9110 §7.2, RFC 3986 §3.2.2), not empty:
-/// unreserved and sub-delims characters, percent escapes, `:` and the brackets of an IP
-/// literal. Spaces, `/`, `\`, `@`, `?`, `#` and controls are refused.
-fn valid_host(value: &[u8]) -> bool {
-    !value.is_empty()
-        && value
-            .iter()
-            .all(|&b| b.is_ascii_alphanumeric() || b"-._~!$&'()*+,;=%:[]".contains(&b))
 }
 
 /// RFC 9110 §5.6.2 token characters.
@@ -501,6 +535,15 @@ mod tests {
             b"GET / HTTP/1.1\r\nHost: a/b\r\n\r\n",
             b"GET / HTTP/1.1\r\nHost: user@a\r\n\r\n",
             b"GET / HTTP/1.1\r\nHost: a\\b\r\n\r\n",
+            b"GET / HTTP/1.1\r\nHost: example.com.:1.2\r\n\r\n",
+            b"GET / HTTP/1.1\r\nHost: 123.40.56.78:9000:80\r\n\r\n",
+            b"GET / HTTP/1.1\r\nHost: [abcd::ef98:0:7654:321\r\n\r\n",
+            b"GET / HTTP/1.1\r\nHost: [abcd::ef98:0:7654:321]..:98\r\n\r\n",
+            b"GET / HTTP/1.1\r\nHost: extra[abcd::ef98:0:7654:321]:98\r\n\r\n",
+            b"GET / HTTP/1.0\r\nHost: [ab..cd::ef98:0:7654:321]\r\n\r\n",
+            b"GET / HTTP/1.0\r\nHost: :80\r\n\r\n",
+            // Invalid even when an absolute-form target names the host: RFC 9112 §3.2.
+            b"GET http://a/ HTTP/1.1\r\nHost: a:b\r\n\r\n",
         ] {
             assert_eq!(
                 parse_request(bad),
@@ -515,6 +558,10 @@ mod tests {
             b"GET / HTTP/1.1\r\nHost: 127.0.0.1:8080\r\n\r\n",
             b"GET / HTTP/1.1\r\nHost: [::1]:80\r\n\r\n",
             b"GET / HTTP/1.1\r\nHost:  xn--bcher-kva.example \r\n\r\n",
+            b"GET / HTTP/1.1\r\nHost: abcd-ef.g02.xyz.:88\r\n\r\n",
+            b"GET / HTTP/1.1\r\nHost: [::ffff:12.30.67.89]:4321\r\n\r\n",
+            b"GET / HTTP/1.1\r\nHost: [v1.a:b]\r\n\r\n",
+            b"GET / HTTP/1.1\r\nHost: example.com:\r\n\r\n",
         ] {
             assert!(
                 matches!(parse_request(good), Parsed::Complete(_)),
@@ -536,6 +583,10 @@ mod tests {
             b"GET  /",
             b" GET",
             b"\r\n\x16\x03",
+            b"GET /a?b=\x01",
+            b"GET /\x02",
+            b"GET http://[::1 HTTP/",
+            b"GET http://a:b/ HTTP/1.1\r\n",
         ] {
             assert_eq!(
                 parse_request(bad),
@@ -554,13 +605,104 @@ mod tests {
             b"G",
             b"GET",
             b"GET ",
-            b"GET /a?b=\x01",
+            b"GET /a?b=%01",
+            b"GET http://[::1",
             b"GET / H",
             b"GET / HTTP/1.1\r",
             b"GET / HTTP/1.1\r\nHost: x\r\n",
         ] {
             assert_eq!(parse_request(partial), Parsed::Partial, "{partial:?}");
         }
+    }
+
+    /// RFC 9112 §3: a control byte (or a second space) in the target makes the request line
+    /// invalid: 400.
+    #[test]
+    fn rfc_9112_3_control_bytes_in_the_target() {
+        for bad in [
+            &b"GET /\x02 HTTP/1.0\r\n\r\n"[..],
+            b"GET /\0 HTTP/1.0\r\n\r\n",
+            b"GET /a\tb HTTP/1.0\r\n\r\n",
+            b"GET /a\x7f HTTP/1.0\r\n\r\n",
+            b"GET /a?q=\x1b HTTP/1.0\r\n\r\n",
+            b"GET /a\rb HTTP/1.0\r\n\r\n",
+            b"GET / / HTTP/1.0\r\n\r\n",
+            b"GET http://\x1b/xample.com/ HTTP/1.0\r\nHost: localhost\r\n\r\n",
+        ] {
+            assert_eq!(
+                parse_request(bad),
+                Parsed::Invalid(Status::BadRequest),
+                "{:?}",
+                String::from_utf8_lossy(bad)
+            );
+        }
+        // Bytes above 0x7f are not controls: a file name in UTF-8 sent raw is looked up.
+        assert_eq!(
+            complete(b"GET /caf\xc3\xa9 HTTP/1.0\r\n\r\n").target,
+            b"/caf\xc3\xa9"
+        );
+    }
+
+    /// RFC 9112 §3.2.2, RFC 9110 §4.2: an absolute-form target's authority is `uri-host
+    /// [":" port]` with a host and no userinfo, else 400.
+    #[test]
+    fn rfc_9112_3_2_2_absolute_form_authority() {
+        for authority in [
+            &b"123.40.56.78:9000:80"[..],
+            b"[ab..cd::ef98:0:7654:321]",
+            b"[abcd\\::ef98:0:7654:321",
+            b"[2001:db8::1",
+            b"[v0.1",
+            b"example.com:80:80",
+            b"example.com:foo",
+            b"example\\com",
+            b"example.com\xff",
+            b"user@example.com",
+            b"@example.com",
+            b":80",
+            b"",
+        ] {
+            for rest in [&b"/"[..], b"", b"?a", b"#f"] {
+                let mut buf = b"GET http://".to_vec();
+                buf.extend_from_slice(authority);
+                buf.extend_from_slice(rest);
+                buf.extend_from_slice(b" HTTP/1.1\r\nHost: localhost\r\n\r\n");
+                assert_eq!(
+                    parse_request(&buf),
+                    Parsed::Invalid(Status::BadRequest),
+                    "{:?}",
+                    String::from_utf8_lossy(&buf)
+                );
+            }
+        }
+        for good in [
+            &b"GET http://localhost:8080 HTTP/1.1\r\nHost: localhost\r\n\r\n"[..],
+            b"GET HTTPS://[abcd::ef98:0:7654:321]:5/x HTTP/1.0\r\n\r\n",
+            b"GET http://[::123.45.67.89]?args HTTP/1.0\r\n\r\n",
+            b"GET http://com.exa-m.45..:/ HTTP/1.0\r\n\r\n",
+            b"GET http://[v0.1azAZ.!$&'()*+,;=-._~:]:80/ HTTP/1.0\r\n\r\n",
+        ] {
+            assert!(
+                matches!(parse_request(good), Parsed::Complete(_)),
+                "{:?}",
+                String::from_utf8_lossy(good)
+            );
+        }
+    }
+
+    /// RFC 9112 §3.2.2: the absolute-form target's authority names the host, not `Host`.
+    #[test]
+    fn rfc_9112_3_2_2_absolute_form_wins_over_host() {
+        let r = complete(b"GET http://a.example:81/x HTTP/1.1\r\nHost: b.example\r\n\r\n");
+        assert_eq!(r.host, Some(&b"a.example:81"[..]));
+        let r = complete(b"GET HTTP://[::1]?q HTTP/1.0\r\n\r\n");
+        assert_eq!(r.host, Some(&b"[::1]"[..]));
+        let r = complete(b"GET /x HTTP/1.1\r\nHost:  b.example \r\n\r\n");
+        assert_eq!(r.host, Some(&b"b.example"[..]));
+        assert_eq!(complete(b"GET /x HTTP/1.0\r\n\r\n").host, None);
+        // Asterisk- and authority-form targets carry no host of their own.
+        let r = complete(b"OPTIONS * HTTP/1.1\r\nHost: h\r\n\r\n");
+        assert_eq!(r.host, Some(&b"h"[..]));
     }
 
     #[test]
