@@ -90,6 +90,7 @@ def _fake_env(tmp_path: Path, **changes: object) -> SuiteEnv:
         "drop": (),
         "timeout": 2.0,
         "budget": 300.0,
+        "jobs": 1,
         "deselect": (Deselect("contains", "test_left_out", "left out on purpose"),),
     }
     fields.update(changes)

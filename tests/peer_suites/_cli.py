@@ -44,7 +44,6 @@ def _baseline_key(suite: Suite, args: argparse.Namespace) -> dict[str, Any]:
     return {
         "sdist": suite.label,
         "python": sys.version.split()[0],
-        "deselect": [d.as_json() for d in suite.deselect],
         "timeout": args.timeout or suite.timeout,
     }
 
@@ -55,14 +54,19 @@ def _save(path: Path, key: dict[str, Any], result: RunResult) -> None:
     path.write_text(json.dumps({**doc, "run": result.as_json()}), encoding="utf-8")
 
 
-def _load(path: Path, key: dict[str, Any]) -> tuple[RunResult, str] | None:
+def _load(path: Path, key: dict[str, Any], ids: list[str]) -> tuple[RunResult, str] | None:
+    """A saved run of asyncio's loop that has a result for each of ``ids`` (only those kept)."""
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
     if doc.get("key") != key:
         return None
-    return RunResult.from_json(doc["run"]), str(doc["when"])
+    run = RunResult.from_json(doc["run"])
+    if not set(ids) <= set(run.results):
+        return None
+    run.results = {i: run.results[i] for i in ids}
+    return run, str(doc["when"])
 
 
 def _progress(suite: str, loop: str, base: RunResult | None) -> Callable[[TestResult], None]:
@@ -97,7 +101,7 @@ def run_suite(suite: Suite, loops: list[str], args: argparse.Namespace) -> dict[
     wanted_fdkit = [lp for lp in loops if lp != "asyncio"]
     base_needed = "asyncio" in loops or wanted_fdkit
     if "asyncio" not in loops and wanted_fdkit and not args.k:
-        got = _load(saved, key)
+        got = _load(saved, key, coll.nodeids)
         if got is not None:
             runs["asyncio"], baseline_from = got
             say(f"{suite.name}: asyncio's results from the saved run of {baseline_from}")
@@ -108,14 +112,15 @@ def run_suite(suite: Suite, loops: list[str], args: argparse.Namespace) -> dict[
             unavailable[loop] = why
             say(f"{suite.name}/{loop}: not run: {why}")
             continue
-        say(f"{suite.name}/{loop}: running {len(coll.nodeids)} tests, -j {args.jobs}")
+        jobs = args.jobs or suite.jobs
+        say(f"{suite.name}/{loop}: running {len(coll.nodeids)} tests, -j {jobs}")
         on_result = _progress(suite.name, loop, runs.get("asyncio"))
         result = run(
             env,
             loop,
             coll.nodeids,
             work / loop,
-            jobs=args.jobs,
+            jobs=jobs,
             timeout=args.timeout,
             budget=args.budget * 60 if args.budget else None,
             extra=extra,
@@ -185,7 +190,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--json", action="store_true", help="print the report as JSON on stdout")
     ap.add_argument(
-        "-j", "--jobs", type=int, default=1, help="pytest processes per run (default 1)"
+        "-j",
+        "--jobs",
+        type=int,
+        help="pytest processes at once per run, whole test files each (default: per suite, "
+        "1 for uvloop and anyio, 2 for aiohttp)",
     )
     ap.add_argument(
         "--timeout",

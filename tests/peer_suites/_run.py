@@ -244,8 +244,10 @@ def _run_shard(
     deadline: float,
     extra: list[str],
     on_result: Callable[[TestResult], None],
+    stop: threading.Event,
 ) -> tuple[dict[str, TestResult], int, bool, int]:
-    """Runs ``ids`` until each has a result; returns (results, restarts, cut, fdkit loops)."""
+    """Runs ``ids`` until each has a result (or ``stop`` is set: then the pytest running is
+    killed and what came so far returned); returns (results, restarts, cut, fdkit loops)."""
     results: dict[str, TestResult] = {}
     remaining = list(ids)
     attempt, fdkit_loops, cut = 0, 0, False
@@ -298,6 +300,9 @@ def _run_shard(
                         record(TestResult(**fields, loops=rec["loops"]))
                 if exited:
                     break
+                if stop.is_set():
+                    _kill(proc)
+                    return results, attempt - 1, cut, fdkit_loops
                 now = time.monotonic()
                 if now - last_move > (timeout + grace if collected else COLLECT_LIMIT):
                     killed_for = f"no progress for {now - last_move:.0f} s: killed"
@@ -352,6 +357,7 @@ def run(
     deadline = start + budget
     out = RunResult(env.suite.name, loop)
     lock = threading.Lock()
+    stop = threading.Event()
 
     def shard_main(k: int, part: list[str]) -> None:
         d = workdir / f"shard{k}"
@@ -366,6 +372,7 @@ def run(
             deadline=deadline,
             extra=list(extra),
             on_result=on_result,
+            stop=stop,
         )
         with lock:
             out.results.update(res)
@@ -377,8 +384,14 @@ def run(
     threads = [threading.Thread(target=shard_main, args=(k, p)) for k, p in enumerate(parts)]
     for t in threads:
         t.start()
-    for t in threads:
-        t.join()
+    try:
+        for t in threads:
+            t.join()
+    except BaseException:  # Ctrl-C: no pytest of ours outlives the harness
+        stop.set()
+        for t in threads:
+            t.join()
+        raise
     # In the suite's order, as collected.
     out.results = {i: out.results[i] for i in ids if i in out.results}
     out.seconds = time.monotonic() - start
