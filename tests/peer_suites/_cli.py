@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from ._env import SetupError, cache_dir, fdkit_commit, fdkit_dir, prepare, say
+from ._env import SetupError, cache_dir, fdkit_built, fdkit_commit, fdkit_dir, prepare, say
 from ._report import (
     Difference,
     candidates,
@@ -99,13 +99,14 @@ def run_suite(suite: Suite, loops: list[str], args: argparse.Namespace) -> dict[
     unavailable: dict[str, str] = {}
     baseline_from: str | None = None
     wanted_fdkit = [lp for lp in loops if lp != "asyncio"]
-    base_needed = "asyncio" in loops or wanted_fdkit
+    # asyncio's loop always runs (the oracle), unless only fdkit's were asked for and a saved
+    # run of asyncio's covers the tests.
     if "asyncio" not in loops and wanted_fdkit and not args.k:
         got = _load(saved, key, coll.nodeids)
         if got is not None:
             runs["asyncio"], baseline_from = got
             say(f"{suite.name}: asyncio's results from the saved run of {baseline_from}")
-    for loop in ["asyncio", *wanted_fdkit] if base_needed else []:
+    for loop in ["asyncio", *wanted_fdkit]:
         if loop in runs:
             continue
         if loop != "asyncio" and (why := engine_unavailable(loop)):
@@ -218,6 +219,7 @@ def main(argv: list[str] | None = None) -> int:
         "fdkit": {
             "path": str(fdkit_dir()),
             "commit": fdkit_commit(),
+            "built": fdkit_built(),
             "python": sys.version.split()[0],
         },
         "engines": [lp for lp in FDKIT_LOOPS if lp in loops],

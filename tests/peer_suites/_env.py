@@ -22,6 +22,7 @@ import sys
 import tarfile
 import tempfile
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 
 from ._suites import Suite
@@ -76,6 +77,15 @@ def fdkit_commit() -> str:
     except (OSError, subprocess.CalledProcessError):
         return "?"
     return head + ("+dirty" if dirty else "")
+
+
+def fdkit_built() -> str:
+    """When the compiled extension was last written (UTC): the commit may be newer than it."""
+    found = sorted(fdkit_dir().glob("fdkit/_fdkit*.so"), key=lambda p: p.stat().st_mtime)
+    if not found:
+        return "?"
+    when = datetime.fromtimestamp(found[-1].stat().st_mtime, UTC)
+    return when.isoformat(timespec="seconds")
 
 
 @dataclass(frozen=True)

@@ -137,8 +137,8 @@ def format_report(doc: dict[str, Any]) -> str:
     lines: list[str] = []
     fd = doc["fdkit"]
     lines.append(
-        f"fdkit from {fd['path']} at commit {fd['commit']}, Python {fd['python']}; "
-        f"per-test timeout: {doc['timeouts']}"
+        f"fdkit from {fd['path']} at commit {fd['commit']} (extension built "
+        f"{fd.get('built', '?')}), Python {fd['python']}; per-test timeout: {doc['timeouts']}"
     )
     lines.append("")
     head = f"{'suite':<8} {'loop':<9}" + "".join(f"{c:>8}" for c in COLUMNS) + f"{'time':>9}"
