@@ -102,6 +102,16 @@ test: lint ## set up, lint, then cargo test (core) and pytest (Python API and CL
 bench: setup bench-tools bench-deps ## the full benchmarks (minutes); BENCH="accept" to pick, JSON=1 for JSON
 	@$(PY) -m bench $(BENCH) $(if $(JSON),--json)
 
+# Other projects' own test suites on fdkit's loop (issue 16's proof): uvloop 0.23.0's, anyio
+# 4.16.0's and aiohttp 3.14.5's tests, from their PyPI sdists (downloaded into .peer/ on the first
+# run, with a venv per suite; none of their code is in this repository), each on asyncio's loop
+# and on fdkit's with both engines. The report lists every test that passes on asyncio's loop
+# and not on fdkit's; a hang is reported as one (per-test timeout, then a watchdog). It downloads,
+# so it is not part of `make test`. PEER="--suite anyio --loop epoll -j 2" to narrow; JSON=1.
+.PHONY: peer-tests
+peer-tests: setup ## other projects' suites (uvloop, anyio, aiohttp) on asyncio's loop and fdkit's: what differs
+	@$(PY) -m tests.peer_suites $(PEER) $(if $(JSON),--json)
+
 ifneq ($(JSON),)
 .SILENT:
 endif
