@@ -271,7 +271,8 @@ class UringEventLoop(EventLoop):
         if isinstance(fd, int):
             sid = self._fd_streams.get(fd)
             if sid is not None:
-                handle = self._selector.set_ring_reader(sid, fd, None)  # type: ignore[attr-defined]
+                # A paused stream is never reported: its key goes until resume sets a new one.
+                handle = self._selector.clear_ring_reader(sid)  # type: ignore[attr-defined]
                 self._reactor.pause(sid)
                 if handle is not None:
                     handle.cancel()

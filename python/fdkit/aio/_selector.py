@@ -35,7 +35,7 @@ class RingSelector(selectors.EpollSelector):
         self._reactor = reactor
         self._epoll_fd = self._selector.fileno()  # type: ignore[attr-defined]
         # Streams and listeners by reactor id: the key asyncio's _process_events reads, its
-        # data (reader Handle, None); the Handle is None while the reader is removed.
+        # data (reader Handle, None); no key while the reader is removed (a paused stream).
         self._ring_keys: dict[int, selectors.SelectorKey] = {}
         reactor.set_interest(self._epoll_fd, _EVENT_READ, _EPOLL_READY)
 

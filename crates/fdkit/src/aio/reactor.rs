@@ -341,7 +341,7 @@ impl Reactor {
     pub fn recv(&mut self, stream: StreamId, max: usize) -> Option<Received> {
         let s = self.streams.get_mut(&stream)?;
         let got = s.take(max);
-        if got.is_some() && s.op.is_none() && s.want && !s.ended && s.inbox_bytes < HOLD_LIMIT {
+        if got.is_some() && s.wants_receive(HOLD_LIMIT) {
             // A receive cancelled for holding too much while paused: room again.
             self.rearm_streams.push(stream);
         }
@@ -372,7 +372,7 @@ impl Reactor {
             let Some(s) = self.streams.get(&id) else {
                 continue;
             };
-            if s.op.is_some() || !s.want || s.ended || s.inbox_bytes >= HOLD_LIMIT {
+            if !s.wants_receive(HOLD_LIMIT) {
                 continue;
             }
             let fd = s.fd;
@@ -431,7 +431,7 @@ impl Reactor {
                 cancel = Some(op);
             }
         }
-        if s.op.is_none() && s.want && !s.ended && s.inbox_bytes < HOLD_LIMIT {
+        if s.wants_receive(HOLD_LIMIT) {
             self.rearm_streams.push(id);
         }
         if let Some(op) = cancel {

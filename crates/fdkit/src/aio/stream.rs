@@ -66,6 +66,12 @@ impl Stream {
         }
     }
 
+    /// Whether a receive should be (re)armed: none in flight, not paused, not ended, and the
+    /// inbox below `hold` bytes.
+    pub(super) fn wants_receive(&self, hold: usize) -> bool {
+        self.op.is_none() && self.want && !self.ended && self.inbox_bytes < hold
+    }
+
     /// Whether something waits to be handed over (bytes, or how receiving ended).
     pub(super) fn has_news(&self) -> bool {
         self.inbox_bytes > 0 || self.end.is_some()
