@@ -15,7 +15,6 @@ import os
 import socket
 import subprocess
 import sys
-from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
@@ -23,8 +22,8 @@ import pytest
 import fdkit.aio
 from fdkit import uring
 from fdkit.aio import EventLoop
+from helpers import run_python_without_uring
 
-HERE = Path(__file__).resolve().parent
 _ok, _why = uring.available()
 needs_uring = pytest.mark.skipif(not _ok, reason=f"io_uring unavailable: {_why}")
 
@@ -70,14 +69,7 @@ def test_without_io_uring_the_loop_runs_on_epoll_and_says_why() -> None:
         "    return loop.engine, loop.engine_reason, data\n"
         "print(fdkit.aio.run(main()))\n"
     )
-    r = subprocess.run(
-        [sys.executable, str(HERE / "helpers" / "no_uring.py"), sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    if r.returncode == 77:
-        pytest.skip("no seccomp filter for this architecture")
+    r = run_python_without_uring(code)
     assert r.returncode == 0, r.stderr
     engine, reason, data = eval(r.stdout)
     assert engine == "epoll"

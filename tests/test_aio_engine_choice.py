@@ -8,14 +8,13 @@ import asyncio
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 import fdkit.aio
 from fdkit.aio import EpollEventLoop, EventLoop, UringEventLoop
+from helpers import run_python_without_uring
 
-HERE = Path(__file__).parent
 needs_uring = pytest.mark.skipif(
     fdkit.aio.engine_available() != "io_uring", reason="io_uring engine unavailable here"
 )
@@ -116,14 +115,7 @@ for _ in range(3):
 def test_the_fallback_is_logged_once_per_process_with_its_reason() -> None:
     """Under a seccomp filter that denies io_uring, three loops fall back to epoll; the
     ``fdkit.aio`` logger says so once, at INFO, with the reason."""
-    r = subprocess.run(
-        [sys.executable, str(HERE / "helpers" / "no_uring.py"), sys.executable, "-c", _FALLBACK],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    if r.returncode == 77:
-        pytest.skip("no seccomp filter on this architecture")
+    r = run_python_without_uring(_FALLBACK)
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
     logged = [line for line in lines if line.startswith("fdkit.aio ")]

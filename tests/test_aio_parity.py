@@ -29,12 +29,11 @@ from typing import Any
 
 import pytest
 
-from helpers import is_open
+from helpers import NO_URING, is_open
 from helpers.aio import python_env
 from helpers.aio_parity import (
     ASYNCIO,
     NEW_LOOP,
-    NO_URING,
     FdkitEngine,
     Kind,
     both,

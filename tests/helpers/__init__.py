@@ -16,10 +16,12 @@ import random
 import signal
 import socket
 import subprocess
+import sys
 import threading
 import time
 import uuid
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -28,6 +30,23 @@ from fdkit import fd
 from fdkit.types import Address
 
 PROC_FD = "/proc/self/fd"
+
+#: The seccomp wrapper that runs a command where io_uring is denied (see its docstring).
+NO_URING = Path(__file__).with_name("no_uring.py")
+
+
+def run_python_without_uring(code: str) -> subprocess.CompletedProcess[str]:
+    """``python -c code`` under :data:`NO_URING` (io_uring's syscalls fail with ENOSYS, as on
+    a kernel without it); skips the test where the filter cannot be installed (exit 77)."""
+    r = subprocess.run(
+        [sys.executable, str(NO_URING), sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    if r.returncode == 77:
+        pytest.skip("no seccomp filter for this architecture")
+    return r
 
 
 def open_fds() -> dict[int, str]:

@@ -18,7 +18,6 @@ import subprocess
 from collections.abc import Callable, Coroutine, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 import pytest
@@ -33,8 +32,6 @@ ENGINES: tuple[FdkitEngine, ...] = ("io_uring", "epoll")
 
 #: How long one script may run on one loop before the test fails (each takes far less).
 RUN_TIMEOUT = 15.0
-
-NO_URING = Path(__file__).resolve().parent / "no_uring.py"
 
 
 @dataclass(frozen=True)
