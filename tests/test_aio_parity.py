@@ -23,7 +23,7 @@ import struct
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -143,56 +143,73 @@ def test_contextvars_each_connection_in_its_own_context(engine: FdkitEngine) -> 
 # --- 2. a connection reset before the loop accepts it ----------------------------------------
 
 
-async def _reset_before_accept() -> list[tuple[bool, bytes, list[str]]]:
-    loop = asyncio.get_running_loop()
-    n = 3
-    record: list[tuple[bool, bytes, list[str]]] = []
-    all_lost = loop.create_future()
+def _reset_before_accept(host: str) -> Callable[[], Coroutine[Any, Any, list[Any]]]:
+    async def main() -> list[tuple[str | None, bytes, list[str]]]:
+        loop = asyncio.get_running_loop()
+        n = 3
+        record: list[tuple[str | None, bytes, list[str]]] = []
+        all_lost = loop.create_future()
 
-    class Collect(asyncio.Protocol):
-        def __init__(self) -> None:
-            self.made = False
-            self.data = b""
-            self.events: list[str] = []
+        class Collect(asyncio.Protocol):
+            def __init__(self) -> None:
+                self.peer: str | None = None
+                self.data = b""
+                self.events: list[str] = []
 
-        def connection_made(self, transport: Any) -> None:
-            self.made = True
+            def connection_made(self, transport: Any) -> None:
+                # The peer's address as accept(2) gave it, though the peer is gone.
+                self.peer = transport.get_extra_info("peername")[0]
 
-        def data_received(self, data: bytes) -> None:
-            self.data += data
+            def data_received(self, data: bytes) -> None:
+                self.data += data
 
-        def eof_received(self) -> None:
-            self.events.append("eof")
+            def eof_received(self) -> None:
+                self.events.append("eof")
 
-        def connection_lost(self, exc: Exception | None) -> None:
-            self.events.append(f"lost {type(exc).__name__ if exc else None}")
-            record.append((self.made, self.data, self.events))
-            if len(record) == n and not all_lost.done():
-                all_lost.set_result(None)
+            def connection_lost(self, exc: Exception | None) -> None:
+                self.events.append(f"lost {type(exc).__name__ if exc else None}")
+                record.append((self.peer, self.data, self.events))
+                if len(record) == n and not all_lost.done():
+                    all_lost.set_result(None)
 
-    server = await loop.create_server(Collect, HOST, 0)
-    await asyncio.sleep(0.01)  # the server is accepting (on the ring: the accept is armed)
-    # The loop is blocked here: the kernel completes the handshakes, nothing accepts them.
-    for i in range(n):
-        c = socket.create_connection(_addr(server))
-        c.sendall(b"request %d" % i)
-        c.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-        c.close()  # RST
-    with contextlib.suppress(TimeoutError):  # what did not come is missing from the record
-        await asyncio.wait_for(all_lost, 1.0)
-    await _close_server(server)
-    return sorted(record)
+        server = await loop.create_server(Collect, host, 0)
+        await asyncio.sleep(0.01)  # the server is accepting (on the ring: the accept is armed)
+        # The loop is blocked here: the kernel completes the handshakes, nothing accepts them.
+        for i in range(n):
+            c = socket.create_connection(_addr(server))
+            c.sendall(b"request %d" % i)
+            c.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            c.close()  # RST
+        with contextlib.suppress(TimeoutError):  # what did not come is missing from the record
+            await asyncio.wait_for(all_lost, 1.0)
+        await _close_server(server)
+        return sorted(record)
+
+    return main
+
+
+def _has_ipv6_loopback() -> bool:
+    try:
+        with socket.socket(socket.AF_INET6) as s:
+            s.bind(("::1", 0))
+    except OSError:
+        return False
+    return True
 
 
 @each_engine
-def test_reset_before_accept_delivers_what_asyncio_delivers(engine: FdkitEngine) -> None:
+@pytest.mark.parametrize("host", ["127.0.0.1", "::1"])
+def test_reset_before_accept_delivers_what_asyncio_delivers(engine: FdkitEngine, host: str) -> None:
     """Issue 16, item 2: connections that send bytes and reset before the loop accepts them
-    get connection_made, their bytes, then connection_lost(ConnectionResetError), as on
-    asyncio's loop; they do not vanish with their bytes."""
-    oracle, got = both_run(engine, _reset_before_accept)
-    assert oracle == [(True, b"request %d" % i, ["lost ConnectionResetError"]) for i in range(3)], (
-        oracle
-    )
+    get connection_made (with the peer's address), their bytes, then
+    connection_lost(ConnectionResetError), as on asyncio's loop; they do not vanish with their
+    bytes. IPv4 and IPv6: the address of a reset connection is read with SO_PEERNAME, whose
+    buffer must fit the family's sockaddr exactly."""
+    if host == "::1" and not _has_ipv6_loopback():
+        pytest.skip("no IPv6 loopback here")
+    oracle, got = both_run(engine, _reset_before_accept(host))
+    expected = [(host, b"request %d" % i, ["lost ConnectionResetError"]) for i in range(3)]
+    assert oracle == expected, oracle
     assert got == oracle
 
 

@@ -402,20 +402,22 @@ def _accepted_socket(listener: socket.socket, fd: int) -> tuple[socket.socket, A
     return conn, _peer_address(conn)
 
 
+#: The size of the sockaddr SO_PEERNAME fills, by family: the kernel refuses (EINVAL) a
+#: buffer larger than the address it has. See socket(7).
+_SOCKADDR_SIZE = {socket.AF_INET: 16, socket.AF_INET6: 28}
+
+
 def _peer_address(conn: socket.socket) -> Any:
-    family = conn.family
+    size = _SOCKADDR_SIZE.get(conn.family)
+    if size is None:
+        return "" if conn.family == socket.AF_UNIX else None
     try:
-        raw = conn.getsockopt(socket.SOL_SOCKET, _SO_PEERNAME, 128)
+        raw = conn.getsockopt(socket.SOL_SOCKET, _SO_PEERNAME, size)
     except OSError:
-        return "" if family == socket.AF_UNIX else None
-    if family == socket.AF_INET and len(raw) >= 8:
+        return None
+    if conn.family == socket.AF_INET:
         port = struct.unpack_from("!H", raw, 2)[0]
         return (socket.inet_ntop(socket.AF_INET, raw[4:8]), port)
-    if family == socket.AF_INET6 and len(raw) >= 28:
-        port, flowinfo = struct.unpack_from("!HI", raw, 2)
-        scope_id = struct.unpack_from("=I", raw, 24)[0]
-        return (socket.inet_ntop(socket.AF_INET6, raw[8:24]), port, flowinfo, scope_id)
-    if family == socket.AF_UNIX:
-        path = raw[2:].split(b"\0", 1)[0]
-        return path.decode(errors="surrogateescape")
-    return None
+    port, flowinfo = struct.unpack_from("!HI", raw, 2)
+    scope_id = struct.unpack_from("=I", raw, 24)[0]
+    return (socket.inet_ntop(socket.AF_INET6, raw[8:24]), port, flowinfo, scope_id)
