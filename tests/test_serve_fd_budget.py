@@ -283,6 +283,44 @@ class Host:
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def _server_inode(s: socket.socket) -> str | None:
+    """The inode of the server's end of the connection ``s`` (from ``/proc/net/tcp*``)."""
+    mine, theirs = s.getsockname()[1], s.getpeername()[1]
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            f = line.split()
+            local, remote = int(f[1].rsplit(":", 1)[1], 16), int(f[2].rsplit(":", 1)[1], 16)
+            if (local, remote) == (theirs, mine) and f[9] != "0":
+                return f[9]
+    return None
+
+
+def close_and_wait_released(s: socket.socket, pid: int, timeout: float = 10.0) -> None:
+    """Close ``s`` and wait until process ``pid`` no longer holds the server's end of it.
+
+    The server closes a connection lingeringly (FIN first, its fd once the client's FIN
+    arrives), so the fd comes free some time after the client's ``close()``: a host that
+    takes every free fd before then would miss it and get it later, out of the test's order.
+    """
+    inode = _server_inode(s)
+    s.close()
+    if inode is None:
+        return
+    want = f"socket:[{inode}]"
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        held = False
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            with contextlib.suppress(OSError):
+                if os.readlink(f"/proc/{pid}/fd/{fd}") == want:
+                    held = True
+                    break
+        if not held:
+            return
+        time.sleep(0.005)
+    raise AssertionError(f"the server still holds {want} {timeout} s after the client closed")
+
+
 def one_get(addr: tuple[str, int], target: str, timeout: float = 5.0) -> tuple[int, bytes]:
     with socket.create_connection(addr, timeout=timeout) as s:
         s.sendall(f"GET {target} HTTP/1.1\r\nHost: localhost\r\n\r\n".encode())
@@ -326,6 +364,7 @@ def test_a_host_that_takes_every_free_fd(many: Path, tmp_path: Path, engine: str
             # new connection is accepted only because the cache gives an fd back.
             host.say("eat")
             assert one_get(addr, "/f0599.txt", timeout=3) == (200, body_of(599))
+            close_and_wait_released(kept, proc.pid)
         # New connections while the host keeps taking what is freed: accepted (the cache
         # gives fds back) until the cache has nothing idle left.
         pending = None
@@ -333,20 +372,19 @@ def test_a_host_that_takes_every_free_fd(many: Path, tmp_path: Path, engine: str
             host.say("eat")
             s = socket.create_connection(addr, timeout=10)
             s.sendall(f"GET /f{i:04d}.txt HTTP/1.1\r\nHost: localhost\r\n\r\n".encode())
-            s.settimeout(2)
+            s.settimeout(5)
             try:
                 r = Wire(s).response()
             except TimeoutError:
                 pending = s  # not accepted: no fd anywhere
                 break
             if r.status == 503:
-                # No fd for the file; the server closes the connection (one fd back). Wait
-                # for its FIN, so the fd is free before the host eats it (under load the
-                # close can come after the response by more than the host's next bite).
-                s.settimeout(5)
+                # No fd for the file; the server closes the connection (one fd back).
                 while s.recv(4096):
                     pass
-            s.close()
+            # Every fd the server frees is free before the host's next bite, so that no fd
+            # comes back later, behind the pending connection's back.
+            close_and_wait_released(s, proc.pid)
             assert r.status in (200, 503), r
             if r.status == 503:
                 host.say("eat")
