@@ -70,28 +70,33 @@ pub fn resolve_target<'a>(target: &'a [u8], out: &mut Vec<u8>) -> Result<Target<
             out.push(b'/');
         }
         let name = out.len();
+        // Runs without `%` or a backslash are copied whole; most segments are one run.
         let mut i = 0;
         while i < segment.len() {
-            let b = segment[i];
-            if b == b'%' {
-                let (Some(&h), Some(&l)) = (segment.get(i + 1), segment.get(i + 2)) else {
-                    return Err(Status::BadRequest);
-                };
-                let (Some(h), Some(l)) = (hex(h), hex(l)) else {
-                    return Err(Status::BadRequest);
-                };
-                let d = h << 4 | l;
-                if d == b'/' || d == b'\\' || is_ctl(d) {
-                    return Err(Status::Forbidden);
-                }
-                out.push(d);
-                i += 3;
-            } else if b == b'\\' {
-                return Err(Status::Forbidden);
-            } else {
-                out.push(b);
-                i += 1;
+            let run = segment[i..]
+                .iter()
+                .position(|&b| b == b'%' || b == b'\\')
+                .unwrap_or(segment.len() - i);
+            out.extend_from_slice(&segment[i..i + run]);
+            i += run;
+            if i == segment.len() {
+                break;
             }
+            if segment[i] == b'\\' {
+                return Err(Status::Forbidden);
+            }
+            let (Some(&h), Some(&l)) = (segment.get(i + 1), segment.get(i + 2)) else {
+                return Err(Status::BadRequest);
+            };
+            let (Some(h), Some(l)) = (hex(h), hex(l)) else {
+                return Err(Status::BadRequest);
+            };
+            let d = h << 4 | l;
+            if d == b'/' || d == b'\\' || is_ctl(d) {
+                return Err(Status::Forbidden);
+            }
+            out.push(d);
+            i += 3;
         }
         dot_last = match &out[name..] {
             b"." => {

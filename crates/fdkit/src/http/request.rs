@@ -236,7 +236,7 @@ fn parse_head(head: &[u8]) -> Result<Request<'_>, Status> {
             return Err(Status::BadRequest);
         }
         let value = trim(&line[colon + 1..]);
-        if value.iter().any(|&b| (b < 0x20 && b != b'\t') || b == 0x7f) {
+        if value.iter().any(|&b| class(b) & NOT_IN_VALUE != 0) {
             return Err(Status::BadRequest);
         }
         // Dispatch on the length first: most lines are none of these.
@@ -345,7 +345,7 @@ fn parse_request_line(line: &[u8]) -> Result<(Method, &[u8], Version), Status> {
 /// with a host and no userinfo (RFC 9110 §4.2.1, §4.2.4). Other forms (origin `/p`, asterisk
 /// `*`, authority-form) are left to the target's resolution or the method's refusal.
 fn check_target(target: &[u8]) -> Result<(), Status> {
-    if target.is_empty() || target.iter().any(|&b| b == b' ' || is_ctl(b)) {
+    if target.is_empty() || target.iter().any(|&b| class(b) & NOT_IN_TARGET != 0) {
         return Err(Status::BadRequest);
     }
     match authority(target) {
@@ -369,7 +369,56 @@ fn authority(target: &[u8]) -> Option<&[u8]> {
 
 /// A control byte (RFC 5234 `CTL`).
 fn is_ctl(b: u8) -> bool {
-    b < 0x20 || b == 0x7f
+    class(b) & CTL != 0
+}
+
+/// RFC 9110 §5.6.2 `tchar`.
+const TCHAR: u8 = 1;
+/// RFC 5234 `CTL`: 0x00-0x1f and DEL.
+const CTL: u8 = 2;
+/// What a field value may not hold: a `CTL` other than HTAB (RFC 9110 §5.5).
+const NOT_IN_VALUE: u8 = 4;
+/// What a request target may not hold: a `CTL` or a space (RFC 9112 §3).
+const NOT_IN_TARGET: u8 = 8;
+
+/// Each byte's classes, as bits: the parser looks a byte up once instead of comparing it
+/// against a list, since every byte of a request head goes through one of these checks.
+static CLASSES: [u8; 256] = {
+    let mut t = [0u8; 256];
+    let mut b = 0;
+    while b < 256 {
+        let c = b as u8;
+        let ctl = c < 0x20 || c == 0x7f;
+        let mut bits = 0;
+        if c.is_ascii_alphanumeric() {
+            bits |= TCHAR;
+        } else {
+            let mut i = 0;
+            let extra = b"!#$%&'*+-.^_`|~";
+            while i < extra.len() {
+                if extra[i] == c {
+                    bits |= TCHAR;
+                }
+                i += 1;
+            }
+        }
+        if ctl {
+            bits |= CTL | NOT_IN_TARGET;
+            if c != b'\t' {
+                bits |= NOT_IN_VALUE;
+            }
+        }
+        if c == b' ' {
+            bits |= NOT_IN_TARGET;
+        }
+        t[b] = bits;
+        b += 1;
+    }
+    t
+};
+
+fn class(b: u8) -> u8 {
+    CLASSES[usize::from(b)]
 }
 
 /// Keeps the first value of a field and notes (in `repeated`) that it came again.
@@ -383,7 +432,7 @@ fn keep_first<'a>(slot: &mut Option<&'a [u8]>, value: &'a [u8], repeated: &mut u
 
 /// RFC 9110 §5.6.2 token characters.
 fn is_tchar(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
+    class(b) & TCHAR != 0
 }
 
 /// Strips optional whitespace (SP, HTAB) from both ends.

@@ -6,9 +6,10 @@
 //! still never reach outside. Where `openat2` is missing (`ENOSYS`, before Linux 5.6) the file
 //! is opened with `openat` and its real path (`/proc/self/fd/N`) must lie under the root's.
 //!
-//! Open files are cached by request path (like nginx's `open_file_cache`): each use of an
-//! entry costs one `fstat` of its fd (size and mtime must not have changed), and every
-//! [`VALID`] one `statat` of its path (the same inode must still be there); a change reopens it.
+//! Open files are cached by request path (like nginx's `open_file_cache`): an entry's fd is
+//! `fstat`ed once per loop iteration in which it is used (size and mtime must not have
+//! changed: h2o's file cache likewise lives one iteration), and every [`VALID`] one `statat`
+//! of its path (the same inode must still be there); a change reopens it.
 //!
 //! Every cached file holds an fd, so the cache has a budget: what `RLIMIT_NOFILE` leaves after
 //! the connections and a reserve (see `mod.rs`), at most [`CACHE_MAX`]. It counts the cached
@@ -172,7 +173,10 @@ pub(super) type Refused<'t> = (Refusal, &'t [u8], &'t [u8]);
 
 struct Cached {
     entry: Rc<FileEntry>,
+    /// When its path was last checked (`statat`).
     checked: Instant,
+    /// The loop iteration (its `now`) whose `fstat` last found the file unchanged.
+    seen: Instant,
 }
 
 /// The cached entries and the fds they hold, within a budget.
@@ -282,13 +286,17 @@ impl FileCache {
             self.key.push(b'/');
         }
         if let Some(c) = self.entries.map.get_mut(&self.key[..]) {
-            // One fstat of the cached fd per request: a file rewritten in place (truncated,
-            // grown, touched) must never be answered with a stale length, which the body
-            // could not keep. A different file under the name (renamed over) is seen by the
-            // path check at most VALID later; until then the old file is served whole.
-            let unchanged =
-                rustix::fs::fstat(&c.entry.fd).is_ok_and(|st| ident(&st) == c.entry.ident);
+            // One fstat of the cached fd per loop iteration that uses it: a file rewritten in
+            // place (truncated, grown, touched) must never be answered with a stale length,
+            // which the body could not keep. The requests of one iteration are answered from
+            // the file as its first use in that iteration (`now`) found it, as if they had
+            // arrived together; the next iteration looks again. A different file under the name
+            // (renamed over) is seen by the path check at most VALID later; until then the
+            // old file is served whole.
+            let unchanged = c.seen == now
+                || rustix::fs::fstat(&c.entry.fd).is_ok_and(|st| ident(&st) == c.entry.ident);
             if unchanged {
+                c.seen = now;
                 if now.saturating_duration_since(c.checked) < VALID {
                     return Ok(c.entry.clone());
                 }
@@ -329,6 +337,7 @@ impl FileCache {
                         Cached {
                             entry: entry.clone(),
                             checked: now,
+                            seen: now,
                         },
                     );
                 } else {
