@@ -450,9 +450,10 @@ impl<'a> EventLoop<'a> {
                     // Out of fds or memory: the pending clients wait in the backlog until a
                     // connection closes or a tick passes, instead of spinning on the error.
                     (self.log)(&format!(
-                        "accept paused: {} ({} connections open)",
+                        "accept paused: {} ({} connection{} open)",
                         strerror(e),
-                        self.live
+                        self.live,
+                        if self.live == 1 { "" } else { "s" }
                     ));
                     self.accept_paused_until = Some(self.now + TICK);
                     return Ok(());
