@@ -118,7 +118,9 @@ def _json_type_errors(value: Any, expected: Any, where: str) -> list[str]:
             return [f"{where}: {value!r} is not an object"]
         if set(value) != set(expected):
             return [f"{where}: fields {sorted(value)}, expected {sorted(expected)}"]
-        return [e for k, v in value.items() for e in _json_type_errors(v, expected[k], k)]
+        return [
+            e for k, v in value.items() for e in _json_type_errors(v, expected[k], f"{where}.{k}")
+        ]
     kinds = expected if isinstance(expected, tuple) else (expected,)
     # JSON has one number type, and bool is not a number here: True is not a size.
     for kind in kinds:
@@ -128,7 +130,9 @@ def _json_type_errors(value: Any, expected: Any, where: str) -> list[str]:
             return []
         if kind in (str, bool) and type(value) is kind:
             return []
-    return [f"{where}: {value!r} is not {' or '.join(getattr(k, '__name__', 'null') for k in kinds)}"]
+    return [
+        f"{where}: {value!r} is not {' or '.join(getattr(k, '__name__', 'null') for k in kinds)}"
+    ]
 
 
 def test_doctor_json_gives_every_field_one_type() -> None:
@@ -139,7 +143,9 @@ def test_doctor_json_gives_every_field_one_type() -> None:
     info = json.loads(r.stdout)
     shape = dict(DOCTOR_TYPES)
     # The op and check names are the kernel's and the doctor's list; their values are typed.
-    shape["io_uring"] = dict(DOCTOR_TYPES["io_uring"], ops={op: bool for op in info["io_uring"]["ops"]})
+    shape["io_uring"] = dict(
+        DOCTOR_TYPES["io_uring"], ops={op: bool for op in info["io_uring"]["ops"]}
+    )
     shape["checks"] = {name: DOCTOR_TYPES["checks"]["splice"] for name in info["checks"]}
     assert set(info["checks"]) == {"splice", "copy_file_range", "sendfile"}
     assert info["io_uring"]["ops"] or not info["io_uring"]["available"]

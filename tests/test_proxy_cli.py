@@ -421,9 +421,7 @@ def test_an_upstream_that_refuses_resets_the_client_and_is_logged(tmp_path: Path
     assert "1 connection (peak 1), 0 B up, 0 B down, 1 upstream failure" in out
 
 
-def test_unix_listener_and_idle_timeout(
-    tmp_path: Path, upstream: Callable[..., Upstream]
-) -> None:
+def test_unix_listener_and_idle_timeout(tmp_path: Path, upstream: Callable[..., Upstream]) -> None:
     up = upstream(echo)
     path = tmp_path / "proxy.sock"
     with fdkit_proxy(tmp_path, f"unix:{path}", up.spec, "--idle-timeout", "0.3") as p:

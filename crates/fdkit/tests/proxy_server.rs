@@ -815,9 +815,10 @@ fn a_name_upstream_is_followed_when_its_address_changes() {
     // proxy's loop, its resolver thread and the sockets are the real ones.
     let a = tagged_tcp("127.0.0.1:0", b'A');
     // The second address is IPv6 when this host has ::1: the upstream socket's family follows.
-    let b = TcpListener::bind("[::1]:0")
-        .map(drop)
-        .map_or_else(|_| tagged_tcp("127.0.0.1:0", b'B'), |()| tagged_tcp("[::1]:0", b'B'));
+    let b = TcpListener::bind("[::1]:0").map(drop).map_or_else(
+        |_| tagged_tcp("127.0.0.1:0", b'B'),
+        |()| tagged_tcp("[::1]:0", b'B'),
+    );
     let answer: Arc<Mutex<io::Result<Vec<SocketAddr>>>> = Arc::new(Mutex::new(Ok(vec![a])));
     let lookups = Arc::new(AtomicU64::new(0));
     let name = {
@@ -866,13 +867,19 @@ fn a_name_upstream_is_followed_when_its_address_changes() {
     let line = proxy.wait_log("cannot resolve");
     assert_eq!(
         line,
-        format!("cannot resolve upstream upstream.test:9 again (no such host): still forwarding to {b}")
+        format!(
+            "cannot resolve upstream upstream.test:9 again (no such host): still forwarding to {b}"
+        )
     );
     assert_eq!(tag_through(&proxy).1, b'B');
     drop(held);
     let (stats, log) = proxy.stop();
     assert_eq!(stats.upstream_failures, 0);
-    assert_eq!(log.iter().filter(|l| l.contains("cannot resolve")).count(), 1, "{log:?}");
+    assert_eq!(
+        log.iter().filter(|l| l.contains("cannot resolve")).count(),
+        1,
+        "{log:?}"
+    );
 }
 
 #[test]
@@ -880,8 +887,14 @@ fn a_lowered_cap_is_the_callers_to_show() {
     let mut cfg = config("127.0.0.1:0", Endpoint::Tcp(echo_tcp()));
     cfg.max_connections = 1 << 24;
     let server = ProxyServer::bind(cfg).unwrap();
-    let notice = server.cap_notice().expect("no RLIMIT_NOFILE fits 16M connections").to_owned();
-    assert!(notice.starts_with("max connections lowered from 16777216 to "), "{notice}");
+    let notice = server
+        .cap_notice()
+        .expect("no RLIMIT_NOFILE fits 16M connections")
+        .to_owned();
+    assert!(
+        notice.starts_with("max connections lowered from 16777216 to "),
+        "{notice}"
+    );
     assert!(server.max_connections() < 1 << 24);
     let log = Arc::new(Mutex::new(Vec::<String>::new()));
     let stats = {

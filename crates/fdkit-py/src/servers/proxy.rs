@@ -44,20 +44,25 @@ const MAX_PIPE_SIZE: u64 = 1 << 30;
 /// stats dict in its `proxy_stats` attribute. Bad arguments raise `ValueError`; kernel
 /// errors `OSError` (a failed bind names the address).
 #[pyfunction]
-#[pyo3(signature = (
-    listen,
-    upstream,
-    *,
-    record=None,
-    max_connections=4096,
-    idle_timeout=None,
-    connect_timeout=10.0,
-    pipe_size=None,
-    quiet=false,
-    on_listen=None,
-    resolve_every=Some(5.0),
-    on_notice=None,
-))]
+#[pyo3(
+    signature = (
+        listen,
+        upstream,
+        *,
+        record=None,
+        max_connections=4096,
+        idle_timeout=None,
+        connect_timeout=10.0,
+        pipe_size=None,
+        quiet=false,
+        on_listen=None,
+        resolve_every=Some(5.0),
+        on_notice=None,
+    ),
+    text_signature = "(listen, upstream, *, record=None, max_connections=4096, \
+                      idle_timeout=None, connect_timeout=10.0, pipe_size=None, quiet=False, \
+                      on_listen=None, resolve_every=5.0, on_notice=None)"
+)]
 #[allow(clippy::too_many_arguments)]
 pub fn serve_proxy<'py>(
     py: Python<'py>,

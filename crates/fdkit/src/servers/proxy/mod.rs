@@ -147,8 +147,11 @@ impl ProxyServer {
         }
         let listener = listener::Listener::bind(&config.listen, config.backlog)?;
         let per_connection = event_loop::fds_per_connection(&config);
-        let (cap, cap_notice, nofile) =
-            fit_nofile(config.max_connections, per_connection, event_loop::SPARE_FDS);
+        let (cap, cap_notice, nofile) = fit_nofile(
+            config.max_connections,
+            per_connection,
+            event_loop::SPARE_FDS,
+        );
         Ok(ProxyServer {
             listener,
             config,

@@ -37,9 +37,7 @@ impl UpstreamName {
             host: host.into(),
             port,
             every,
-            lookup: Arc::new(|host: &str, port: u16| {
-                Ok((host, port).to_socket_addrs()?.collect())
-            }),
+            lookup: Arc::new(|host: &str, port: u16| Ok((host, port).to_socket_addrs()?.collect())),
         }
     }
 
