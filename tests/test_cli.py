@@ -11,6 +11,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -63,7 +64,7 @@ def test_doctor_reports_this_kernel() -> None:
     info = json.loads(r.stdout)
     assert info["kernel"] == os.uname().release
     with open("/proc/sys/fs/pipe-max-size") as f:
-        assert info["pipe_max_size"] == f.read().strip()
+        assert info["pipe_max_size"] == int(f.read())
     import resource
 
     assert info["rlimit_nofile"]["soft"] == resource.getrlimit(resource.RLIMIT_NOFILE)[0]
@@ -84,6 +85,74 @@ def test_doctor_reports_this_kernel() -> None:
     assert text.returncode == 0
     assert "io_uring" in text.stdout
     assert "RLIMIT_NOFILE" in text.stdout
+
+
+#: Every field of ``doctor --json`` and the JSON types it may take (None: null). A field added
+#: to doctor must be added here, with its type.
+DOCTOR_TYPES: dict[str, Any] = {
+    "fdkit": str,
+    "python": str,
+    "kernel": str,
+    "machine": str,
+    "cpus": (int, None),
+    "io_uring": {
+        "available": bool,
+        "reason": (str, None),
+        "ops": bool,  # each op's name → bool
+        "defer_taskrun": bool,
+        "skip_success": bool,
+    },
+    "pipe_default_size": (int, None),
+    "pipe_max_size": (int, None),
+    "rlimit_nofile": {"soft": (int, None), "hard": (int, None)},
+    "somaxconn": (int, None),
+    "checks": {"splice": {"ok": bool, "detail": str}},  # each check alike
+    "aio": {"engine": (str, None), "reason": (str, None)},
+}
+
+
+def _json_type_errors(value: Any, expected: Any, where: str) -> list[str]:
+    """Where ``value`` (parsed JSON) is not of the ``expected`` type (see DOCTOR_TYPES)."""
+    if isinstance(expected, dict):
+        if not isinstance(value, dict):
+            return [f"{where}: {value!r} is not an object"]
+        if set(value) != set(expected):
+            return [f"{where}: fields {sorted(value)}, expected {sorted(expected)}"]
+        return [
+            e for k, v in value.items() for e in _json_type_errors(v, expected[k], f"{where}.{k}")
+        ]
+    kinds = expected if isinstance(expected, tuple) else (expected,)
+    # JSON has one number type, and bool is not a number here: True is not a size.
+    for kind in kinds:
+        if kind is None and value is None:
+            return []
+        if kind is int and isinstance(value, int) and not isinstance(value, bool):
+            return []
+        if kind in (str, bool) and type(value) is kind:
+            return []
+    return [
+        f"{where}: {value!r} is not {' or '.join(getattr(k, '__name__', 'null') for k in kinds)}"
+    ]
+
+
+def test_doctor_json_gives_every_field_one_type() -> None:
+    """Numbers are numbers (pipe_max_size and somaxconn were strings, pipe_default_size an int),
+    yes/no are booleans, what is unknown is null."""
+    r = run("doctor", "--json")
+    assert r.returncode == 0, r.stderr
+    info = json.loads(r.stdout)
+    shape = dict(DOCTOR_TYPES)
+    # The op and check names are the kernel's and the doctor's list; their values are typed.
+    shape["io_uring"] = dict(
+        DOCTOR_TYPES["io_uring"], ops={op: bool for op in info["io_uring"]["ops"]}
+    )
+    shape["checks"] = {name: DOCTOR_TYPES["checks"]["splice"] for name in info["checks"]}
+    assert set(info["checks"]) == {"splice", "copy_file_range", "sendfile"}
+    assert info["io_uring"]["ops"] or not info["io_uring"]["available"]
+    assert _json_type_errors(info, shape, "doctor") == []
+    with open("/proc/sys/net/core/somaxconn") as f:
+        assert info["somaxconn"] == int(f.read())
+    assert info["pipe_default_size"] > 0
 
 
 @pytest.mark.source_tree

@@ -13,6 +13,7 @@ import os
 import re
 import resource
 import select
+import shlex
 import shutil
 import signal
 import socket
@@ -73,13 +74,14 @@ class Proxy:
 
 
 @contextlib.contextmanager
-def fdkit_proxy(tmp_path: Path, *args: str) -> Iterator[Proxy]:
-    """Starts ``fdkit proxy ARGS``, reads its start line, and kills it by pid at the end."""
+def fdkit_proxy(tmp_path: Path, *args: str, setup: str = "") -> Iterator[Proxy]:
+    """Starts ``fdkit proxy ARGS``, reads its start line, and kills it by pid at the end.
+    ``setup`` is a command run first, which then execs the proxy in its place (so the pid is
+    the same): ``sh -c 'ulimit -n 1024 && exec "$0" "$@"'``, split as a shell would split it."""
     err_path = tmp_path / f"proxy-{time.monotonic_ns()}.err"
+    command = [*shlex.split(setup), FDKIT, "proxy", *args]
     with open(err_path, "wb") as err:
-        proc = subprocess.Popen(
-            [FDKIT, "proxy", *args], stdout=subprocess.PIPE, stderr=err, text=True
-        )
+        proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=err, text=True)
     try:
         assert proc.stdout is not None
         ready, _, _ = select.select([proc.stdout], [], [], 15)
@@ -103,9 +105,11 @@ def run(*args: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
 class Upstream:
     """A threaded TCP server on 127.0.0.1 running ``handler(conn)`` per connection."""
 
-    def __init__(self, handler: Callable[[socket.socket], None]) -> None:
+    def __init__(
+        self, handler: Callable[[socket.socket], None], at: tuple[str, int] = ("127.0.0.1", 0)
+    ) -> None:
         self.handler = handler
-        self.listener = socket.create_server(("127.0.0.1", 0), backlog=1024)
+        self.listener = socket.create_server(at, backlog=1024)
         self.listener.settimeout(0.05)
         self.port: int = self.listener.getsockname()[1]
         self.stopping = threading.Event()
@@ -145,11 +149,15 @@ class Upstream:
 
 
 @pytest.fixture
-def upstream() -> Iterator[Callable[[Callable[[socket.socket], None]], Upstream]]:
+def upstream() -> Iterator[Callable[..., Upstream]]:
+    """``upstream(handler)``: an :class:`Upstream` on 127.0.0.1 (``at=(HOST, PORT)`` elsewhere),
+    closed when the test ends."""
     made: list[Upstream] = []
 
-    def make(handler: Callable[[socket.socket], None]) -> Upstream:
-        made.append(Upstream(handler))
+    def make(
+        handler: Callable[[socket.socket], None], at: tuple[str, int] = ("127.0.0.1", 0)
+    ) -> Upstream:
+        made.append(Upstream(handler, at))
         return made[-1]
 
     yield make
@@ -202,6 +210,11 @@ def test_help_names_the_addresses() -> None:
         (["127.0.0.1:0", "127.0.0.1:1", "--record", "/nonexistent/dir/rec"], "--record"),
         (["127.0.0.1:0", "127.0.0.1:1", "--pipe-size", "0"], "--pipe-size"),
         (["127.0.0.1:0", "127.0.0.1:1", "--pipe-size", "1X"], "--pipe-size"),
+        (["99999", "127.0.0.1:1"], 'invalid address "99999": the port is not a number'),
+        ([":65536", "127.0.0.1:1"], 'invalid address ":65536": the port is not a number'),
+        ([":", "127.0.0.1:1"], "the host is empty"),
+        (["127.0.0.1:0", "127.0.0.1:1", "--resolve-every", "-1"], "--resolve-every must be 0"),
+        (["127.0.0.1:0", "127.0.0.1:1", "--resolve-every", "x"], "--resolve-every must be 0"),
     ],
 )
 def test_bad_arguments_fail_in_one_line(args: list[str], message: str) -> None:
@@ -214,14 +227,24 @@ def test_bad_arguments_fail_in_one_line(args: list[str], message: str) -> None:
     assert r.stdout == ""
 
 
-def test_an_address_in_use_is_named() -> None:
-    with socket.create_server(("127.0.0.1", 0)) as taken:
+def test_an_address_in_use_is_named_as_serve_names_it() -> None:
+    """Not a raw ``[Errno 98] Address already in use: '127.0.0.1:PORT'``: the line serve
+    prints, with its exit status."""
+    with socket.create_server(("0.0.0.0", 0)) as taken:
         port = taken.getsockname()[1]
-        r = run(f"127.0.0.1:{port}", "127.0.0.1:1")
-    assert r.returncode == 1
-    assert r.stderr.strip() == (
-        f"fdkit proxy: [Errno 98] Address already in use: '127.0.0.1:{port}'"
-    )
+        r = run(f"0.0.0.0:{port}", "127.0.0.1:1")
+        alone = run(str(port), "127.0.0.1:1")
+        serve = subprocess.run(
+            [FDKIT, "serve", "-b", "0.0.0.0", str(port)],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
+    line = f"cannot listen on 0.0.0.0:{port}: Address already in use"
+    assert (r.returncode, r.stderr, r.stdout) == (1, f"fdkit proxy: {line}\n", "")
+    assert (alone.returncode, alone.stderr) == (1, f"fdkit proxy: {line}\n")
+    assert (serve.returncode, serve.stderr) == (1, f"fdkit serve: {line}\n")
 
 
 # ------------------------------------------------------------------------------- serving
@@ -295,7 +318,7 @@ def _thousand(tmp_path: Path, n: int, size: int) -> None:
 
 
 def test_half_close_reaches_the_upstream_and_replies_still_flow(
-    tmp_path: Path, upstream: Callable[[Callable[[socket.socket], None]], Upstream]
+    tmp_path: Path, upstream: Callable[..., Upstream]
 ) -> None:
     def count_then_reply(conn: socket.socket) -> None:
         total = len(recv_all(conn))  # ends only at the client's half-close
@@ -312,7 +335,7 @@ def test_half_close_reaches_the_upstream_and_replies_still_flow(
 
 
 def test_an_upstream_half_close_reaches_the_client_first(
-    tmp_path: Path, upstream: Callable[[Callable[[socket.socket], None]], Upstream]
+    tmp_path: Path, upstream: Callable[..., Upstream]
 ) -> None:
     counted: list[int] = []
 
@@ -334,7 +357,7 @@ def test_an_upstream_half_close_reaches_the_client_first(
 
 
 def test_record_files_hold_what_each_client_received(
-    tmp_path: Path, upstream: Callable[[Callable[[socket.socket], None]], Upstream]
+    tmp_path: Path, upstream: Callable[..., Upstream]
 ) -> None:
     def serve_random(conn: socket.socket) -> None:
         conn.sendall(os.urandom(2 * 1024 * 1024 + 12345))
@@ -359,7 +382,7 @@ def test_record_files_hold_what_each_client_received(
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_a_signal_stops_cleanly_with_a_summary(
-    tmp_path: Path, sig: int, upstream: Callable[[Callable[[socket.socket], None]], Upstream]
+    tmp_path: Path, sig: int, upstream: Callable[..., Upstream]
 ) -> None:
     up = upstream(echo)
     with fdkit_proxy(tmp_path, "127.0.0.1:0", up.spec) as p, p.connect() as c:
@@ -371,7 +394,7 @@ def test_a_signal_stops_cleanly_with_a_summary(
         name = signal.Signals(sig).name
         assert code == 0, out
         assert out.strip().splitlines()[-1] == (
-            f"fdkit proxy: stopped ({name}): 1 connections (peak 1), 4 B up, 4 B down, "
+            f"fdkit proxy: stopped ({name}): 1 connection (peak 1), 4 B up, 4 B down, "
             "0 upstream failures"
         )
         # The open connection was closed, and said so.
@@ -395,12 +418,10 @@ def test_an_upstream_that_refuses_resets_the_client_and_is_logged(tmp_path: Path
         assert "upstream refused (Connection refused)" in line
         code, out = p.stop()
     assert code == 0
-    assert "1 upstream failures" in out
+    assert "1 connection (peak 1), 0 B up, 0 B down, 1 upstream failure" in out
 
 
-def test_unix_listener_and_idle_timeout(
-    tmp_path: Path, upstream: Callable[[Callable[[socket.socket], None]], Upstream]
-) -> None:
+def test_unix_listener_and_idle_timeout(tmp_path: Path, upstream: Callable[..., Upstream]) -> None:
     up = upstream(echo)
     path = tmp_path / "proxy.sock"
     with fdkit_proxy(tmp_path, f"unix:{path}", up.spec, "--idle-timeout", "0.3") as p:
@@ -435,7 +456,7 @@ def read_until_end(s: socket.socket) -> tuple[bytes, BaseException | None]:
 
 
 def test_an_upstream_reset_reaches_the_client_as_a_reset(
-    tmp_path: Path, upstream: Callable[[Callable[[socket.socket], None]], Upstream]
+    tmp_path: Path, upstream: Callable[..., Upstream]
 ) -> None:
     """The upstream sends 1 MB and resets (SO_LINGER 0 + close). The client reads a prefix of
     it and then ECONNRESET, never a clean EOF that would make the cut body look complete."""
@@ -458,7 +479,7 @@ def test_an_upstream_reset_reaches_the_client_as_a_reset(
 
 
 def test_a_client_reset_reaches_the_upstream_as_a_reset(
-    tmp_path: Path, upstream: Callable[[Callable[[socket.socket], None]], Upstream]
+    tmp_path: Path, upstream: Callable[..., Upstream]
 ) -> None:
     sent = os.urandom(MB)
     seen: list[tuple[bytes, BaseException | None]] = []
@@ -480,7 +501,7 @@ def test_a_client_reset_reaches_the_upstream_as_a_reset(
 
 
 def test_a_reset_waits_for_bytes_the_client_has_not_read_only_so_long(
-    tmp_path: Path, upstream: Callable[[Callable[[socket.socket], None]], Upstream]
+    tmp_path: Path, upstream: Callable[..., Upstream]
 ) -> None:
     """The upstream fills everything up to a client that does not read, then resets. The proxy
     does not hold the connection forever waiting for the client: it resets it after the stall
@@ -510,7 +531,7 @@ def test_a_reset_waits_for_bytes_the_client_has_not_read_only_so_long(
 
 
 def test_a_clean_end_is_still_a_clean_eof_with_every_byte(
-    tmp_path: Path, upstream: Callable[[Callable[[socket.socket], None]], Upstream]
+    tmp_path: Path, upstream: Callable[..., Upstream]
 ) -> None:
     sent = os.urandom(MB)
 
@@ -527,7 +548,7 @@ def test_a_clean_end_is_still_a_clean_eof_with_every_byte(
 
 
 def test_a_recording_that_cannot_be_written_resets_the_client(
-    tmp_path: Path, upstream: Callable[[Callable[[socket.socket], None]], Upstream]
+    tmp_path: Path, upstream: Callable[..., Upstream]
 ) -> None:
     """The recording hits the file size limit (RLIMIT_FSIZE: EFBIG) mid-stream: the proxy stops
     relaying, and the client must see the cut as a reset, not as a clean end of a short body."""
@@ -583,7 +604,7 @@ def test_a_recording_that_cannot_be_written_resets_the_client(
 
 
 def test_sigint_stops_it_even_when_started_with_sigint_ignored(
-    tmp_path: Path, upstream: Callable[[Callable[[socket.socket], None]], Upstream]
+    tmp_path: Path, upstream: Callable[..., Upstream]
 ) -> None:
     """A background job of a script (`fdkit proxy ... &` in sh) starts with SIGINT ignored,
     and Python leaves SIG_IGN in place: SIGINT did nothing and the proxy kept serving. It now
@@ -613,11 +634,11 @@ def test_sigint_stops_it_even_when_started_with_sigint_ignored(
             proc.kill()
         proc.communicate(timeout=10)
     assert code == 0, out
-    assert out.strip().splitlines()[-1].startswith("fdkit proxy: stopped (SIGINT): 1 connections")
+    assert out.strip().splitlines()[-1].startswith("fdkit proxy: stopped (SIGINT): 1 connection ")
 
 
 def test_verbose_logs_the_settings_with_a_timestamp_and_quiet_drops_the_connections(
-    tmp_path: Path, upstream: Callable[[Callable[[socket.socket], None]], Upstream]
+    tmp_path: Path, upstream: Callable[..., Upstream]
 ) -> None:
     up = upstream(echo)
     with fdkit_proxy(tmp_path, "127.0.0.1:0", up.spec, "-v", "--idle-timeout", "30") as p:
@@ -634,12 +655,157 @@ def test_verbose_logs_the_settings_with_a_timestamp_and_quiet_drops_the_connecti
         first,
     ), first
     # The start line and the summary stay on stdout, as they were.
-    assert out.strip().splitlines()[-1].startswith("fdkit proxy: stopped (SIGTERM): 1 connections")
+    assert out.strip().splitlines()[-1].startswith("fdkit proxy: stopped (SIGTERM): 1 connection ")
     with fdkit_proxy(tmp_path, "127.0.0.1:0", up.spec, "-q") as p:
         with p.connect() as c:
             c.sendall(b"x")
             assert c.recv(1) == b"x"
         code, out = p.stop()
     assert code == 0
-    assert "1 connections" in out
+    assert "1 connection (peak 1)" in out
     assert p.log() == []
+
+
+# ------------------------------------------------------------------------------- socat's habits
+
+
+def free_port() -> int:
+    """A port free on every interface (bound to 0.0.0.0 and let go)."""
+    with socket.socket() as s:
+        s.bind(("0.0.0.0", 0))
+        port: int = s.getsockname()[1]
+    return port
+
+
+@pytest.mark.parametrize("spelling", ["{port}", ":{port}"])
+def test_a_port_alone_listens_on_every_interface(
+    tmp_path: Path, spelling: str, upstream: Callable[..., Upstream]
+) -> None:
+    """As socat's TCP-LISTEN:PORT: 0.0.0.0 (it was refused: "the host is empty")."""
+    up = upstream(echo)
+    port = free_port()
+    with fdkit_proxy(tmp_path, spelling.format(port=port), up.spec) as p:
+        assert p.listen == f"0.0.0.0:{port}"
+        for host in ("127.0.0.1", "127.0.0.2"):
+            with socket.create_connection((host, port), timeout=10) as c:
+                c.sendall(b"hi")
+                assert c.recv(2) == b"hi"
+        code, out = p.stop()
+    assert code == 0
+    assert "stopped (SIGTERM): 2 connections (peak " in out
+
+
+def test_help_says_what_a_port_alone_means() -> None:
+    r = subprocess.run([FDKIT, "proxy", "--help"], capture_output=True, text=True, check=False)
+    text = " ".join(r.stdout.split())
+    assert "PORT or :PORT (every IPv4 interface, as socat's TCP-LISTEN:PORT)" in text
+    assert "--resolve-every SECONDS" in text
+
+
+LOWERED = "max connections lowered from 4096 to "
+
+
+def test_the_rlimit_line_is_a_detail_for_verbose_only(
+    tmp_path: Path, upstream: Callable[..., Upstream]
+) -> None:
+    """4096 connections do not fit 1024 fds: the default cap is lowered quietly (the line came
+    on every start); -v shows it, time-stamped; an explicit --max-connections says it anyway."""
+    up = upstream(echo)
+    small = """sh -c 'ulimit -n 1024 && exec "$0" "$@"'"""
+    with fdkit_proxy(tmp_path, "127.0.0.1:0", up.spec, setup=small) as p:
+        with p.connect() as c:
+            c.sendall(b"x")
+            assert c.recv(1) == b"x"
+        p.wait_log("conn 1 ")
+        p.stop()
+    assert not any(LOWERED in line for line in p.log()), p.log()
+    with fdkit_proxy(tmp_path, "127.0.0.1:0", up.spec, "-v", setup=small) as p:
+        p.stop()
+    (line,) = [line for line in p.log() if LOWERED in line]
+    assert re.fullmatch(
+        r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d fdkit proxy: max connections lowered from 4096 "
+        r"to \d+: RLIMIT_NOFILE allows 1024 open files \(hard limit 1024\) and each connection "
+        r"needs 6",
+        line,
+    ), line
+    with fdkit_proxy(
+        tmp_path, "127.0.0.1:0", up.spec, "--max-connections", "4096", setup=small
+    ) as p:
+        p.stop()
+    assert [line for line in p.log() if LOWERED in line], p.log()
+
+
+def tagged(tag: bytes) -> Callable[[socket.socket], None]:
+    """An upstream that names itself with ``tag``, then echoes."""
+
+    def handler(conn: socket.socket) -> None:
+        conn.sendall(tag)
+        echo(conn)
+
+    return handler
+
+
+def tag_through(p: Proxy) -> bytes:
+    with p.connect() as c:
+        tag = c.recv(1)
+        c.sendall(b"x")
+        assert c.recv(1) == b"x"
+    return tag
+
+
+def _private_hosts_file() -> str:
+    """The shell that puts a private /etc/hosts in place for the proxy alone: a bind mount in
+    a mount namespace of its own (``unshare -m``, or ``-rm`` for a user without root). The
+    proxy's getaddrinfo reads it as it reads /etc/hosts; the machine's own stays untouched."""
+    for flags in ("-m", "-rm"):
+        r = subprocess.run(
+            ["unshare", flags, "sh", "-c", "mount --bind /dev/null /etc/hosts"],
+            capture_output=True,
+            check=False,
+        )
+        if r.returncode == 0:
+            return flags
+    pytest.skip("no mount namespace here (unshare -m and -rm refused)")
+
+
+@pytest.mark.skipif(shutil.which("unshare") is None, reason="no unshare(1)")
+@pytest.mark.parametrize("every", ["0.2", "0"])
+def test_an_upstream_name_is_looked_up_again_while_serving(
+    tmp_path: Path, every: str, upstream: Callable[..., Upstream]
+) -> None:
+    """A name whose address changes (a DNS record, a Kubernetes Service) is followed by new
+    connections (it was resolved once at start), unless --resolve-every 0 asks for once. The
+    lookup is the real getaddrinfo(3) reading a hosts file this test rewrites."""
+    flags = _private_hosts_file()
+    first = upstream(tagged(b"A"))
+    try:
+        upstream(tagged(b"B"), at=("127.0.0.2", first.port))  # the same port, another address
+    except OSError as e:
+        pytest.skip(f"127.0.0.2:{first.port} cannot be bound here: {e}")
+    hosts = tmp_path / "hosts"
+    hosts.write_text("127.0.0.1 upstream.fdkit.test\n")
+    mount = f'mount --bind {shlex.quote(str(hosts))} /etc/hosts && exec "$0" "$@"'
+    setup = shlex.join(["unshare", flags, "sh", "-c", mount])
+    name = f"upstream.fdkit.test:{first.port}"
+    args = ["127.0.0.1:0", name, "--resolve-every", every, "-v"]
+    with fdkit_proxy(tmp_path, *args, setup=setup) as p:
+        assert tag_through(p) == b"A"
+        # Rewritten in place (the bind mount holds the inode), as an editor of /etc/hosts would.
+        with open(hosts, "r+") as f:
+            f.write("127.0.0.2 upstream.fdkit.test\n")
+        if every == "0":
+            time.sleep(1)
+            assert tag_through(p) == b"A"
+            assert not any("resolves to" in line for line in p.log()), p.log()
+        else:
+            line = p.wait_log("now resolves to")[0]
+            assert line == (
+                f"upstream upstream.fdkit.test:{first.port} now resolves to "
+                f"127.0.0.2:{first.port} (was 127.0.0.1:{first.port}): new connections go there"
+            )
+            assert tag_through(p) == b"B"
+        code, out = p.stop()
+    assert code == 0
+    assert "0 upstream failures" in out
+    said = "once" if every == "0" else "again every 0.2 s"
+    assert any(f"upstream name upstream.fdkit.test looked up {said}" in line for line in p.log())

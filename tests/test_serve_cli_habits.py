@@ -383,3 +383,16 @@ def test_access_log_of_several_workers_keeps_lines_whole(site: Path) -> None:
             assert s.get(f"/hallo.txt?{i}")[0] == 200
     lines = [_parse(line) for line in s.log_lines()]
     assert sorted(int(e["request"].split("?")[1].split()[0]) for e in lines) == list(range(n))
+
+
+def test_the_summary_counts_in_the_singular_too(site: Path) -> None:
+    """One request on one connection is "1 request served on 1 connection", not "1 requests
+    served on 1 connections"."""
+    with serving(["0"], site, site.parent / "logs") as s:
+        assert s.get("/hallo.txt") == (200, b"hallo\n")
+        server = s
+    last = server.stderr().strip().splitlines()[-1]
+    assert re.fullmatch(
+        r"fdkit serve: stopped \(SIGTERM\): 1 request served on 1 connection \(0 timed out\)",
+        last,
+    ), last

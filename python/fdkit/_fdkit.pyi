@@ -688,6 +688,8 @@ def serve_proxy(
     pipe_size: int | None = None,
     quiet: bool = False,
     on_listen: Callable[[str, str], object] | None = None,
+    resolve_every: float | None = 5.0,
+    on_notice: Callable[[str], object] | None = None,
 ) -> ProxyStats: ...
 
 # The static file server (fdkit serve)

@@ -3,7 +3,7 @@
 //! Each test runs the proxy loop in a thread whose checkpoint watches an `AtomicBool`, with
 //! std-socket upstreams (echo, sink, scripted) in other threads.
 
-use fdkit::servers::proxy::{Endpoint, ProxyConfig, ProxyServer, ProxyStats};
+use fdkit::servers::proxy::{Endpoint, ProxyConfig, ProxyServer, ProxyStats, UpstreamName};
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsFd;
@@ -779,4 +779,141 @@ fn sigpipe_child() {
     let (stats, _) = proxy.stop();
     assert_eq!(stats.connections, 1);
     drop(c);
+}
+
+// ---------------------------------------------------------------- an upstream by name
+
+/// A TCP server on `at` that sends `tag` to each connection, then echoes it.
+fn tagged_tcp(at: &str, tag: u8) -> SocketAddr {
+    let l = TcpListener::bind(at).unwrap();
+    let addr = l.local_addr().unwrap();
+    thread::spawn(move || {
+        for mut s in l.incoming().flatten() {
+            thread::spawn(move || {
+                if s.write_all(&[tag]).is_ok() {
+                    echo(s, |_| {});
+                }
+            });
+        }
+    });
+    addr
+}
+
+/// Connects through the proxy and returns the upstream's tag, after one echoed byte.
+fn tag_through(proxy: &Running) -> (TcpStream, u8) {
+    let mut c = proxy.connect();
+    let mut tag = [0u8; 2];
+    c.write_all(b"x").unwrap();
+    c.read_exact(&mut tag).unwrap();
+    assert_eq!(tag[1], b'x');
+    (c, tag[0])
+}
+
+#[test]
+fn a_name_upstream_is_followed_when_its_address_changes() {
+    // The answer a name lookup gives is this test's to change, as a DNS record changes; the
+    // proxy's loop, its resolver thread and the sockets are the real ones.
+    let a = tagged_tcp("127.0.0.1:0", b'A');
+    // The second address is IPv6 when this host has ::1: the upstream socket's family follows.
+    let b = TcpListener::bind("[::1]:0").map(drop).map_or_else(
+        |_| tagged_tcp("127.0.0.1:0", b'B'),
+        |()| tagged_tcp("[::1]:0", b'B'),
+    );
+    let answer: Arc<Mutex<io::Result<Vec<SocketAddr>>>> = Arc::new(Mutex::new(Ok(vec![a])));
+    let lookups = Arc::new(AtomicU64::new(0));
+    let name = {
+        let (answer, lookups) = (answer.clone(), lookups.clone());
+        UpstreamName::new("upstream.test", 9, Duration::from_millis(20)).with_lookup(
+            move |host, port| {
+                assert_eq!((host, port), ("upstream.test", 9));
+                lookups.fetch_add(1, Ordering::SeqCst);
+                match &*answer.lock().unwrap() {
+                    Ok(addrs) => Ok(addrs.clone()),
+                    Err(e) => Err(io::Error::new(e.kind(), e.to_string())),
+                }
+            },
+        )
+    };
+    let mut cfg = config("127.0.0.1:0", Endpoint::Tcp(name.resolve().unwrap()[0]));
+    cfg.upstream_name = Some(name);
+    let proxy = start(cfg);
+
+    let (held, tag) = tag_through(&proxy);
+    assert_eq!(tag, b'A');
+    // A rotation of the same set, and a longer answer with the same first address: no change.
+    *answer.lock().unwrap() = Ok(vec![a, a]);
+    let seen = lookups.load(Ordering::SeqCst);
+    while lookups.load(Ordering::SeqCst) < seen + 3 {
+        thread::sleep(Duration::from_millis(5));
+    }
+    assert_eq!(tag_through(&proxy).1, b'A');
+
+    *answer.lock().unwrap() = Ok(vec![b, a]);
+    let line = proxy.wait_log("now resolves to");
+    assert_eq!(
+        line,
+        format!("upstream upstream.test:9 now resolves to {b} (was {a}): new connections go there")
+    );
+    assert_eq!(tag_through(&proxy).1, b'B');
+    // The connection made before the change still reaches its upstream.
+    let mut held = held;
+    held.write_all(b"y").unwrap();
+    let mut back = [0u8; 1];
+    held.read_exact(&mut back).unwrap();
+    assert_eq!(&back, b"y");
+
+    // A failed lookup keeps the address in use, and says so once.
+    *answer.lock().unwrap() = Err(io::Error::new(io::ErrorKind::NotFound, "no such host"));
+    let line = proxy.wait_log("cannot resolve");
+    assert_eq!(
+        line,
+        format!(
+            "cannot resolve upstream upstream.test:9 again (no such host): still forwarding to {b}"
+        )
+    );
+    assert_eq!(tag_through(&proxy).1, b'B');
+    drop(held);
+    let (stats, log) = proxy.stop();
+    assert_eq!(stats.upstream_failures, 0);
+    assert_eq!(
+        log.iter().filter(|l| l.contains("cannot resolve")).count(),
+        1,
+        "{log:?}"
+    );
+}
+
+#[test]
+fn a_lowered_cap_is_the_callers_to_show() {
+    let mut cfg = config("127.0.0.1:0", Endpoint::Tcp(echo_tcp()));
+    cfg.max_connections = 1 << 24;
+    let server = ProxyServer::bind(cfg).unwrap();
+    let notice = server
+        .cap_notice()
+        .expect("no RLIMIT_NOFILE fits 16M connections")
+        .to_owned();
+    assert!(
+        notice.starts_with("max connections lowered from 16777216 to "),
+        "{notice}"
+    );
+    assert!(server.max_connections() < 1 << 24);
+    let log = Arc::new(Mutex::new(Vec::<String>::new()));
+    let stats = {
+        let log = log.clone();
+        let mut ticks = 0;
+        server
+            .run(
+                || {
+                    ticks += 1;
+                    if ticks > 2 {
+                        Err(fdkit::fd::Errno::INTR)
+                    } else {
+                        Ok(())
+                    }
+                },
+                |line| log.lock().unwrap().push(line.to_owned()),
+            )
+            .unwrap()
+    };
+    assert!(stats.max_connections < 1 << 24);
+    assert!(log.lock().unwrap().is_empty(), "{:?}", log.lock().unwrap());
 }

@@ -27,6 +27,12 @@ import sys
 DATEFMT = "%Y-%m-%d %H:%M:%S"
 
 
+def count(n: int, noun: str, plural: str | None = None) -> str:
+    """``n`` and the noun in the number it takes: ``1 connection``, ``0 connections``,
+    ``2 connections`` (``plural`` when adding an s is wrong)."""
+    return f"{n} {noun if n == 1 else plural or noun + 's'}"
+
+
 def add_verbosity(p: argparse.ArgumentParser, quiet: str = "no notices on stderr") -> None:
     """``-q/--quiet`` and ``-v/--verbose`` (one or the other) on subcommand parser ``p``;
     ``quiet`` says what ``-q`` leaves out for this command."""

@@ -3,6 +3,20 @@
 Each check performs the real call (a small splice, a copy_file_range between two temporary
 files, an io_uring setup) rather than trusting the kernel version: containers and seccomp
 filters can forbid what the version promises.
+
+``--json`` prints one object whose fields keep one type each, whatever the machine: a number is
+a JSON number, a yes/no a boolean, and what cannot be known here (a sysctl that is not
+readable, a limit that is unlimited) is ``null``, never a string in its place:
+
+* ``fdkit``, ``python``, ``kernel``, ``machine``: strings; ``cpus``: int or null;
+* ``io_uring``: ``available`` (bool), ``reason`` (string or null), ``ops`` (op name → bool),
+  ``defer_taskrun`` and ``skip_success`` (bools);
+* ``pipe_default_size``, ``pipe_max_size`` (``fs.pipe-max-size``), in bytes, and ``somaxconn``
+  (``net.core.somaxconn``): int or null;
+* ``rlimit_nofile``: ``soft`` and ``hard``, int, or null for unlimited;
+* ``checks``: check name → ``ok`` (bool) and ``detail`` (string);
+* ``aio``: ``engine`` (``"io_uring"``, ``"epoll"`` or null when no loop can be made) and
+  ``reason`` (string, or null on io_uring).
 """
 
 from __future__ import annotations
@@ -26,12 +40,18 @@ from fdkit.cli import _log
 log = logging.getLogger("fdkit.cli.doctor")
 
 
-def _read_sysctl(path: str) -> str | None:
+def _read_sysctl(path: str) -> int | None:
+    """A numeric sysctl's value; None when it cannot be read here (no /proc, a sandbox)."""
     try:
         with open(path) as f:
-            return f.read().strip()
-    except OSError:
+            return int(f.read().strip())
+    except (OSError, ValueError):
         return None
+
+
+def _limit(value: int) -> int | None:
+    """An rlimit as JSON gives it: the number, or None for unlimited."""
+    return None if value == resource.RLIM_INFINITY else value
 
 
 def _try(check: Callable[[], object]) -> tuple[bool, str]:
@@ -92,17 +112,24 @@ def _check_sendfile() -> str:
     return "file → socket works"
 
 
-def _pipe_default_size() -> int:
-    r, w = fd.pipe()
+def _pipe_default_size() -> int | None:
+    """A new pipe's size in bytes; None when a pipe cannot be made here."""
+    try:
+        r, w = fd.pipe()
+    except OSError:
+        return None
     try:
         return fd.fcntl(w, 1032)  # F_GETPIPE_SZ
+    except OSError:
+        return None
     finally:
         fd.close(r)
         fd.close(w)
 
 
 def collect() -> dict[str, Any]:
-    """Everything doctor reports, as a dict (``--json`` prints it as is)."""
+    """Everything doctor reports, as a dict (``--json`` prints it as is; the module doc gives
+    each field's type)."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     t0 = time.monotonic()
     probe = uring.probe()
@@ -125,7 +152,7 @@ def collect() -> dict[str, Any]:
         "io_uring": probe,
         "pipe_default_size": _pipe_default_size(),
         "pipe_max_size": _read_sysctl("/proc/sys/fs/pipe-max-size"),
-        "rlimit_nofile": {"soft": soft, "hard": hard},
+        "rlimit_nofile": {"soft": _limit(soft), "hard": _limit(hard)},
         "somaxconn": _read_sysctl("/proc/sys/net/core/somaxconn"),
         "checks": {name: {"ok": ok, "detail": d} for name, (ok, d) in checks.items()},
         "aio": _aio_engine(),
@@ -154,6 +181,14 @@ def _aio_line(aio: dict[str, Any]) -> str:
     return f"fdkit.aio         epoll     {aio['reason']}"
 
 
+def _or(value: int | None, missing: str) -> str:
+    return missing if value is None else str(value)
+
+
+def _bytes(value: int | None) -> str:
+    return "unknown" if value is None else f"{value} bytes"
+
+
 def _mark(ok: bool) -> str:
     return "yes" if ok else "NO "
 
@@ -178,12 +213,15 @@ def render(info: dict[str, Any]) -> str:
     else:
         lines.append(f"io_uring          NO   {u['reason']} (fdkit falls back to epoll)")
     lines.append(
-        f"pipes             default {info['pipe_default_size']} bytes, "
-        f"max {info['pipe_max_size']} bytes (fs.pipe-max-size)"
+        f"pipes             default {_bytes(info['pipe_default_size'])}, "
+        f"max {_bytes(info['pipe_max_size'])} (fs.pipe-max-size)"
     )
     nofile = info["rlimit_nofile"]
-    lines.append(f"RLIMIT_NOFILE     soft {nofile['soft']}, hard {nofile['hard']}")
-    lines.append(f"somaxconn         {info['somaxconn']}")
+    lines.append(
+        f"RLIMIT_NOFILE     soft {_or(nofile['soft'], 'unlimited')}, "
+        f"hard {_or(nofile['hard'], 'unlimited')}"
+    )
+    lines.append(f"somaxconn         {_or(info['somaxconn'], 'unknown')}")
     for name, c in info["checks"].items():
         lines.append(f"{name:<17} {_mark(c['ok'])}  {c['detail']}")
     lines.append(_aio_line(info["aio"]))

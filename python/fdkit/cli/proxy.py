@@ -6,11 +6,20 @@ splice(2) and never enter Python. The start line (stdout) names the real listeni
 (``-q`` drops them; ``-v`` adds the settings, time-stamped). SIGINT and SIGTERM both stop it
 cleanly, SIGINT even when the proxy was started with it ignored: the listener and every
 connection are closed, a summary line is printed on stdout, and the exit code is 0.
+
+socat's habits: ``9002`` or ``:9002`` listens on every IPv4 interface, as ``TCP-LISTEN:9002``
+does; an upstream host name is looked up again every ``--resolve-every`` seconds (5), as socat
+looks it up for every connection in its fork mode, so a name whose address changes (a
+Kubernetes Service, a DNS failover) is followed without a restart. The lookups run in a
+background thread: the connection loop never waits on DNS. A port that cannot be bound is one
+line, ``cannot listen on ADDRESS: REASON``, worded as ``fdkit serve`` words it, exit status 1.
 """
 
 from __future__ import annotations
 
 import argparse
+import ipaddress
+import logging
 import os
 import signal
 import sys
@@ -19,9 +28,13 @@ from typing import Any
 
 from fdkit.cli import _log
 from fdkit.cli._args import positive
+from fdkit.cli._listen import LISTEN_HELP, cannot_listen, listen_address
 from fdkit.types import ProxyStats
 
 ADDRESS_HELP = "HOST:PORT, [V6]:PORT, unix:/PATH or unix:@NAME (abstract)"
+
+#: The default connection cap (the native default too).
+MAX_CONNECTIONS = 4096
 
 
 class _Terminated(KeyboardInterrupt):
@@ -43,13 +56,41 @@ def _size(text: str) -> int:
     return int(digits) * scale
 
 
+def _resolve_every(text: str) -> float | None:
+    """``--resolve-every``: seconds between lookups of an upstream name; 0 looks it up once."""
+    try:
+        if float(text) == 0:
+            return None
+        return positive(text, "--resolve-every", float)
+    except ValueError as e:
+        if "too large" in str(e):
+            raise
+        raise ValueError(
+            f"--resolve-every must be 0 (look up once) or a positive number of seconds, "
+            f"got {text!r}"
+        ) from None
+
+
+def _host_name(upstream: str) -> str | None:
+    """The host of ``HOST:PORT`` when it is a name to look up (not an IP literal, not unix)."""
+    if upstream.startswith("unix:") or upstream.startswith("["):
+        return None
+    host = upstream.rpartition(":")[0]
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return host or None
+    return None
+
+
 def _summary(how: str, stats: ProxyStats | None) -> str:
     if stats is None:
         return f"fdkit proxy: stopped ({how}) before serving"
     return (
-        f"fdkit proxy: stopped ({how}): {stats['connections']} connections "
+        f"fdkit proxy: stopped ({how}): {_log.count(stats['connections'], 'connection')} "
         f"(peak {stats['peak_connections']}), {stats['bytes_up']} B up, "
-        f"{stats['bytes_down']} B down, {stats['upstream_failures']} upstream failures"
+        f"{stats['bytes_down']} B down, "
+        f"{_log.count(stats['upstream_failures'], 'upstream failure')}"
     )
 
 
@@ -58,7 +99,13 @@ def run(args: argparse.Namespace) -> int:
 
     log = _log.setup("proxy", args)
     try:
-        max_connections = int(positive(args.max_connections, "--max-connections", int))
+        listen = listen_address(args.listen)
+        max_connections = (
+            MAX_CONNECTIONS
+            if args.max_connections is None
+            else int(positive(args.max_connections, "--max-connections", int))
+        )
+        resolve_every = _resolve_every(args.resolve_every)
         idle = (
             None
             if args.idle_timeout is None
@@ -76,13 +123,25 @@ def run(args: argparse.Namespace) -> int:
             return 2
 
     log.debug(
-        "at most %d connections, idle timeout %s, connect timeout %s s, relay pipes %s%s",
-        max_connections,
+        "at most %s, idle timeout %s, connect timeout %s s, relay pipes %s%s",
+        _log.count(max_connections, "connection"),
         "none" if idle is None else f"{idle:g} s",
         f"{connect:g}",
         "64K grown to 1M" if pipe_size is None else f"of {pipe_size} bytes",
         "" if args.record is None else f", recording to {args.record}.<n>",
     )
+    name = _host_name(args.upstream)
+    if name is not None:
+        log.debug(
+            "upstream name %s looked up %s",
+            name,
+            "once" if resolve_every is None else f"again every {resolve_every:g} s",
+        )
+
+    def on_notice(line: str) -> None:
+        # The connection cap lowered to fit RLIMIT_NOFILE: a detail when it is the default
+        # (-v), worth saying when the user asked for that many with --max-connections.
+        log.log(logging.DEBUG if args.max_connections is None else logging.INFO, "%s", line)
 
     def on_listen(listen: str, upstream: str) -> None:
         print(
@@ -100,7 +159,7 @@ def run(args: argparse.Namespace) -> int:
     stats: ProxyStats | None
     try:
         stats = serve_proxy(
-            args.listen,
+            listen,
             args.upstream,
             record=args.record,
             max_connections=max_connections,
@@ -109,12 +168,22 @@ def run(args: argparse.Namespace) -> int:
             pipe_size=pipe_size,
             quiet=args.quiet,
             on_listen=on_listen,
+            resolve_every=resolve_every,
+            on_notice=on_notice,
         )
         how = "stopped"
     except _Terminated as e:
         stats, how = getattr(e, "proxy_stats", None), "SIGTERM"
     except KeyboardInterrupt as e:
         stats, how = getattr(e, "proxy_stats", None), "SIGINT"
+    except OSError as e:
+        port_text = listen.rpartition(":")[2]
+        port = int(port_text) if port_text.isdigit() and not listen.startswith("unix:") else None
+        line = cannot_listen("proxy", e, listen, port)
+        if line is None:
+            raise
+        print(line, file=sys.stderr)
+        return 1
     finally:
         signal.signal(signal.SIGTERM, previous)
         signal.signal(signal.SIGINT, previous_int)
@@ -134,12 +203,17 @@ def add_parser(sub: Any) -> None:
         "be reached, and a --record file that cannot be written, reset the client too. An idle "
         "timeout and a stop end connections with a FIN. Addresses: "
         + ADDRESS_HELP
-        + "; port 0 picks a free port, printed in the "
-        "start line. One line per connection goes to stderr. SIGINT or SIGTERM stops it "
+        + "; LISTEN may also be a port alone, PORT or :PORT, which listens on every IPv4 "
+        "interface (0.0.0.0), as socat's TCP-LISTEN:PORT does ([::]:PORT for IPv6 too). Port 0 "
+        "picks a free port, printed in the start line. An UPSTREAM host name is looked up "
+        "again every --resolve-every seconds in the background, and new connections go to its "
+        "latest address. One line per connection goes to stderr. SIGINT or SIGTERM stops it "
         "cleanly with a summary and exit code 0.",
     )
-    p.add_argument("listen", metavar="LISTEN", help="where clients connect: " + ADDRESS_HELP)
-    p.add_argument("upstream", metavar="UPSTREAM", help="where connections are forwarded")
+    p.add_argument("listen", metavar="LISTEN", help="where clients connect: " + LISTEN_HELP)
+    p.add_argument(
+        "upstream", metavar="UPSTREAM", help="where connections are forwarded: " + ADDRESS_HELP
+    )
     p.add_argument(
         "--record",
         metavar="FILE",
@@ -148,8 +222,8 @@ def add_parser(sub: Any) -> None:
     p.add_argument(
         "--max-connections",
         metavar="N",
-        default="4096",
-        help="the most connections at once; more wait in the listen backlog (default 4096)",
+        help="the most connections at once; more wait in the listen backlog (default 4096, "
+        "lowered to what RLIMIT_NOFILE allows: -v says so)",
     )
     p.add_argument(
         "--idle-timeout",
@@ -161,6 +235,14 @@ def add_parser(sub: Any) -> None:
         metavar="SECONDS",
         default="10",
         help="give up on an upstream connect after this long (default 10)",
+    )
+    p.add_argument(
+        "--resolve-every",
+        metavar="SECONDS",
+        default="5",
+        help="look an UPSTREAM host name up again this often, so new connections follow a "
+        "changed address (a Kubernetes Service, a DNS failover); a lookup that fails keeps the "
+        "last address; 0 looks it up once, at start (default 5)",
     )
     p.add_argument(
         "--pipe-size",

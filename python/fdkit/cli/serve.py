@@ -18,7 +18,6 @@ Unlike http.server, the default address is 127.0.0.1, not every interface.
 from __future__ import annotations
 
 import argparse
-import errno
 import os
 import signal
 import sys
@@ -26,16 +25,10 @@ from typing import Any
 
 from fdkit.cli import _log
 from fdkit.cli._args import positive
+from fdkit.cli._listen import cannot_listen, listen_text
 
 #: io_uring is the engine's name everywhere; "uring" is accepted as its alias.
 ENGINES = ("auto", "io_uring", "uring", "epoll")
-
-
-def _listen_text(host: str, port: int) -> str:
-    """The listen address as ``serve_static`` names it in an error: ``HOST:PORT``,
-    ``[V6]:PORT``."""
-    host = host.lstrip("[").rstrip("]")
-    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
 def _port_and_dir(args: argparse.Namespace) -> tuple[int, str]:
@@ -81,13 +74,11 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"not a directory: {directory}")
     log = _log.setup("serve", args)
     log.debug(
-        "engine %s, %d worker%s, idle timeout %g s, at most %d connections, listings %s, "
-        "access log %s",
+        "engine %s, %s, idle timeout %g s, at most %s, listings %s, access log %s",
         args.engine,
-        workers,
-        "s" if workers != 1 else "",
+        _log.count(workers, "worker"),
         idle,
-        max_connections,
+        _log.count(max_connections, "connection"),
         "on" if args.list else "off",
         "on (stderr)" if args.access_log else "off",
     )
@@ -98,12 +89,11 @@ def run(args: argparse.Namespace) -> int:
                   file=sys.stderr)  # fmt: skip
         host = info["host"]
         shown = f"[{host}]" if ":" in host else host
-        n = info["workers"]
         # http.server lists directories; this server does not unless asked: say so up front.
         listings = "listings on" if args.list else "listings off, --list turns them on"
         print(
             f"fdkit serve: serving {directory} on http://{shown}:{info['port']}/ "
-            f"(engine: {info['engine']}, {n} worker{'s' if n != 1 else ''}; {listings})",
+            f"(engine: {info['engine']}, {_log.count(info['workers'], 'worker')}; {listings})",
             file=sys.stderr,
             flush=True,
         )
@@ -129,18 +119,16 @@ def run(args: argparse.Namespace) -> int:
     except OSError as e:
         # The server names the listen address (as typed) in a failed socket/bind/listen,
         # and DIR in a failed open of the directory: say which one failed.
-        listen_at = _listen_text(args.host, port)
-        if e.filename != listen_at or not e.strerror:
+        line = cannot_listen("serve", e, listen_text(args.host, port), port, "--port 8000")
+        if line is None:
             raise
-        hint = ""
-        if e.errno == errno.EACCES and 0 < port < 1024:
-            hint = " (ports below 1024 need root or CAP_NET_BIND_SERVICE; try --port 8000)"
-        print(f"fdkit serve: cannot listen on {listen_at}: {e.strerror}{hint}", file=sys.stderr)
+        print(line, file=sys.stderr)
         return 1
     how = stats.get("stopped_by") or "stopped"
     print(
-        f"fdkit serve: stopped ({how}): {stats.get('requests', 0)} requests served on "
-        f"{stats.get('connections', 0)} connections ({stats.get('timeouts', 0)} timed out)",
+        f"fdkit serve: stopped ({how}): {_log.count(stats.get('requests', 0), 'request')} "
+        f"served on {_log.count(stats.get('connections', 0), 'connection')} "
+        f"({stats.get('timeouts', 0)} timed out)",
         file=sys.stderr,
         flush=True,
     )

@@ -6,7 +6,7 @@
 use super::run::run_server;
 use crate::args::{i64_arg, Count, PathArg, Seconds};
 use crate::errors::{io_error, io_error_named};
-use fdkit::servers::proxy::{Endpoint, ProxyConfig, ProxyServer, ProxyStats};
+use fdkit::servers::proxy::{Endpoint, ProxyConfig, ProxyServer, ProxyStats, UpstreamName};
 use pyo3::exceptions::{PyOSError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -14,6 +14,7 @@ use std::ffi::OsStr;
 use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
+use std::time::Duration;
 
 /// The most connections one proxy may be asked to hold (each needs six fds).
 const MAX_CONNECTIONS: i64 = 1 << 24;
@@ -21,15 +22,21 @@ const MAX_CONNECTIONS: i64 = 1 << 24;
 const MAX_PIPE_SIZE: u64 = 1 << 30;
 
 /// `serve_proxy(listen, upstream, *, record=None, max_connections=4096, idle_timeout=None,
-/// connect_timeout=10.0, pipe_size=None, quiet=False, on_listen=None)`: runs the forwarding proxy until a
-/// signal handler raises (Ctrl-C: `KeyboardInterrupt`).
+/// connect_timeout=10.0, pipe_size=None, quiet=False, on_listen=None, resolve_every=5.0,
+/// on_notice=None)`: runs the forwarding proxy until a signal handler raises (Ctrl-C:
+/// `KeyboardInterrupt`).
 ///
 /// `listen` and `upstream` are `"HOST:PORT"`, `"[V6]:PORT"`, `"unix:/PATH"` or
-/// `"unix:@NAME"` (abstract); a host name is resolved once, here. `record="FILE"` writes what
-/// each client received to `FILE.<n>`. `on_listen(listen_addr, upstream_addr)` is called once
-/// the socket listens, with the real address (port 0 replaced by the port the kernel chose).
+/// `"unix:@NAME"` (abstract). Host names are resolved here, before listening (one that does
+/// not resolve fails at once); an upstream host name is resolved again every `resolve_every`
+/// seconds while serving, in a background thread, and new connections go to the first address
+/// of the latest answer (`None`: resolved once). `record="FILE"` writes what each client
+/// received to `FILE.<n>`. `on_listen(listen_addr, upstream_addr)` is called once the socket
+/// listens, with the real address (port 0 replaced by the port the kernel chose).
 /// `pipe_size` asks for relay pipes of that many bytes (the kernel rounds up to a power-of-two
-/// number of pages; a refusal keeps its default of 64 KiB).
+/// number of pages; a refusal keeps its default of 64 KiB). `on_notice(line)` gets the notice
+/// about a connection cap lowered to fit `RLIMIT_NOFILE`, before serving (without it, the
+/// line goes to stderr unless `quiet`).
 /// One line per connection goes to stderr unless `quiet`.
 ///
 /// The loop runs with the GIL released and stops when a signal handler raises: the listener
@@ -37,18 +44,25 @@ const MAX_PIPE_SIZE: u64 = 1 << 30;
 /// stats dict in its `proxy_stats` attribute. Bad arguments raise `ValueError`; kernel
 /// errors `OSError` (a failed bind names the address).
 #[pyfunction]
-#[pyo3(signature = (
-    listen,
-    upstream,
-    *,
-    record=None,
-    max_connections=4096,
-    idle_timeout=None,
-    connect_timeout=10.0,
-    pipe_size=None,
-    quiet=false,
-    on_listen=None,
-))]
+#[pyo3(
+    signature = (
+        listen,
+        upstream,
+        *,
+        record=None,
+        max_connections=4096,
+        idle_timeout=None,
+        connect_timeout=10.0,
+        pipe_size=None,
+        quiet=false,
+        on_listen=None,
+        resolve_every=Some(5.0),
+        on_notice=None,
+    ),
+    text_signature = "(listen, upstream, *, record=None, max_connections=4096, \
+                      idle_timeout=None, connect_timeout=10.0, pipe_size=None, quiet=False, \
+                      on_listen=None, resolve_every=5.0, on_notice=None)"
+)]
 #[allow(clippy::too_many_arguments)]
 pub fn serve_proxy<'py>(
     py: Python<'py>,
@@ -61,6 +75,8 @@ pub fn serve_proxy<'py>(
     pipe_size: Option<Count>,
     quiet: bool,
     on_listen: Option<&Bound<'py, PyAny>>,
+    resolve_every: Option<f64>,
+    on_notice: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyDict>> {
     if !(1..=MAX_CONNECTIONS).contains(&max_connections) {
         return Err(PyValueError::new_err(format!(
@@ -69,6 +85,7 @@ pub fn serve_proxy<'py>(
     }
     let idle_timeout = Seconds::positive("idle_timeout").of_opt(idle_timeout)?;
     let connect_timeout = Seconds::positive("connect_timeout").of(connect_timeout)?;
+    let resolve_every = Seconds::positive("resolve_every").of_opt(resolve_every)?;
     let pipe_size = match pipe_size {
         None => None,
         Some(Count(n)) if (1..=MAX_PIPE_SIZE).contains(&n) => Some(n as usize),
@@ -81,9 +98,9 @@ pub fn serve_proxy<'py>(
     let record = record
         .map(|r| PathArg::extract(r).map(|p| PathBuf::from(OsStr::from_bytes(p.as_bytes()))))
         .transpose()?;
-    if let Some(cb) = on_listen {
-        if !cb.is_callable() {
-            return Err(PyTypeError::new_err("on_listen must be callable"));
+    for (name, cb) in [("on_listen", on_listen), ("on_notice", on_notice)] {
+        if cb.is_some_and(|cb| !cb.is_callable()) {
+            return Err(PyTypeError::new_err(format!("{name} must be callable")));
         }
     }
 
@@ -91,8 +108,9 @@ pub fn serve_proxy<'py>(
     let server = py
         .detach(|| {
             let listen_at = resolve(listen)?;
-            let upstream_at = resolve(upstream)?;
+            let (upstream_at, upstream_name) = resolve_upstream(upstream, resolve_every)?;
             let mut config = ProxyConfig::new(listen_at, upstream_at);
+            config.upstream_name = upstream_name;
             config.record = record;
             config.max_connections = max_connections as usize;
             config.idle_timeout = idle_timeout;
@@ -101,6 +119,15 @@ pub fn serve_proxy<'py>(
             ProxyServer::bind(config).map_err(|e| Failure::Bind(e, listen.to_owned()))
         })
         .map_err(Failure::into_py)?;
+    if let Some(notice) = server.cap_notice() {
+        match on_notice {
+            Some(cb) => {
+                cb.call1((notice,))?;
+            }
+            None if !quiet => super::run::write_stderr(notice),
+            None => {}
+        }
+    }
     if let Some(cb) = on_listen {
         cb.call1((
             server.local_endpoint().to_string(),
@@ -146,6 +173,20 @@ impl Failure {
 
 fn resolve(s: &str) -> Result<Endpoint, Failure> {
     Endpoint::resolve(s).map_err(|e| Failure::Address(s.to_owned(), e))
+}
+
+/// The upstream to start with and, for a host name to follow (`every` set), the name.
+fn resolve_upstream(
+    s: &str,
+    every: Option<Duration>,
+) -> Result<(Endpoint, Option<UpstreamName>), Failure> {
+    let failed = |e: io::Error| Failure::Address(s.to_owned(), e);
+    let Some((host, port)) = Endpoint::host_name(s).map_err(|e| failed(e.into()))? else {
+        return Ok((resolve(s)?, None));
+    };
+    let name = UpstreamName::new(host, port, every.unwrap_or(Duration::ZERO));
+    let first = name.resolve().map_err(failed)?[0];
+    Ok((Endpoint::Tcp(first), every.map(|_| name)))
 }
 
 fn stats_dict<'py>(py: Python<'py>, s: &ProxyStats) -> PyResult<Bound<'py, PyDict>> {

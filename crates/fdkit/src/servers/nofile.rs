@@ -4,6 +4,7 @@
 use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
 
 /// The soft `RLIMIT_NOFILE` as it was before the run, put back on drop.
+#[derive(Debug)]
 pub(crate) struct NofileGuard(Option<Rlimit>);
 
 impl Drop for NofileGuard {

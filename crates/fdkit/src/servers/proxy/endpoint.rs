@@ -58,6 +58,17 @@ impl Endpoint {
             .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, "the host has no address"))
     }
 
+    /// The host and port of a `HOST:PORT` spelling whose host is a name to resolve (not an
+    /// IP literal, not a unix socket): what an [`UpstreamName`](super::UpstreamName) follows.
+    /// `Ok(None)` for every other well-formed spelling.
+    pub fn host_name(s: &str) -> Result<Option<(&str, u16)>, Error> {
+        if s.starts_with("unix:") {
+            return Endpoint::parse(s).map(|_| None);
+        }
+        let (host, port) = split_host_port(s)?;
+        Ok(host.parse::<IpAddr>().is_err().then_some((host, port)))
+    }
+
     /// The socket family to create for this endpoint.
     pub fn family(&self) -> AddressFamily {
         match self {
@@ -245,6 +256,18 @@ mod tests {
         }
         let bad = Endpoint::resolve("nonsense").unwrap_err();
         assert_eq!(bad.kind(), io::ErrorKind::InvalidInput);
+    }
+
+    #[test]
+    fn tells_a_host_name_from_an_address() {
+        assert_eq!(
+            Endpoint::host_name("db.example:5432").unwrap(),
+            Some(("db.example", 5432))
+        );
+        for s in ["127.0.0.1:1", "[::1]:1", "unix:/tmp/s", "unix:@x"] {
+            assert_eq!(Endpoint::host_name(s).unwrap(), None, "{s:?}");
+        }
+        assert!(Endpoint::host_name("nonsense").is_err());
     }
 
     #[test]

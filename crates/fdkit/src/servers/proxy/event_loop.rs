@@ -6,29 +6,41 @@
 
 use super::conn::{connect_end, log_line, Conn, End, Serviced, State, Who};
 use super::endpoint::peer_text;
-use crate::servers::nofile::{fit_nofile, NofileGuard};
+use super::listener::Listener;
+use super::record::Recorder;
+use super::relay::{Relay, Side};
+use super::resolve::{Resolver, Update};
+use super::{ProxyConfig, ProxyStats};
+use crate::error::strerror;
+use crate::fd::{set_linger_zero, SigpipeGuard};
+use crate::servers::nofile::NofileGuard;
+use crate::zerocopy::RESET_DRAIN_STALL;
+use rustix::buffer::spare_capacity;
+use rustix::event::epoll::{self, CreateFlags, EventData, EventFlags};
+use rustix::event::Timespec;
+use rustix::io::Errno;
+use rustix::net::{sockopt, AddressFamily, SocketAddrAny, SocketFlags, SocketType};
+use std::io;
+use std::net::SocketAddr;
+use std::os::fd::{AsFd, OwnedFd};
+use std::time::{Duration, Instant};
 
 /// Fds one connection holds: the client, the upstream, two pipes of two ends each.
 const FDS_PER_CONNECTION: usize = 6;
 /// Extra fds a recorded connection holds: the recording pipe's two ends and the file.
 const FDS_PER_RECORDING: usize = 3;
 /// Fds kept free for everything else (epoll, the listener, the host program's own).
-const SPARE_FDS: usize = 32;
-use super::listener::Listener;
-use super::record::Recorder;
-use super::relay::{Relay, Side};
-use super::{ProxyConfig, ProxyStats};
-use crate::error::strerror;
-use crate::fd::{set_linger_zero, SigpipeGuard};
-use crate::zerocopy::RESET_DRAIN_STALL;
-use rustix::buffer::spare_capacity;
-use rustix::event::epoll::{self, CreateFlags, EventData, EventFlags};
-use rustix::event::Timespec;
-use rustix::io::Errno;
-use rustix::net::{sockopt, SocketAddrAny, SocketFlags, SocketType};
-use std::io;
-use std::os::fd::{AsFd, OwnedFd};
-use std::time::{Duration, Instant};
+pub(super) const SPARE_FDS: usize = 32;
+
+/// The fds one connection of `config` holds.
+pub(super) fn fds_per_connection(config: &ProxyConfig) -> usize {
+    FDS_PER_CONNECTION
+        + if config.record.is_some() {
+            FDS_PER_RECORDING
+        } else {
+            0
+        }
+}
 
 /// How often the checkpoint runs and timeouts are swept.
 const TICK: Duration = Duration::from_millis(100);
@@ -89,7 +101,11 @@ pub(super) struct EventLoop<'a> {
     live: usize,
     cap: usize,
     config: &'a ProxyConfig,
+    /// Where new connections go: `config.upstream`, or the latest answer for its name.
     upstream: SocketAddrAny,
+    upstream_family: AddressFamily,
+    /// Resolves `config.upstream_name` again in the background.
+    resolver: Option<Resolver>,
     next_id: u64,
     stats: ProxyStats,
     /// Connections whose relays ran out of round budget: pumped again next round.
@@ -107,24 +123,23 @@ pub(super) struct EventLoop<'a> {
 }
 
 impl<'a> EventLoop<'a> {
-    /// Fits the connection cap to `RLIMIT_NOFILE`, blocks `SIGPIPE` on this thread and
-    /// registers the listener with a new epoll set. See epoll_create1(2).
+    /// Blocks `SIGPIPE` on this thread, starts the upstream name's resolver (if any) and
+    /// registers the listener with a new epoll set; `cap` is the connection cap that fits
+    /// `RLIMIT_NOFILE` (`nofile` puts the old limit back). See epoll_create1(2).
     pub fn new(
         listener: Listener,
         config: &'a ProxyConfig,
+        cap: usize,
+        nofile: NofileGuard,
         log: &'a mut dyn FnMut(&str),
     ) -> io::Result<Self> {
-        let per_connection = FDS_PER_CONNECTION
-            + if config.record.is_some() {
-                FDS_PER_RECORDING
-            } else {
-                0
-            };
-        let (cap, notice, nofile) = fit_nofile(config.max_connections, per_connection, SPARE_FDS);
-        if let Some(notice) = notice {
-            log(&notice);
-        }
         let upstream = config.upstream.sockaddr()?;
+        let resolver = match (&config.upstream_name, &config.upstream) {
+            (Some(name), crate::servers::proxy::Endpoint::Tcp(first)) => {
+                Some(Resolver::spawn(name.clone(), vec![*first])?)
+            }
+            _ => None,
+        };
         let epoll = epoll::create(CreateFlags::CLOEXEC)?;
         epoll::add(
             &epoll,
@@ -144,6 +159,8 @@ impl<'a> EventLoop<'a> {
             cap,
             config,
             upstream,
+            upstream_family: config.upstream.family(),
+            resolver,
             next_id: 0,
             stats: ProxyStats {
                 max_connections: cap,
@@ -200,6 +217,7 @@ impl<'a> EventLoop<'a> {
                     break Ok(());
                 }
                 self.sweep();
+                self.follow_upstream_name();
             }
             if let Err(e) = self.accept_batch() {
                 break Err(e);
@@ -207,6 +225,47 @@ impl<'a> EventLoop<'a> {
         };
         self.stop();
         outcome.map(|()| self.stats)
+    }
+
+    /// Takes what the resolver found since the last tick: new connections go to the first
+    /// address of a changed answer; a failed lookup keeps the address in use. Each is logged.
+    fn follow_upstream_name(&mut self) {
+        let Some(update) = self.resolver.as_mut().and_then(Resolver::poll) else {
+            return;
+        };
+        let config = self.config;
+        let Some(name) = &config.upstream_name else {
+            return;
+        };
+        let current = SocketAddr::try_from(self.upstream.clone()).ok();
+        let shown = |a: Option<SocketAddr>| a.map_or_else(String::new, |a| a.to_string());
+        match update {
+            Update::Addresses(addrs) => {
+                let Some(&first) = addrs.first() else {
+                    return;
+                };
+                if Some(first) == current {
+                    return;
+                }
+                (self.log)(&format!(
+                    "upstream {}:{} now resolves to {first} (was {}): new connections go there",
+                    name.host,
+                    name.port,
+                    shown(current)
+                ));
+                self.upstream = SocketAddrAny::from(first);
+                self.upstream_family = match first {
+                    SocketAddr::V4(_) => AddressFamily::INET,
+                    SocketAddr::V6(_) => AddressFamily::INET6,
+                };
+            }
+            Update::Failed(why) => (self.log)(&format!(
+                "cannot resolve upstream {}:{} again ({why}): still forwarding to {}",
+                name.host,
+                name.port,
+                shown(current)
+            )),
+        }
     }
 
     /// How long `epoll_wait` may sleep: not at all with work queued, never past the next tick.
@@ -391,9 +450,10 @@ impl<'a> EventLoop<'a> {
                     // Out of fds or memory: the pending clients wait in the backlog until a
                     // connection closes or a tick passes, instead of spinning on the error.
                     (self.log)(&format!(
-                        "accept paused: {} ({} connections open)",
+                        "accept paused: {} ({} connection{} open)",
                         strerror(e),
-                        self.live
+                        self.live,
+                        if self.live == 1 { "" } else { "s" }
                     ));
                     self.accept_paused_until = Some(self.now + TICK);
                     return Ok(());
@@ -452,7 +512,7 @@ impl<'a> EventLoop<'a> {
         }
         let built = (|| {
             let upstream = rustix::net::socket_with(
-                config.upstream.family(),
+                self.upstream_family,
                 SocketType::STREAM,
                 SocketFlags::NONBLOCK | SocketFlags::CLOEXEC,
                 None,

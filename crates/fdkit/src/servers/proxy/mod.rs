@@ -31,9 +31,12 @@ mod event_loop;
 mod listener;
 mod record;
 mod relay;
+mod resolve;
 
 pub use endpoint::Endpoint;
+pub use resolve::{Lookup, UpstreamName};
 
+use crate::servers::nofile::{fit_nofile, NofileGuard};
 use rustix::io::Errno;
 use std::io;
 use std::path::PathBuf;
@@ -47,8 +50,13 @@ use std::time::Duration;
 pub struct ProxyConfig {
     /// Where clients connect: a TCP address (port 0 picks a free port) or a unix socket.
     pub listen: Endpoint,
-    /// Where each client is forwarded.
+    /// Where each client is forwarded (the first address, when `upstream_name` is set).
     pub upstream: Endpoint,
+    /// The host name `upstream` was resolved from, to resolve again every
+    /// [`UpstreamName::every`] while serving: new connections go to the first address of the
+    /// latest answer, so a name whose addresses change is followed without a restart. A failed
+    /// lookup keeps the last address. `None`: `upstream` is used for the whole run.
+    pub upstream_name: Option<UpstreamName>,
     /// Record the upstream → client bytes of connection `n` (from 1) into `RECORD.n`.
     pub record: Option<PathBuf>,
     /// The most connections open at once; the listener is left alone while at the cap.
@@ -73,6 +81,7 @@ impl ProxyConfig {
         ProxyConfig {
             listen,
             upstream,
+            upstream_name: None,
             record: None,
             max_connections: 4096,
             idle_timeout: None,
@@ -107,10 +116,17 @@ pub struct ProxyStats {
 pub struct ProxyServer {
     listener: listener::Listener,
     config: ProxyConfig,
+    /// The connection cap that fits `RLIMIT_NOFILE`, and why it is lower than asked.
+    cap: usize,
+    cap_notice: Option<String>,
+    /// Puts the soft `RLIMIT_NOFILE` back when the server is done.
+    nofile: NofileGuard,
 }
 
 impl ProxyServer {
-    /// `socket` + `bind` + `listen` on `config.listen`, close-on-exec and non-blocking.
+    /// `socket` + `bind` + `listen` on `config.listen`, close-on-exec and non-blocking, and
+    /// the soft `RLIMIT_NOFILE` raised toward what `max_connections` need (see
+    /// [`ProxyServer::cap_notice`]).
     ///
     /// A unix socket path left behind by a dead server (nothing accepts on it) is replaced; a
     /// live one gives `EADDRINUSE`. The path is removed again when the server ends. A
@@ -130,7 +146,31 @@ impl ProxyServer {
             }
         }
         let listener = listener::Listener::bind(&config.listen, config.backlog)?;
-        Ok(ProxyServer { listener, config })
+        let per_connection = event_loop::fds_per_connection(&config);
+        let (cap, cap_notice, nofile) = fit_nofile(
+            config.max_connections,
+            per_connection,
+            event_loop::SPARE_FDS,
+        );
+        Ok(ProxyServer {
+            listener,
+            config,
+            cap,
+            cap_notice,
+            nofile,
+        })
+    }
+
+    /// The most connections this server will hold: `max_connections`, or fewer when
+    /// `RLIMIT_NOFILE` cannot be raised to fit them.
+    pub fn max_connections(&self) -> usize {
+        self.cap
+    }
+
+    /// Why [`ProxyServer::max_connections`] is lower than asked, when it is: one line for
+    /// the caller to show as it sees fit ([`run`] logs it).
+    pub fn cap_notice(&self) -> Option<&str> {
+        self.cap_notice.as_deref()
     }
 
     /// The address clients connect to: the configured one with the port the kernel picked.
@@ -148,23 +188,34 @@ impl ProxyServer {
     ///
     /// `checkpoint` is called at least every 100 ms and after `EINTR`; `log` gets one line
     /// per connection as it closes (number, client address, bytes each way, duration, how it
-    /// ended) and notices about limits. An `Err` is a failure of the loop itself (epoll, the
+    /// ended) and notices while serving (accept paused, a changed or failed name lookup). An `Err` is a failure of the loop itself (epoll, the
     /// listener); per-connection failures are only logged.
     pub fn run(
         self,
         mut checkpoint: impl FnMut() -> Result<(), Errno>,
         mut log: impl FnMut(&str),
     ) -> io::Result<ProxyStats> {
-        event_loop::EventLoop::new(self.listener, &self.config, &mut log)?.run(&mut checkpoint)
+        let ProxyServer {
+            listener,
+            config,
+            cap,
+            nofile,
+            ..
+        } = self;
+        event_loop::EventLoop::new(listener, &config, cap, nofile, &mut log)?.run(&mut checkpoint)
     }
 }
 
 /// Binds `config.listen` and serves until `checkpoint` returns `Err`: see
-/// [`ProxyServer::bind`] and [`ProxyServer::run`].
+/// [`ProxyServer::bind`] and [`ProxyServer::run`]. A lowered connection cap is logged first.
 pub fn run(
     config: ProxyConfig,
     checkpoint: impl FnMut() -> Result<(), Errno>,
-    log: impl FnMut(&str),
+    mut log: impl FnMut(&str),
 ) -> io::Result<ProxyStats> {
-    ProxyServer::bind(config)?.run(checkpoint, log)
+    let server = ProxyServer::bind(config)?;
+    if let Some(notice) = server.cap_notice() {
+        log(notice);
+    }
+    server.run(checkpoint, log)
 }

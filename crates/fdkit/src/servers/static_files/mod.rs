@@ -112,8 +112,9 @@ impl Shared<'_> {
         if due {
             self.accept_logged = Some(now);
             (self.log)(&format!(
-                "accept: {} ({live} connections open); trying again every 100 ms",
-                io::Error::from(e)
+                "accept: {} ({live} connection{} open); trying again every 100 ms",
+                io::Error::from(e),
+                if live == 1 { "" } else { "s" }
             ));
         }
         false
