@@ -503,3 +503,14 @@ def test_verbose_logs_what_it_reads_with_a_timestamp(tmp_path: Path) -> None:
     assert re.fullmatch(stamp + "end of stream: 1 message, 0 bursts, 0 lines, 5 bytes", lines[2]), (
         lines[2]
     )
+
+
+def test_the_summary_counts_in_the_singular_and_plural() -> None:
+    """One message of one byte is "1 message", "1 byte", not "1 bytes" (as `wc` would not)."""
+    from fdkit.cli.pipe_cat import Counts
+
+    c = Counts()
+    c.add("message", b"x")
+    assert c.summary(False) == "1 message, 0 bursts, 0 lines, 1 byte"
+    c.add("line", b"yz")
+    assert c.summary(False) == "1 message, 0 bursts, 1 line, 3 bytes"

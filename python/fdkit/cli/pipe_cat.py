@@ -120,10 +120,8 @@ class Counts:
                 | {"bytes": self.bytes}
             )
 
-        def plural(k: str) -> str:
-            return f"{n[k]} {k}" + ("" if n[k] == 1 else "s")
-
-        return f"{plural('message')}, {plural('burst')}, {plural('line')}, {self.bytes} bytes"
+        kinds = ", ".join(_log.count(n[k], k) for k in ("message", "burst", "line"))
+        return f"{kinds}, {_log.count(self.bytes, 'byte')}"
 
 
 Emit = Callable[[str, bytes, Writer], object]
