@@ -67,7 +67,7 @@ def test_empty_file(tmp_path: Path) -> None:
 def test_errors_are_one_line_and_leave_nothing_behind(tmp_path: Path) -> None:
     cases = [
         ([str(tmp_path / "missing"), str(tmp_path / "x")], "No such file or directory"),
-        ([str(tmp_path), str(tmp_path / "x")], "is not a regular file"),
+        ([str(tmp_path), str(tmp_path / "x")], "-r not specified; omitting directory"),
         ([str(tmp_path / "f"), "/nonexistent-dir/x"], "No such file or directory"),
         ([str(tmp_path / "f"), str(tmp_path / "f")], "are the same file"),
     ]
@@ -149,7 +149,8 @@ def test_verbose_logs_the_summary_on_stderr_with_a_timestamp(tmp_path: Path) -> 
     src.write_bytes(os.urandom(1 << 20))
     r = run("-v", str(src), str(tmp_path / "dst.bin"))
     assert r.returncode == 0, r.stderr
-    assert r.stdout == ""
+    # As cp -v: each copy on stdout; the details on stderr.
+    assert r.stdout == f"{str(src)!r} -> {str(tmp_path / 'dst.bin')!r}\n"
     stamp = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d fdkit copy: "
     first, last = r.stderr.splitlines()
     assert re.fullmatch(
