@@ -193,6 +193,7 @@ class Progress:
         self.base = 0  # bytes of the files already done
         self.files = 0
         self.paths: list[str] = []  # the kernel paths taken, in order of first use
+        self.holes = False  # a sparse file kept its holes
 
     def line(self, done: int, path: str, now: float | None = None) -> str:
         """``42.0%  1.3 GiB / 3.0 GiB  812.5 MiB/s  elapsed 0:00:01  ETA 0:00:02  via PATH``;
@@ -223,12 +224,13 @@ class Progress:
             self.out.flush()
             self.showing = True
 
-    def done_file(self, size: int, done: int, path: str) -> None:
+    def done_file(self, size: int, done: int, path: str, *, holes: bool = False) -> None:
         """The current file (stat size ``size``) is complete at ``done`` bytes: what was
-        copied is the whole file, whatever its stat size said."""
+        copied is the whole file, whatever its stat size said. ``holes``: copied sparsely."""
         self.total += done - size
         self.base += done
         self.files += 1
+        self.holes = self.holes or holes
         if path not in self.paths:
             self.paths.append(path)
 
@@ -236,7 +238,7 @@ class Progress:
         """The command is done: the summary in the log, the final line on the terminal."""
         if not self.files:
             return
-        path = ", ".join(self.paths)
+        path = ", ".join(self.paths + (["holes kept"] if self.holes else []))
         self.total = self.base
         elapsed = max(time.monotonic() - self.start, 1e-9)
         what = _human(self.base) if self.files == 1 else f"{self.files} files, {_human(self.base)}"
@@ -675,12 +677,14 @@ class Copier:
         try:
             done: int | None = None
             path = ""
+            holes = False
             if regular and stat.S_ISREG(st.st_mode):
                 if self.opts.reflink != "never":
                     done = _clone(src_fd, dst_fd, always=self.opts.reflink == "always")
                     path = "ficlone"
                 if done is None and _has_holes(src_fd, st):
                     done, path = _copy_sparse(src_fd, dst_fd, p)
+                    holes = True
             elif self.opts.reflink == "always":
                 raise CopyError(
                     errno.EOPNOTSUPP,
@@ -696,7 +700,7 @@ class Copier:
             raise _failed(e, f"copying {src!r} to {dst!r}") from None
         except _CloneError as e:
             raise _failed(e.error, f"failed to clone {dst!r} from {src!r}") from None
-        p.done_file(st.st_size, done, path)
+        p.done_file(st.st_size, done, path, holes=holes)
 
 
 class _CloneError(Exception):
@@ -769,7 +773,7 @@ def _copy_sparse(src_fd: int, dst_fd: int, p: Progress) -> tuple[int, str]:
     ``ftruncate`` to the end SEEK_END gives then, never to a size taken from stat. Returns
     the length and the path. See lseek(2) SEEK_DATA, SEEK_HOLE; ftruncate(2)."""
     pos = 0
-    path = "read_write"
+    path = "ftruncate"  # until a data extent is copied: a file that is all hole
     while True:
         try:
             data = fd.lseek(src_fd, pos, SEEK_DATA)
@@ -800,7 +804,7 @@ def _copy_sparse(src_fd: int, dst_fd: int, p: Progress) -> tuple[int, str]:
         pos = off
         if short:
             break
-    return pos, f"{path}, holes kept"
+    return pos, path
 
 
 def _chown(target: int | str, st: os.stat_result | fd.StatResult, *, follow: bool) -> None:
@@ -858,7 +862,7 @@ def _resolve(dst: str) -> tuple[str, os.stat_result | None]:
     except FileNotFoundError:
         return dst, None
     except OSError as e:
-        raise _failed(e, f"cannot access {dst!r}") from None
+        raise _failed(e, f"cannot stat {dst!r}") from None
     if not stat.S_ISLNK(lst.st_mode):
         return dst, lst
     try:
