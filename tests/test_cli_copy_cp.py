@@ -562,3 +562,35 @@ def test_reflink_where_the_filesystem_shares_blocks(tmp_path: Path) -> None:
     assert r.returncode == 0, r.stderr
     assert (tmp_path / "clone").read_bytes() == src.read_bytes()
     assert "via ficlone" in r.stderr
+    # never: a copy that owns its blocks, as cp's (copy_file_range would share them here).
+    r = run("-v", "--reflink=never", str(src), str(tmp_path / "own"))
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "own").read_bytes() == src.read_bytes()
+    assert "via ficlone" not in r.stderr
+    if shutil.which("filefrag") is not None:
+        os.sync()
+        frags = subprocess.run(
+            ["filefrag", "-v", str(tmp_path / "clone"), str(tmp_path / "own")],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        clone, own = frags.split("File size of")[1:]
+        assert "shared" in clone, frags
+        assert "shared" not in own, frags
+
+
+def test_reflink_never_copies_dense_and_sparse_files(tmp_path: Path) -> None:
+    dense = tmp_path / "dense"
+    dense.write_bytes(os.urandom((3 << 20) + 17))
+    sparse = tmp_path / "sparse"
+    with sparse.open("wb") as f:
+        f.seek(5 << 20)
+        f.write(os.urandom(70_000))
+        f.truncate(12 << 20)
+    for src in (dense, sparse):
+        dst = tmp_path / f"{src.name}.copy"
+        r = run("--reflink=never", str(src), str(dst))
+        assert r.returncode == 0, r.stderr
+        assert dst.read_bytes() == src.read_bytes()
+        assert dst.stat().st_blocks <= src.stat().st_blocks + 16

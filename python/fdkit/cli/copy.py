@@ -678,20 +678,27 @@ class Copier:
             done: int | None = None
             path = ""
             holes = False
+            never = self.opts.reflink == "never"
             if regular and stat.S_ISREG(st.st_mode):
-                if self.opts.reflink != "never":
+                if not never:
                     done = _clone(src_fd, dst_fd, always=self.opts.reflink == "always")
                     path = "ficlone"
-                if done is None and _has_holes(src_fd, st):
-                    done, path = _copy_sparse(src_fd, dst_fd, p)
-                    holes = True
             elif self.opts.reflink == "always":
                 raise CopyError(
                     errno.EOPNOTSUPP,
                     f"failed to clone {dst!r} from {src!r}: Operation not supported",
                 )
             if done is None:
-                done, path = _copy_dense(src_fd, dst_fd, p)
+                # Blocks can only be shared within one filesystem.
+                mover = _Mover(unshared=never and fd.fstat(dst_fd).st_dev == st.st_dev)
+                try:
+                    if regular and stat.S_ISREG(st.st_mode) and _has_holes(src_fd, st):
+                        done, path = _copy_sparse(src_fd, dst_fd, p, mover)
+                        holes = True
+                    else:
+                        done, path = _copy_dense(src_fd, dst_fd, p, mover)
+                finally:
+                    mover.close()
         except OSError as e:
             if isinstance(e, CopyError):
                 raise
@@ -749,24 +756,65 @@ def _has_holes(src_fd: int, st: fd.StatResult) -> bool:
         fd.lseek(src_fd, 0, os.SEEK_SET)
 
 
-def _copy_dense(src_fd: int, dst_fd: int, p: Progress) -> tuple[int, str]:
+class _Mover:
+    """How one file's bytes move: :func:`fdkit.zerocopy.transfer` (copy_file_range first),
+    or with ``unshared`` splice through a pipe. On btrfs and XFS copy_file_range within one
+    filesystem may share blocks, as FICLONE does; ``--reflink=never`` promises a copy that
+    owns its blocks (as ``cp --reflink=never`` makes), so it never takes that path there.
+    ``path`` is the path the last move took."""
+
+    def __init__(self, *, unshared: bool) -> None:
+        self.pipe: zerocopy.Pipe | None = None
+        if unshared:
+            self.pipe = zerocopy.Pipe()
+            self.pipe.resize_or_max(CHUNK_UNSHARED)
+        self.path = "read_write"
+
+    def close(self) -> None:
+        if self.pipe is not None:
+            self.pipe.close()
+
+    def move(self, src_fd: int, dst_fd: int, count: int, off: int | None) -> int:
+        """Up to ``count`` bytes (at ``off`` in both files, or at their positions); 0 at the
+        end of the source."""
+        if self.pipe is None:
+            if off is None:
+                n = zerocopy.transfer(src_fd, dst_fd, count)
+            else:
+                n = zerocopy.transfer(src_fd, dst_fd, count, src_offset=off, dst_offset=off)
+            stats = zerocopy.transfer_stats()
+            if stats is not None and n:
+                self.path = stats["path"]
+            return n
+        n = self.pipe.read_from(src_fd, min(count, self.pipe.size), offset=off)
+        left = n
+        while left:
+            w = self.pipe.write_to(dst_fd, left, offset=None if off is None else off + n - left)
+            left -= w
+        if n:
+            self.path = "splice_via_pipe"
+        return n
+
+
+#: Bytes per splice through the pipe of ``--reflink=never`` (the pipe's size, or the most a
+#: pipe may hold here).
+CHUNK_UNSHARED = 1 << 20
+
+
+def _copy_dense(src_fd: int, dst_fd: int, p: Progress, mover: _Mover) -> tuple[int, str]:
     """From the file position to the end of the source (which, on procfs and sysfs, is not
     its stat size: ``transfer`` reads until a read says 0). Returns the bytes and the path."""
     done = 0
-    path = "read_write"
     while True:
-        n = zerocopy.transfer(src_fd, dst_fd, CHUNK)
-        stats = zerocopy.transfer_stats()
-        if stats is not None and n:
-            path = stats["path"]
+        n = mover.move(src_fd, dst_fd, CHUNK, None)
         done += n
         if n == 0:
             break
-        p.update(done, path)
-    return done, path
+        p.update(done, mover.path)
+    return done, mover.path
 
 
-def _copy_sparse(src_fd: int, dst_fd: int, p: Progress) -> tuple[int, str]:
+def _copy_sparse(src_fd: int, dst_fd: int, p: Progress, mover: _Mover) -> tuple[int, str]:
     """Copy only the data extents, each at its own offset, into a new, empty ``dst_fd``, so
     the holes stay holes. Data is read to its real end; the length after the last extent
     comes from ``lseek``: a trailing hole (SEEK_DATA finds no more data) is made with
@@ -790,15 +838,11 @@ def _copy_sparse(src_fd: int, dst_fd: int, p: Progress) -> tuple[int, str]:
         off = data
         short = False
         while off < hole:
-            n = zerocopy.transfer(
-                src_fd, dst_fd, min(CHUNK, hole - off), src_offset=off, dst_offset=off
-            )
+            n = mover.move(src_fd, dst_fd, min(CHUNK, hole - off), off)
             if n == 0:  # the source ended before its extent did: it is shorter than it said
                 short = True
                 break
-            stats = zerocopy.transfer_stats()
-            if stats is not None:
-                path = stats["path"]
+            path = mover.path
             off += n
             p.update(off, f"{path}, holes kept")
         pos = off
