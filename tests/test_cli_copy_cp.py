@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import pty
 import shutil
 import socket
 import stat
@@ -394,7 +395,13 @@ def as_nobody() -> tuple[str, ...]:
         return ()
     if shutil.which("setpriv") is None:
         pytest.skip("root, and no setpriv to drop privileges")
-    return ("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--")
+    prefix = ("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--")
+    probe = subprocess.run(
+        [*prefix, FDKIT, "--version"], capture_output=True, text=True, timeout=60, check=False
+    )
+    if probe.returncode != 0:
+        pytest.skip(f"fdkit cannot run as nobody from here: {probe.stderr.strip()[-200:]}")
+    return prefix
 
 
 @pytest.fixture
@@ -594,3 +601,31 @@ def test_reflink_never_copies_dense_and_sparse_files(tmp_path: Path) -> None:
         assert r.returncode == 0, r.stderr
         assert dst.read_bytes() == src.read_bytes()
         assert dst.stat().st_blocks <= src.stat().st_blocks + 16
+
+
+@pytest.mark.parametrize(("answer", "replaced"), [(b"y\n", True), (b"n\n", False)])
+def test_interactive_on_a_terminal(tmp_path: Path, answer: bytes, replaced: bool) -> None:
+    """-i with stdin on a terminal, as a user at a shell types the answer."""
+    two_dsts(tmp_path)
+    master, slave = pty.openpty()
+    try:
+        proc = subprocess.Popen(
+            [FDKIT, "copy", "-i", "../new", "dst"],
+            cwd=tmp_path / "fdkit",
+            stdin=slave,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+        assert proc.stderr is not None
+        assert proc.stderr.read(len(b"fdkit copy: overwrite 'dst'? ")) == (
+            b"fdkit copy: overwrite 'dst'? "
+        )
+        os.write(master, answer)
+        assert proc.wait(timeout=30) == 0
+        assert proc.stderr.read() == b""
+        proc.stderr.close()
+    finally:
+        os.close(master)
+        os.close(slave)
+    want = b"new bytes\n" if replaced else b"old bytes, kept?\n"
+    assert (tmp_path / "fdkit" / "dst").read_bytes() == want

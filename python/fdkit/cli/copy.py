@@ -3,7 +3,7 @@ path, with GNU ``cp``'s habits.
 
 Sources and destination are read as ``cp`` reads them: one SRC and a DST that is not a
 directory copies SRC to DST; otherwise each SRC goes to ``DIR/basename(SRC)`` (several SRCs
-need an existing directory: "target 'X' is not a directory"). A directory SRC needs ``-r``
+need an existing directory: "target 'X': Not a directory"). A directory SRC needs ``-r``
 ("-r not specified; omitting directory 'X'", exit 1, the other SRCs still copied); a directory
 is never copied into itself. A failed SRC (or a failed file inside a tree) is named in one
 line on stderr, the rest is still copied, and the exit status is 1.
@@ -35,7 +35,9 @@ stdin, as ``cp -i`` does whatever stdin is; the last of ``-n``/``-i`` wins).
 
 Regular files go through the kernel: ``--reflink=auto`` (the default, as in ``cp`` 9) first
 asks the filesystem to share the blocks (``ioctl(FICLONE)``, btrfs, XFS), then copies with
-:func:`fdkit.zerocopy.transfer` (copy_file_range, sendfile, splice, read/write). A file is read
+:func:`fdkit.zerocopy.transfer` (copy_file_range, sendfile, splice, read/write);
+``--reflink=never`` splices through a pipe within one filesystem instead, since
+copy_file_range may share blocks there as FICLONE does. A file is read
 to its end, never sized by ``stat`` alone: procfs and sysfs files report a size (0, 4096) that
 is not their length. A file with fewer blocks than its size is only copied sparsely once
 ``lseek(SEEK_DATA/SEEK_HOLE)`` finds a hole in it (sysfs reports all data, procfs refuses the
@@ -109,8 +111,9 @@ what happens for each kind of DST (as GNU cp does, except where noted):
 
 what is copied (as GNU cp does, except where noted):
   regular file              by the kernel: FICLONE first (--reflink=auto), then
-                            copy_file_range, sendfile, splice or read/write; read to its end
-                            (procfs, sysfs: never sized by stat alone)
+                            copy_file_range, sendfile, splice or read/write (--reflink=never:
+                            splice through a pipe, so that no block is shared); read to its
+                            end (procfs, sysfs: never sized by stat alone)
   sparse SRC                holes are kept in a regular DST once SEEK_DATA/SEEK_HOLE find
                             one (only data extents are copied); a device or FIFO gets zeros
   directory                 only with -r; never into itself
