@@ -337,6 +337,24 @@ def test_several_sources_into_a_directory(tmp_path: Path) -> None:
     assert sorted(os.listdir(tmp_path / "fdkit")) == ["one", "three", "two"]
 
 
+def test_a_source_named_twice_is_copied_once_with_cps_warning(tmp_path: Path) -> None:
+    (tmp_path / "a").write_bytes(b"a")
+    (tmp_path / "d").mkdir()
+    for out in ("cp", "fdkit"):
+        (tmp_path / out).mkdir()
+    args = ["-r", "a", "d", "./a", "d", "a"]
+    want = cp(*args, "cp", cwd=tmp_path)
+    got = run(*args, "fdkit", cwd=tmp_path)
+    assert got.returncode == want.returncode == 0
+    assert words(got, "fdkit copy: ") == words(want, "cp: ")
+    assert words(got, "fdkit copy: ") == [
+        "warning: source file './a' specified more than once",
+        "warning: source directory 'd' specified more than once",
+        "warning: source file 'a' specified more than once",
+    ]
+    assert snapshot(tmp_path / "fdkit") == snapshot(tmp_path / "cp")
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [

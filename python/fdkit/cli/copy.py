@@ -329,15 +329,35 @@ class Copier:
             except OSError as e:
                 return self._error(_failed(e, f"target {dest!r}"))
             return self._error(CopyError(errno.ENOTDIR, f"target {dest!r}: Not a directory"))
+        seen: set[tuple[int, int]] = set()
         for src in sources:
             if not src:
                 self._error(CopyError(errno.ENOENT, "SRC is an empty path: give a file"))
+                continue
+            if into and self._again(src, seen):
                 continue
             dst = os.path.join(dest, os.path.basename(src.rstrip("/")) or src) if into else dest
             try:
                 self._top(src, dst)
             except CopyError as e:
                 self._error(e)
+
+    def _again(self, src: str, seen: set[tuple[int, int]]) -> bool:
+        """A SRC named twice for one directory is copied once, with cp's warning."""
+        try:
+            st = os.stat(src) if not self.opts.recursive else os.lstat(src)
+        except OSError:
+            return False  # the copy names the error
+        key = (st.st_dev, st.st_ino)
+        if key not in seen:
+            seen.add(key)
+            return False
+        what = "directory" if stat.S_ISDIR(st.st_mode) else "file"
+        self.p.end()
+        print(
+            f"fdkit copy: warning: source {what} {src!r} specified more than once", file=sys.stderr
+        )
+        return True
 
     def _error(self, e: CopyError) -> None:
         self.p.end()
