@@ -360,10 +360,10 @@ def test_a_bad_flag_prints_the_subcommands_own_usage(sub: str) -> None:
 
 
 def test_a_surplus_argument_names_the_subcommand_too() -> None:
-    r = run("copy", "a", "b", "c")
+    r = run("pipe-cat", "a", "b")
     assert r.returncode == 2
-    assert r.stderr.startswith("usage: fdkit copy ")
-    assert r.stderr.splitlines()[-1] == "fdkit copy: error: unrecognized arguments: c"
+    assert r.stderr.startswith("usage: fdkit pipe-cat ")
+    assert r.stderr.splitlines()[-1] == "fdkit pipe-cat: error: unrecognized arguments: b"
 
 
 def test_a_bad_flag_before_the_subcommand_is_the_top_levels() -> None:

@@ -99,7 +99,9 @@ def test_directory_dst_whose_entry_is_a_directory_is_refused(tmp_path: Path, sma
     (out / small.name).mkdir(parents=True)
     line = one_line_error(run(str(small), str(out)))
     # cp: "cannot overwrite directory 'out/small.txt' with non-directory"
-    assert line == f"fdkit copy: cannot overwrite directory {str(out / small.name)!r} with a file"
+    assert line == (
+        f"fdkit copy: cannot overwrite directory {str(out / small.name)!r} with non-directory"
+    )
     assert (out / small.name).is_dir()
     assert not list((out / small.name).iterdir())
     no_temp_files(out)
@@ -301,7 +303,9 @@ def test_sparse_2g_file_copies_to_no_blocks(tmp_path: Path) -> None:
     assert st.st_size == size
     # cp gives 0 blocks; allow a few for filesystems that allocate a block at EOF.
     assert st.st_blocks <= src_st.st_blocks + 16, st.st_blocks
-    assert "holes kept" in final_line(terminal)
+    # Where the filesystem shares blocks (btrfs, XFS), the clone keeps the holes itself.
+    line = final_line(terminal)
+    assert "holes kept" in line or line.endswith("via ficlone"), line
 
 
 @pytest.mark.parametrize(
@@ -384,7 +388,7 @@ def test_dst_in_a_directory_that_cannot_hold_files_names_dst(small: Path) -> Non
 def test_missing_src_names_src(tmp_path: Path) -> None:
     missing = str(tmp_path / "missing")
     line = one_line_error(run(missing, str(tmp_path / "x")))
-    assert line == f"fdkit copy: cannot open {missing!r}: No such file or directory"
+    assert line == f"fdkit copy: cannot stat {missing!r}: No such file or directory"
 
 
 def test_file_too_large_names_dst_not_the_temp_file(tmp_path: Path) -> None:

@@ -33,14 +33,16 @@ def count(n: int, noun: str, plural: str | None = None) -> str:
     return f"{n} {noun if n == 1 else plural or noun + 's'}"
 
 
-def add_verbosity(p: argparse.ArgumentParser, quiet: str = "no notices on stderr") -> None:
+def add_verbosity(
+    p: argparse.ArgumentParser,
+    quiet: str = "no notices on stderr",
+    verbose: str = "more detail on stderr, time-stamped",
+) -> None:
     """``-q/--quiet`` and ``-v/--verbose`` (one or the other) on subcommand parser ``p``;
-    ``quiet`` says what ``-q`` leaves out for this command."""
+    ``quiet`` and ``verbose`` say what each does for this command."""
     group = p.add_mutually_exclusive_group()
     group.add_argument("-q", "--quiet", action="store_true", help=quiet)
-    group.add_argument(
-        "-v", "--verbose", action="store_true", help="more detail on stderr, time-stamped"
-    )
+    group.add_argument("-v", "--verbose", action="store_true", help=verbose)
 
 
 def level(args: argparse.Namespace) -> int:
