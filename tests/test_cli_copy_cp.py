@@ -577,6 +577,26 @@ def test_reflink_always_fails_as_cp_where_blocks_cannot_be_shared(tmp_path: Path
         assert (tmp_path / how).read_bytes() == b"data"
 
 
+def test_a_bare_reflink_means_always_and_takes_no_operand(tmp_path: Path) -> None:
+    """cp reads ``--reflink``'s value only after ``=``: ``cp --reflink f g`` copies f to g
+    with ``always``. fdkit's argument parser must not take ``f`` for the value."""
+    (tmp_path / "f").write_bytes(b"data")
+    for out in ("cp", "fdkit"):
+        (tmp_path / out).mkdir()
+    want = cp("--reflink", "../f", "g", cwd=tmp_path / "cp")
+    got = run("--reflink", "../f", "g", cwd=tmp_path / "fdkit")
+    assert got.returncode == want.returncode, (got.stderr, want.stderr)
+    assert words(got, "fdkit copy: ") == words(want, "cp: ")
+    # Where blocks can be shared both made g; elsewhere both failed to clone (cp leaves an
+    # empty g behind, fdkit nothing).
+    assert ((tmp_path / "fdkit" / "g").exists()) == (want.returncode == 0)
+    # After ``--`` it is an operand (a file named --reflink), as for cp.
+    (tmp_path / "--reflink").write_bytes(b"odd name")
+    got = run("--", "--reflink", "h", cwd=tmp_path)
+    assert got.returncode == 0, got.stderr
+    assert (tmp_path / "h").read_bytes() == b"odd name"
+
+
 def test_reflink_where_the_filesystem_shares_blocks(tmp_path: Path) -> None:
     """On btrfs or XFS (TMPDIR there): FICLONE is the path, and the bytes are the same."""
     src = tmp_path / "f"

@@ -73,6 +73,9 @@ def reader_gone() -> int:
 
 def _run(argv: Sequence[str] | None) -> int:
     parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["copy"]:
+        argv = copy.spell_bare_reflink(argv)
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help()

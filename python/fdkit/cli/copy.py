@@ -962,6 +962,18 @@ def run(args: argparse.Namespace) -> int:
     return copy(args.src, args.dst, opts)
 
 
+def spell_bare_reflink(argv: list[str]) -> list[str]:
+    """``argv`` (copy's arguments) with a bare ``--reflink`` before ``--`` spelled
+    ``--reflink=always``: cp reads a value only after ``=``, so ``cp --reflink a b`` copies
+    ``a`` to ``b``, where argparse would take ``a`` for the value."""
+    out: list[str] = []
+    for i, a in enumerate(argv):
+        if a == "--":
+            return out + argv[i:]
+        out.append("--reflink=always" if a == "--reflink" else a)
+    return out
+
+
 def add_parser(sub: Any) -> None:
     p = sub.add_parser(
         "copy",
