@@ -1,0 +1,8 @@
+# examples/docs_gunicorn_worker.py: gunicorn -k docs_gunicorn_worker.FdkitWorker app:app
+from uvicorn_worker import UvicornWorker
+
+
+class FdkitWorker(UvicornWorker):
+    """uvicorn's gunicorn worker, each worker process on an fdkit.aio loop."""
+
+    CONFIG_KWARGS = {**UvicornWorker.CONFIG_KWARGS, "loop": "fdkit.aio:new_event_loop"}
