@@ -2,11 +2,11 @@
 import asyncio
 import os
 
+from docs_asgi_app import app  # the app: examples/docs_asgi_app.py
 from hypercorn.asyncio import serve
 from hypercorn.config import Config
 
 import fdkit.aio
-from docs_asgi_app import app
 
 config = Config()
 config.bind = [f"127.0.0.1:{os.environ.get('PORT', '8000')}"]

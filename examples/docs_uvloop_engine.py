@@ -6,6 +6,7 @@ import fdkit.aio
 
 async def main() -> None:
     loop = asyncio.get_running_loop()
+    assert isinstance(loop, fdkit.aio.EventLoop)
     print(isinstance(loop, asyncio.SelectorEventLoop), loop.engine in ("io_uring", "epoll"))
     print(loop.engine_reason is None or isinstance(loop.engine_reason, str))
 

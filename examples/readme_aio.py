@@ -6,7 +6,8 @@ import fdkit.aio
 
 async def main() -> None:
     loop = asyncio.get_running_loop()
-    print(loop.engine)  # io_uring (epoll where io_uring is denied)
+    assert isinstance(loop, fdkit.aio.EventLoop)
+    print(type(loop).__name__, loop.engine)  # UringEventLoop io_uring (or EpollEventLoop epoll)
     await asyncio.sleep(0)
 
 

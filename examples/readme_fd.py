@@ -8,8 +8,8 @@ client = fd.socket(fd.AF_INET, fd.SOCK_STREAM)
 fd.connect(client, fd.getsockname(lfd))
 fd.poll([(lfd, fd.POLLIN)], timeout=5)
 for conn, (host, port) in fd.accept_many(lfd, max=None):  # every pending connection, one call
-    fd.send(conn, b"hello\n")
+    fd.send(conn, f"hello {host}:{port}\n".encode())
     fd.close(conn)
-print(fd.recv(client, 64))  # b'hello\n'
+print(fd.recv(client, 64))  # b'hello 127.0.0.1:40312\n'
 fd.close(client)
 fd.close(lfd)

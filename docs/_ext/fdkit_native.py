@@ -1,46 +1,33 @@
-"""A griffe extension for fdkit's API reference: the native module's docstrings and overloads.
+"""A griffe extension for fdkit's API reference (mkdocs.yml loads it for mkdocstrings).
 
-griffe reads ``fdkit._fdkit`` from its stub, ``_fdkit.pyi``, which carries the types and no
-docstrings: the docstrings are the Rust doc comments, at run time only. This extension gives
-each stub object without a docstring the one its runtime object has, and turns a stub function
-that is only ``@overload``s (griffe keeps those aside, so ``transfer`` would vanish) into a
-function whose overloads the reference shows. Sphinx roles in the package's docstrings
-(``:class:`Ring```) become code spans, since Markdown has no such roles.
+griffe inspects the compiled module ``fdkit._fdkit`` (its docstrings are the Rust doc comments,
+present at run time only) and merges in its stub, ``_fdkit.pyi``, for the types. A stub function
+that is only ``@overload``s (``transfer``, ``socket``, ``accept``...) is kept aside by griffe, so
+the merged function would show no signature: this extension makes each such name a function
+that carries its overloads, which the reference then shows. It also turns the Sphinx roles of
+the package's docstrings (``:class:`Ring```) into code spans, since Markdown has no roles, and
+reads ``#: text`` comments above a module attribute as its docstring, as Sphinx does.
 """
 
 from __future__ import annotations
 
-import importlib
-import inspect
 import re
 from typing import Any
 
 import griffe
 
 _ROLE = re.compile(r":(?:class|func|meth|attr|mod|data|exc|obj):`~?([^`]+)`")
-_NATIVE = "fdkit._fdkit"
-
-
-def _runtime_doc(obj: object) -> str | None:
-    doc = getattr(obj, "__doc__", None)
-    if not isinstance(doc, str) or not doc.strip():
-        return None
-    if type(doc) is not str:
-        return None
-    return inspect.cleandoc(doc)
 
 
 class FdkitNative(griffe.Extension):
-    """Fill ``fdkit._fdkit``'s stub with the runtime docstrings; rewrite Sphinx roles."""
+    """Overloads of ``fdkit._fdkit``'s stub, Sphinx roles, ``#:`` attribute comments."""
 
     def on_package(self, *, pkg: griffe.Module, **kwargs: Any) -> None:
         if pkg.path != "fdkit":
             return
         native = pkg.get_member("_fdkit")
-        runtime = importlib.import_module(_NATIVE)
-        assert isinstance(native, griffe.Module)
-        self._promote_overloads(native)
-        self._fill(native, runtime)
+        if isinstance(native, griffe.Module):
+            self._promote_overloads(native)
         self._comments(pkg)
         self._roles(pkg)
 
@@ -63,30 +50,15 @@ class FdkitNative(griffe.Extension):
             if isinstance(member, griffe.Class):
                 self._promote_overloads(member)
 
-    def _fill(self, obj: griffe.Object, runtime: object) -> None:
-        for name, member in obj.members.items():
-            if member.is_alias or name.startswith("_") and name != "__init__":
-                continue
-            target = getattr(runtime, name, None)
-            if target is None:
-                continue
-            if member.docstring is None:
-                doc = _runtime_doc(target)
-                if doc is not None and not (isinstance(member, griffe.Attribute) and doc == _runtime_doc(type(target))):
-                    member.docstring = griffe.Docstring(doc, parent=member)
-            if isinstance(member, griffe.Class):
-                self._fill(member, target)
-
     def _comments(self, obj: griffe.Object) -> None:
-        # `#: text` lines just above an attribute are its docstring, as Sphinx reads them.
         for member in obj.members.values():
-            if member.is_alias:
+            if isinstance(member, griffe.Alias):
                 continue
             if isinstance(member, griffe.Attribute) and member.docstring is None and member.lineno:
-                try:
-                    lines = member.lines_collection[member.filepath]
-                except KeyError:  # the native module, inspected: no source lines
-                    continue
+                path = member.filepath
+                if isinstance(path, list) or path not in member.lines_collection:
+                    continue  # an inspected object (the native module): no source lines
+                lines = member.lines_collection[path]
                 found: list[str] = []
                 i = min(member.lineno, len(lines)) - 2
                 while i >= 0 and lines[i].lstrip().startswith("#:"):
@@ -101,5 +73,5 @@ class FdkitNative(griffe.Extension):
         if obj.docstring is not None:
             obj.docstring.value = _ROLE.sub(r"`\1`", obj.docstring.value)
         for member in obj.members.values():
-            if not member.is_alias:
+            if not isinstance(member, griffe.Alias):
                 self._roles(member)
