@@ -1,5 +1,6 @@
 """The documentation site: it builds with no warning, its API reference names every public name
-of every module, the README's links lead to files that exist, and the deployment recipes of
+of every module, every link of the built site leads to a page and an anchor that exist, the
+README's links lead to files that exist, and the deployment recipes of
 docs/deploy.md serve an app on fdkit.aio's loop for real (gunicorn with the worker class of
 examples/docs_gunicorn_worker.py, hypercorn from examples/docs_hypercorn_serve.py).
 
@@ -18,6 +19,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import unquote, urljoin, urlsplit
 
 import pytest
 
@@ -114,6 +116,35 @@ def test_reference_gives_native_functions_their_docstrings_and_types(site: Path)
     assert "nonblocking: Literal[True]" in html
     assert ":class:" not in html
     assert ":func:" not in html
+
+
+@pytest.mark.source_tree
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_site_links_lead_to_pages_and_anchors_that_exist(site: Path) -> None:
+    """Every link within the built site (nav, pages, the reference's cross-references, assets)
+    leads to a file of the site, and its #anchor to an id on that page. mkdocs --strict checks
+    the Markdown's links; this checks the HTML that came out, generated parts included."""
+    ids: dict[Path, set[str]] = {}
+    bad = []
+    for html in sorted(site.rglob("*.html")):
+        here = "/" + html.relative_to(site).as_posix()
+        for link in re.findall(r'\b(?:href|src)="([^"]*)"', html.read_text()):
+            if urlsplit(link).scheme or link.startswith("//"):
+                continue  # the theme's own links out of the site
+            target = urlsplit(urljoin(here, link))
+            path = site / unquote(target.path).lstrip("/")
+            if target.path.endswith("/") or path.is_dir():
+                path /= "index.html"
+            if not path.is_file():
+                bad.append(f"{here}: {link}")
+            elif target.fragment and path.suffix == ".html":
+                if path not in ids:
+                    ids[path] = set(re.findall(r'\bid="([^"]+)"', path.read_text()))
+                if unquote(target.fragment) not in ids[path]:
+                    bad.append(f"{here}: {link}")
+    assert ids, "no link with an anchor: the check found nothing to check"
+    assert not bad, "\n".join(bad)
 
 
 @pytest.mark.source_tree
