@@ -16,7 +16,7 @@ RUST_SOURCES := $(shell find crates -name '*.rs' -o -name Cargo.toml 2>/dev/null
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
 
-$(STAMP_DEPS): requirements-dev.txt requirements-test.txt
+$(STAMP_DEPS): requirements-dev.txt requirements-test.txt requirements-docs.txt
 	python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -r requirements-dev.txt
@@ -91,9 +91,17 @@ HAVE_URING = $(shell $(PY) -c 'import fdkit.uring as u; print(int(u.available()[
 REQUIRE_URING = $(if $(filter 1,$(HAVE_URING)),FDKIT_REQUIRE_URING=1)
 
 .PHONY: test
-test: lint ## set up, lint, then cargo test (core) and pytest (Python API and CLI)
+test: lint docs ## set up, lint, build the docs, then cargo test (core) and pytest (Python API and CLI)
 	$(REQUIRE_URING) cargo test --workspace --release
 	$(REQUIRE_URING) $(PY) -m pytest
+
+# The site (docs/, mkdocs.yml) into site/: the API reference is read from the package and its
+# stubs, so the extension is built first. --strict makes every warning (a broken link or anchor,
+# a name the reference cannot find) an error; `make test` runs this, so the site cannot rot.
+# NO_MKDOCS_2_WARNING silences mkdocs-material's notice about MkDocs 2.0, printed on every build.
+.PHONY: docs
+docs: setup ## build the documentation site into site/ (warnings are errors)
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
 
 # The harness is bench/ of this source tree (`python -m bench` from here; it is not in the
 # wheel). `make bench JSON=1` prints the JSON document alone on stdout: make echoes no command

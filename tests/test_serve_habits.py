@@ -11,7 +11,7 @@ cases ported to raw sockets, on both engines, judged by RFC 9110.
   ``Allow``, even with a body announced (never read: the 405 comes at once and the connection
   closes after it, never a hang); nothing pipelined behind a refused TRACE or CONNECT is
   answered (nginx-tests http_method.t). OPTIONS (§9.3.7) is answered with ``Allow``.
-- The README documents the real command line.
+- The docs (docs/uring.md, and the README's list of commands) document the real command line.
 """
 
 from __future__ import annotations
@@ -340,16 +340,18 @@ def _serve_options() -> list[tuple[str, ...]]:
 
 
 @pytest.mark.source_tree
-def test_readme_documents_the_serve_command_line() -> None:
-    """The README documents the command line as it is: `fdkit serve [PORT]`, and each option
-    of ``fdkit serve`` under one of its names (not the old ``DIR [--host] [--port]`` alone);
-    its list of commands includes `fdkit serve`."""
+def test_docs_document_the_serve_command_line() -> None:
+    """The serve section of docs/uring.md documents the command line as it is: `fdkit serve
+    [PORT]`, and each option of ``fdkit serve`` under one of its names (not the old ``DIR
+    [--host] [--port]`` alone); the README's list of commands includes `fdkit serve`."""
     readme = (REPO / "README.md").read_text()
-    assert "fdkit serve DIR [--host] [--port]" not in readme  # the old, partial synopsis
-    assert "fdkit serve [PORT]" in readme
+    page = (REPO / "docs" / "uring.md").read_text().split("## `fdkit serve`", 1)[1]
+    for text in (readme, page):
+        assert "fdkit serve DIR [--host] [--port]" not in text  # the old, partial synopsis
+        assert "fdkit serve [PORT]" in text
     for names in _serve_options():
-        assert any(re.search(rf"(?<![\w-]){re.escape(n)}(?![\w-])", readme) for n in names), names
+        assert any(re.search(rf"(?<![\w-]){re.escape(n)}(?![\w-])", page) for n in names), names
     for short in ("-d DIR", "-b ADDR", "--list", "--access-log", "--workers", "--engine"):
-        assert short in readme, short
+        assert short in page, short
     commands = readme.split("## The command", 1)[1].split("```", 2)[1]
     assert re.search(r"^fdkit serve ", commands, re.M), commands

@@ -241,7 +241,7 @@ def test_matrix_until_eof(
 
 
 def test_expected_paths_on_this_kernel(fds: Fds, tmp_path: Path, shm_dir: Path) -> None:
-    """The headline paths, exactly, with no fallback: what the README's table promises."""
+    """The headline paths, exactly, with no fallback: what docs/zerocopy.md's table promises."""
     cases = {
         ("file", "file"): "copy_file_range",
         ("tmpfs", "tmpfs"): "copy_file_range",

@@ -1,4 +1,4 @@
-# examples/readme_aio_tour.py: runs as it is
+# examples/docs_aio_tour.py: runs as it is
 import asyncio
 import os
 import socket

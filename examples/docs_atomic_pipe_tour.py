@@ -1,4 +1,4 @@
-# examples/readme_atomic_pipe_tour.py: runs as it is
+# examples/docs_atomic_pipe_tour.py: runs as it is
 import os
 
 from fdkit.atomic_pipe import AtomicPipe

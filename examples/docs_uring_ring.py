@@ -1,4 +1,4 @@
-# examples/readme_uring_ring.py: runs as it is
+# examples/docs_uring_ring.py: runs as it is
 import errno
 import socket
 import sys

@@ -1,4 +1,4 @@
-# examples/readme_zerocopy_tour.py: runs as it is
+# examples/docs_zerocopy_tour.py: runs as it is
 import os
 
 from fdkit import fd, zerocopy

@@ -1,4 +1,4 @@
-# examples/readme_logging_children.py: runs as it is
+# examples/docs_logging_children.py: runs as it is
 import logging
 import multiprocessing as mp
 
