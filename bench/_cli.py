@@ -21,7 +21,9 @@ PROG = "python -m bench"
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The options ``python -m bench`` takes."""
     parser.add_argument("names", nargs="*", metavar="NAME", help="benchmarks to run (default: all)")
-    parser.add_argument("--quick", action="store_true", help="short runs, every row (a few minutes)")
+    parser.add_argument(
+        "--quick", action="store_true", help="short runs, every row (a few minutes)"
+    )
     parser.add_argument(
         "--tour",
         action="store_true",

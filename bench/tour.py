@@ -43,12 +43,12 @@ class Stop:
 
 
 STOPS: tuple[Stop, ...] = (
-    Stop("fd.accept_many", "accept", "accept_cpu", "CPU per connection accepted",
+    Stop("fd.accept_many", "accept", "accept_cpu", "CPU per accept",
          "selectors + socket.accept()"),
     Stop("int fds", "memory", "fd_memory", "memory per open socket", "socket.socket objects"),
     Stop("transfer", "zerocopy", "transfer_tcp_tcp_1m", "CPU per GiB",
          "a recv_into/sendall loop", "(TCP to TCP)"),
-    Stop("copy", "zerocopy", "copy_file_1g", "", "shutil.copyfile", "on a 1 GiB file",
+    Stop("copy", "zerocopy", "copy_file_128m", "", "shutil.copyfile", "on a 128 MiB file",
          better="faster", worse="slower"),
     Stop("fdkit proxy", "proxy", "proxy_vs_asyncio", "CPU per GiB", "an asyncio proxy"),
     Stop("AtomicPipe", "atomic_pipe", "atomic_pipe_batch_100b", "messages per second",
@@ -60,8 +60,7 @@ STOPS: tuple[Stop, ...] = (
     Stop("fdkit serve", "serve", "serve_vs_h2o_6b", "CPU per request", "h2o", "on a 6-byte file"),
     Stop("fdkit.aio", "aio", "aio_uvicorn_vs_uvloop", "CPU per request", "uvloop",
          "under uvicorn"),
-    Stop("fdkit.aio", "aio", "aio_hello_vs_asyncio", "CPU per request", "asyncio",
-         "on a hello server"),
+    Stop("fdkit.aio", "aio", "aio_hello_vs_asyncio", "CPU per request", "asyncio", "(hello)"),
 )  # fmt: skip
 
 
