@@ -71,9 +71,9 @@ def benches() -> list[str]:
 
 def times(ratio: float) -> str:
     """A ratio in as many digits as a quick run deserves: ``1.03x``, ``2.3x``, ``31x``."""
-    if ratio >= 10:
+    if ratio >= 9.95:  # what rounds to 10 or more
         return f"{ratio:.0f}x"
-    return f"{ratio:.1f}x" if ratio >= 2 else f"{ratio:.2f}x"
+    return f"{ratio:.1f}x" if ratio >= 1.995 else f"{ratio:.2f}x"
 
 
 def _status(r: Result) -> str:

@@ -419,7 +419,8 @@ def test_bench_script_prints_json() -> None:
 @pytest.mark.parametrize(
     ("script", "ids"),
     [
-        ("zerocopy", HEADLINES["zerocopy"]),
+        # a run without --quick: the copy row is the full run's copy_file_1g
+        ("zerocopy", [zerocopy.COPY_ID, *HEADLINES["zerocopy"][:-1]]),
         ("proxy", HEADLINES["proxy"]),
         ("atomic_pipe", ATOMIC_PIPE_HEADLINES),
     ],
@@ -1573,3 +1574,27 @@ def test_the_tour_runs_end_to_end() -> None:
     _check_tour(proc.stdout)
     for line in proc.stderr.splitlines():
         assert len(line) <= tour.WIDTH, line
+
+
+def test_tour_ratios_keep_as_many_digits_as_a_quick_run_deserves() -> None:
+    got = [tour.times(r) for r in (0.5, 1.234, 1.996, 2.04, 9.96, 31.4)]
+    assert got == ["0.50x", "1.23x", "2.0x", "2.0x", "10x", "31x"]
+
+
+def test_quiet_drops_the_remarks_not_the_output() -> None:
+    """`python -m bench -q` (what `fdkit bench -q` did): nothing on stderr while running, the
+    output all there; an error still says so."""
+    env = dict(os.environ, **{TINY_ENV: "1"})
+    cmd = [sys.executable, "-m", "bench", "-q"]
+    loud = subprocess.run([*cmd[:-1], "memory", "--json"], cwd=REPO, capture_output=True,
+                          text=True, timeout=60, env=env, check=False)  # fmt: skip
+    assert "smoke-test sizes" in loud.stderr  # a remark, which -q drops
+    quiet = subprocess.run([*cmd, "memory", "--json"], cwd=REPO, capture_output=True, text=True,
+                           timeout=60, env=env, check=False)  # fmt: skip
+    assert quiet.returncode == 0, quiet.stderr
+    assert quiet.stderr == ""
+    assert [r["id"] for r in json.loads(quiet.stdout)["results"]] == ["fd_memory"]
+    bad = subprocess.run([*cmd, "no-such-bench"], cwd=REPO, capture_output=True, text=True,
+                         timeout=60, check=False)  # fmt: skip
+    assert bad.returncode == 2
+    assert "unknown benchmark no-such-bench" in bad.stderr
