@@ -30,16 +30,16 @@ $(STAMP_BUILD): $(STAMP_DEPS) $(RUST_SOURCES) pyproject.toml
 setup: $(STAMP_BUILD) ## create .venv, install tools, build the extension (release)
 
 .PHONY: demo
-demo: setup bench-tools bench-deps ## set up, then a short tour of every capability against its stdlib baseline
-	@$(PY) -m bench --quick
+demo: setup bench-tools bench-deps ## set up, then a tour: one line per capability against its best-known peer
+	@$(PY) -m bench --tour
 
 # The serve bench's peers: wrk (the load), nginx and h2o (the baselines), Debian packages.
-# Installed here, by the project's own setup, never by `fdkit bench`. Only what is missing, with
+# Installed here, by the project's own setup, never by the harness. Only what is missing, with
 # apt-get as root or through passwordless sudo; otherwise the command to run is printed and the
 # bench skips those rows. Never fails: `make test` does not need these.
 BENCH_TOOLS := wrk:wrk nginx:nginx h2o:h2o
 .PHONY: bench-tools
-bench-tools: ## install wrk, nginx and h2o for `fdkit bench serve` when missing (apt-get)
+bench-tools: ## install wrk, nginx and h2o for the serve and aio benches when missing (apt-get)
 	@$(if $(JSON),exec 1>&2;) missing=""; \
 	for pair in $(BENCH_TOOLS); do \
 	  tool=$${pair%%:*}; pkg=$${pair#*:}; \
@@ -47,7 +47,7 @@ bench-tools: ## install wrk, nginx and h2o for `fdkit bench serve` when missing 
 	done; \
 	if [ -z "$$missing" ]; then exit 0; fi; \
 	if ! command -v apt-get >/dev/null 2>&1; then \
-	  echo "bench-tools: missing:$$missing (no apt-get here: install them with your package manager; until then fdkit bench skips their rows)"; \
+	  echo "bench-tools: missing:$$missing (no apt-get here: install them with your package manager; until then the bench skips their rows)"; \
 	  exit 0; \
 	fi; \
 	if [ "$$(id -u)" = 0 ]; then sudo=""; \
@@ -61,7 +61,7 @@ bench-tools: ## install wrk, nginx and h2o for `fdkit bench serve` when missing 
 	$$sudo apt-get install -y -qq --no-install-recommends $$missing >/dev/null 2>&1 \
 	  || { $$sudo apt-get update -qq >/dev/null 2>&1 \
 	       && $$sudo apt-get install -y -qq --no-install-recommends $$missing >/dev/null; } \
-	  || echo "bench-tools: apt-get could not install$$missing; fdkit bench skips their rows"
+	  || echo "bench-tools: apt-get could not install$$missing; the bench skips their rows"
 
 # The aio bench's contenders (uvloop, rloop, uvicorn, httptools), pinned in requirements-bench.txt,
 # installed into .venv for `make bench` and `make demo` only: `make test` does not need them (the

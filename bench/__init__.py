@@ -1,10 +1,10 @@
 """fdkit's benchmarks: every capability against its standard-library baseline (and C).
 
 This harness lives in the source tree only (``bench/``), never in the wheel: run it from a
-checkout with ``make bench`` (or ``python -m bench`` from the repository root); ``fdkit bench``
-finds it there too (see :mod:`fdkit.cli.bench`).
+checkout with ``make bench`` (or ``python -m bench`` from the repository root); ``make demo``
+runs its tour (:mod:`bench.tour`). The installed ``fdkit`` command has no bench subcommand.
 
-``BENCHES`` is the registry ``python -m bench`` and ``fdkit bench`` run. A bench is a module
+``BENCHES`` is the registry ``python -m bench`` runs. A bench is a module
 with a function ``run(quick: bool) -> list[Result]``; adding one is one line in ``BENCHES``
 below. Modules are imported only when their bench runs, so ``--list`` stays instant. A bench
 with a ``--contended`` variant (a CPU burner on the load's CPU) is registered with

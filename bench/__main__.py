@@ -1,4 +1,5 @@
-"""``python -m bench [NAME...] [--quick] [--json] [--list]``, from the repository root."""
+"""``python -m bench [NAME...] [--quick | --tour] [--json] [--list] [--contended] [-q]``, from
+the repository root."""
 
 from bench._cli import main
 

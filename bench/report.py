@@ -29,7 +29,16 @@ def format_figure(value: float) -> str:
 def _verdict(r: Result) -> str:
     if r.goal is None:
         return ""
-    return "✓" if r.ratio >= r.goal else "✗"
+    if r.retired:
+        return f"retired ({r.retired})"
+    return "✓" if r.met else "✗"
+
+
+def goal_counts(results: Sequence[Result]) -> tuple[int, int, int]:
+    """(met, judged, retired): the goals reached, the goals judged, the goals retired."""
+    goals = [r for r in results if r.goal is not None]
+    judged = [r for r in goals if not r.retired]
+    return sum(1 for r in judged if r.met), len(judged), len(goals) - len(judged)
 
 
 def _row(r: Result) -> tuple[str, ...]:
@@ -46,14 +55,15 @@ def _row(r: Result) -> tuple[str, ...]:
 
 
 def format_table(results: Sequence[Result], skipped: Sequence[Skipped] = ()) -> str:
-    """One aligned table: id, case, fdkit figure, baseline figure and name, ratio, goal, ✓/✗.
+    """One aligned table: id, case, fdkit figure, baseline figure and name, ratio, goal, and
+    ✓/✗ (or ``retired (why)`` for a goal no longer judged: see ``_common.RETIRED_GOALS``).
 
     ``case`` names the fdkit contender (and the conditions in brackets), ``baseline is`` the
     contender it is measured against; both figures are in the same unit. Rows that could not
     run here (``skipped``) follow, one line per cause, after ``skipped:``.
 
     Ratios are "times better than the baseline" (above 1: fdkit wins). A closing line counts
-    the goals met.
+    the goals met among those judged, and the retired ones.
     """
     rows = [COLUMNS, *(_row(r) for r in results)]
     widths = [max(len(row[i]) for row in rows) for i in range(len(COLUMNS))]
@@ -67,8 +77,7 @@ def format_table(results: Sequence[Result], skipped: Sequence[Skipped] = ()) -> 
         lines.append("  ".join(cells).rstrip())
         if k == 0:
             lines.append("  ".join("-" * w for w in widths))
-    goals = [r for r in results if r.goal is not None]
-    met = sum(1 for r in goals if r.ratio >= (r.goal or 0.0))
+    met, judged, retired = goal_counts(results)
     for sk in skipped:
         lines.append(
             f"skipped: {', '.join(headline_ids(sk.ids))} ({len(sk.ids)} rows of {sk.bench}): "
@@ -77,7 +86,8 @@ def format_table(results: Sequence[Result], skipped: Sequence[Skipped] = ()) -> 
     lines.append("")
     lines.append(
         f"ratio = times better than the baseline (above 1: fdkit wins); "
-        f"goals met: {met}/{len(goals)}"
+        f"goals met: {met}/{judged}"
+        + (f" ({retired} retired)" if retired else "")
         + (f"; {sum(len(sk.ids) for sk in skipped)} rows skipped (see above)" if skipped else "")
     )
     return "\n".join(lines)

@@ -4,11 +4,12 @@ The harness is ``bench/`` of the source tree, imported from there (and run as ``
 bench`` from the repository root, as ``make bench`` does); the installed package has none.
 
 Speed is never asserted here (the figures at this size mean nothing); what is checked is that
-every bench runs, cleans up after itself, and reports rows ``fdkit bench`` can print.
+every bench runs, cleans up after itself, and reports rows ``python -m bench`` can print.
 """
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import dataclasses
 import hashlib
@@ -38,7 +39,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 import bench as benchmarks  # noqa: E402
-from bench import _common, _endpoints, aio, atomic_pipe, report, serve, zerocopy  # noqa: E402
+from bench import _common, _endpoints, aio, atomic_pipe, report, serve, tour, zerocopy  # noqa: E402
 from bench._common import TINY_ENV, Result, is_rate  # noqa: E402
 
 FIELDS = [
@@ -72,7 +73,7 @@ HEADLINES = {
         "transfer_tcp_tcp_1m",
         "transfer_vs_c",
         "transfer_small_4k",
-        "copy_file_1g",
+        "copy_file_128m",  # --quick (and smoke size); the full run's is copy_file_1g
     ],
     "proxy": ["proxy_vs_asyncio"],
     # the rows with a goal ratio; the issue's other two headlines are in ATOMIC_PIPE_HEADLINES
@@ -285,9 +286,31 @@ def test_every_goal_is_a_ratio_the_table_judges(results: dict[str, list[Result]]
         assert r.goal > 0, r
         (line,) = [ln for ln in lines if ln.split(" ", 1)[0] == r.id]
         assert f"≥{r.goal:g}x" in line, line
-        assert line.rstrip().endswith("✓" if r.ratio >= r.goal else "✗"), (r, line)
-    met = sum(1 for r in goals if r.met)
-    assert f"goals met: {met}/{len(goals)}" in lines[-1], lines[-1]
+        verdict = f"retired ({r.retired})" if r.retired else "✓" if r.ratio >= r.goal else "✗"
+        assert line.rstrip().endswith(verdict), (r, line)
+    judged = [r for r in goals if not r.retired]
+    met = sum(1 for r in judged if r.met)
+    retired = len(goals) - len(judged)
+    assert f"goals met: {met}/{len(judged)}" in lines[-1], lines[-1]
+    assert (f"({retired} retired)" in lines[-1]) == (retired > 0), lines[-1]
+
+
+def test_a_retired_goal_is_shown_and_not_counted() -> None:
+    """A goal in RETIRED_GOALS keeps its row and its goal (the JSON keeps one shape) but is
+    shown as retired, with why, and left out of the count of goals met."""
+    assert _common.RETIRED_GOALS, "nothing retired: this test has nothing to check"
+    row_id, why = next(iter(_common.RETIRED_GOALS.items()))
+    assert row_id in {i for v in HEADLINES.values() for i in v}  # a goal that exists
+    retired = _common.compare(row_id, "b", "c", "m", "us/op", 2.0, 1.0, "base", goal=1.6)
+    missed = _common.compare("x", "b", "c", "m", "us/op", 2.0, 1.0, "base", goal=1.6)
+    assert retired.retired == why
+    assert missed.retired is None
+    assert _common.compare(row_id, "b", "c", "m", "us/op", 2.0, 1.0, "base").retired is None
+    lines = report.format_table([retired, missed]).splitlines()
+    assert lines[2].endswith(f"retired ({why})"), lines[2]
+    assert lines[3].endswith("✗"), lines[3]
+    assert lines[-1].endswith("goals met: 0/1 (1 retired)"), lines[-1]
+    assert json.loads(report.to_json([retired], {}))["results"][0]["goal"] == 1.6
 
 
 def test_json_round_trips(results: dict[str, list[Result]]) -> None:
@@ -317,7 +340,7 @@ def test_table_shows_every_row_and_verdict(results: dict[str, list[Result]]) -> 
         (line,) = [ln for ln in lines if ln.split(" ", 1)[0] == r.id]
         assert r.baseline_name in line
         if r.goal is not None:
-            assert line.rstrip().endswith(("✓", "✗"))
+            assert line.rstrip().endswith(("✓", "✗", f"retired ({r.retired})"))
     assert "goals met" in lines[-1]
 
 
@@ -396,7 +419,8 @@ def test_bench_script_prints_json() -> None:
 @pytest.mark.parametrize(
     ("script", "ids"),
     [
-        ("zerocopy", HEADLINES["zerocopy"]),
+        # a run without --quick: the copy row is the full run's copy_file_1g
+        ("zerocopy", [zerocopy.COPY_ID, *HEADLINES["zerocopy"][:-1]]),
         ("proxy", HEADLINES["proxy"]),
         ("atomic_pipe", ATOMIC_PIPE_HEADLINES),
     ],
@@ -433,7 +457,16 @@ def test_zerocopy_covers_every_kind_and_names_the_path(results: dict[str, list[R
     by_id = {r.id: r for r in rows}
     assert by_id["transfer_tcp_tcp_64k"].baseline_name.startswith("Python recv_into/sendall")
     assert by_id["transfer_small_4k"].unit == "MiB/s"
-    assert by_id["copy_file_1g"].baseline_name == "shutil.copyfile"
+    assert by_id["copy_file_128m"].baseline_name == "shutil.copyfile"
+
+
+def test_copy_row_says_the_size_it_copies(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The full run copies 1 GiB in copy_file_1g (the id the README and JSON readers know);
+    --quick copies 128 MiB, so its row is copy_file_128m."""
+    monkeypatch.delenv(TINY_ENV, raising=False)
+    full, quick = zerocopy._plan(quick=False), zerocopy._plan(quick=True)
+    assert (full.copy_id, full.copy_size) == ("copy_file_1g", 1 << 30)
+    assert (quick.copy_id, quick.copy_size) == ("copy_file_128m", 128 << 20)
 
 
 def test_proxy_rows(results: dict[str, list[Result]]) -> None:
@@ -823,15 +856,15 @@ def _fake_bin(
 
 
 @pytest.mark.source_tree
-def test_fdkit_bench_never_runs_apt_get(tmp_path: Path) -> None:
-    """The issue: with wrk missing, `fdkit bench serve --quick` ran `apt-get update` and
+def test_bench_never_runs_apt_get(tmp_path: Path) -> None:
+    """With wrk missing, `python -m bench serve --quick` once ran `apt-get update` and
     `apt-get install` as root. A fake apt-get first on PATH must never be called; the run
     says which tool is missing and the command that installs it, and shows the skip."""
     bin_ = _fake_bin(tmp_path)
     env = {k: v for k, v in os.environ.items() if k != TINY_ENV}
     env["PATH"] = str(bin_)  # no wrk here (nginx may still be found in /usr/sbin)
     proc = subprocess.run(
-        [sys.executable, "-m", "fdkit", "bench", "serve", "--quick"],
+        [sys.executable, "-m", "bench", "serve", "--quick"],
         cwd=REPO,
         capture_output=True,
         text=True,
@@ -846,7 +879,7 @@ def test_fdkit_bench_never_runs_apt_get(tmp_path: Path) -> None:
     assert "skipped: serve_vs_nginx_6b," in proc.stdout
     assert "rows skipped" in proc.stdout.splitlines()[-1]
     js = subprocess.run(
-        [sys.executable, "-m", "fdkit", "bench", "serve", "--quick", "--json"],
+        [sys.executable, "-m", "bench", "serve", "--quick", "--json"],
         cwd=REPO,
         capture_output=True,
         text=True,
@@ -1005,45 +1038,34 @@ def _fdkit(
     )
 
 
-@pytest.mark.source_tree
-def test_the_package_alone_carries_no_harness_and_says_where_it_is(tmp_path: Path) -> None:
-    """Installed without a source tree, `fdkit bench` prints one line naming `make bench` in a
-    checkout and fails; its --help still works. (It ran the packaged harness before.)"""
-    env = _as_installed(tmp_path)
-    probe = subprocess.run(
-        [sys.executable, "-c", "import fdkit; print(fdkit.__file__)"],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    )
-    assert probe.stdout.strip() == str(tmp_path / "site" / "fdkit" / "__init__.py")
-    for args in (["bench", "--list"], ["bench"], ["bench", "accept", "--json"]):
-        r = _fdkit(env, tmp_path, *args)
-        assert r.returncode == 1, (args, r.stdout, r.stderr)
-        assert r.stdout == ""
-        (line,) = r.stderr.splitlines()
-        assert "source checkout" in line
-        assert "`make bench`" in line
-    helped = _fdkit(env, tmp_path, "bench", "--help")
-    assert helped.returncode == 0
-    assert "usage: fdkit bench" in helped.stdout
+def _imported_modules(path: Path) -> set[str]:
+    """The top-level names of every module ``path`` imports (absolute imports only)."""
+    tree = ast.parse(path.read_text(), str(path))
+    out: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            out.add(node.module.split(".")[0])
+    return out
 
 
 @pytest.mark.source_tree
-def test_installed_fdkit_bench_runs_the_harness_of_the_checkout_it_is_in(tmp_path: Path) -> None:
-    """The same installed package, run inside a clone (here its tests/ directory), finds the
-    clone's bench/ and runs it against the fdkit it imports."""
+def test_the_package_never_reaches_for_the_harness(tmp_path: Path) -> None:
+    """The package carries no harness and no command that runs one: no module of python/fdkit
+    imports `bench`, or looks for a source tree to import it from; installed alone (here: a
+    copy of python/fdkit), `fdkit bench` is an invalid choice, inside a clone as outside."""
+    for path in sorted((REPO / "python" / "fdkit").rglob("*.py")):
+        assert "bench" not in _imported_modules(path), path
+        assert 'importlib.import_module("bench' not in path.read_text(), path
     env = _as_installed(tmp_path)
-    listed = _fdkit(env, REPO / "tests", "bench", "--list")
-    assert listed.returncode == 0, listed.stderr
-    assert [ln.split()[0] for ln in listed.stdout.splitlines()] == list(benchmarks.BENCHES)
-    env[TINY_ENV] = "1"
-    r = _fdkit(env, REPO / "tests", "bench", "memory", "--json")
-    assert r.returncode == 0, r.stderr
-    assert [d["id"] for d in json.loads(r.stdout)["results"]] == ["fd_memory"]
+    for cwd in (tmp_path, REPO):
+        r = _fdkit(env, cwd, "bench", "--list")
+        assert r.returncode == 2, (cwd, r.stdout, r.stderr)
+        assert "invalid choice: 'bench'" in r.stderr
+        helped = _fdkit(env, cwd, "--help")
+        assert helped.returncode == 0
+        assert "bench" not in helped.stdout
 
 
 def test_python_dash_m_bench_is_the_same_front_end() -> None:
@@ -1422,3 +1444,157 @@ def test_aio_child_without_its_loop_exits_saying_so() -> None:
     )
     assert proc.returncode != 0
     assert "unknown loop 'no-such-loop'" in proc.stderr
+
+
+# ------------------------------------------------------------------ the tour (make demo)
+
+
+def test_tour_stops_are_headline_rows_of_their_benches() -> None:
+    """Each line of the tour is a headline row (a row with a goal) of a registered bench,
+    each row once, and the tour runs only the benches its lines need."""
+    rows = [s.row for s in tour.STOPS]
+    assert len(rows) == len(set(rows))
+    for stop in tour.STOPS:
+        assert stop.bench in benchmarks.BENCHES, stop
+        assert stop.row in HEADLINES[stop.bench], stop
+    assert tour.benches() == list(dict.fromkeys(s.bench for s in tour.STOPS))
+    assert set(tour.benches()) < set(benchmarks.BENCHES)
+
+
+def _check_tour(text: str) -> list[str]:
+    """The tour's shape: a headline, one line per stop (its capability after the mark), the
+    full table's place last; every line within 100 columns. Returns the stops' lines."""
+    lines = text.splitlines()
+    assert len(lines) == 1 + len(tour.STOPS) + 1, text
+    for line in lines:
+        assert len(line) <= tour.WIDTH, line
+    assert "goals met" in lines[0]
+    assert lines[-1] == "full table: make bench (BENCH=name for one, JSON=1 for JSON)"
+    for stop, line in zip(tour.STOPS, lines[1:-1], strict=True):
+        assert line[0] in "✓✗○ ", line
+        assert line[2:].startswith(f"{stop.label} "), line
+    return lines[1:-1]
+
+
+def test_tour_of_a_run_fits_and_says_what_each_row_means(
+    results: dict[str, list[Result]],
+) -> None:
+    rows = [r for v in results.values() for r in v]
+    skipped = _common.take_skipped()
+    lines = _check_tour(tour.format_tour(rows, skipped))
+    by_id = {r.id: r for r in rows}
+    for stop, line in zip(tour.STOPS, lines, strict=True):
+        r = by_id.get(stop.row)
+        if r is None:
+            assert "not measured here" in line, line
+            continue
+        assert stop.peer in line, line
+        assert line[0] == ("○" if r.retired else "✓" if r.met else "✗"), (r, line)
+        assert (f"(goal {r.goal:g}x)" in line) == (line[0] == "✗"), line
+        assert ("goal retired" in line) == (line[0] == "○"), line
+
+
+@pytest.mark.parametrize("ratio", [0.0123, 0.5, 0.999, 1.0, 1.234, 9.99, 123.4, math.nan])
+def test_tour_lines_fit_whatever_the_figures(ratio: float) -> None:
+    """Every stop's line fits in 100 columns without being cut, for a row far behind, just
+    under or over its goal, far ahead, or without a figure; a cost behind its peer reads
+    "more", ahead "less" (or the stop's own words)."""
+    rows = []
+    for stop in tour.STOPS:
+        unit = "msg/s" if stop.bench == "atomic_pipe" else "us/req"
+        fdkit = 100.0 * ratio if is_rate(unit) else 100.0 / ratio
+        rows.append(_common.compare(stop.row, stop.bench, "c", "m", unit, fdkit, 100.0, "b",
+                                    goal=1.25))  # fmt: skip
+    lines = _check_tour(tour.format_tour(rows))
+    for stop, line in zip(tour.STOPS, lines, strict=True):
+        assert "…" not in line, line
+        if stop.bench != "atomic_pipe" and math.isfinite(ratio):
+            word = (stop.better or "less") if ratio >= 1 else (stop.worse or "more")
+            assert f"x {word} " in line, line
+
+
+def test_tour_line_of_a_skipped_row_says_why() -> None:
+    stop = tour.STOPS[0]
+    reason = "wrk is not installed; `apt-get install wrk` adds these rows " + "x" * 200
+    line = tour.tour_line(stop, None, [_common.Skipped(stop.bench, (stop.row,), reason)])
+    assert len(line) == tour.WIDTH
+    assert line.endswith("…")
+    assert "not measured here: wrk is not installed" in line
+    assert "see `make bench`" in tour.tour_line(stop, None)
+
+
+def test_tour_takes_no_names() -> None:
+    bad = subprocess.run(
+        [sys.executable, "-m", "bench", "--tour", "accept"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert bad.returncode == 2
+    assert "--tour takes no NAME" in bad.stderr
+
+
+@pytest.mark.source_tree
+@pytest.mark.skipif(MAKE is None, reason="no make")
+def test_make_demo_runs_the_tour() -> None:
+    assert MAKE is not None
+    stamps = ["-o", ".venv/.fdkit-built", "-o", ".venv/.deps-installed"]
+    stamps += ["-o", ".venv/.bench-deps-installed", "-o", "bench-tools"]
+    plan = subprocess.run(
+        [MAKE, "-n", *stamps, "demo"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert plan.returncode == 0, plan.stderr
+    assert plan.stdout.strip().endswith("-m bench --tour"), plan.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.source_tree
+@pytest.mark.timeout(600)
+def test_the_tour_runs_end_to_end() -> None:
+    """`python -m bench --tour` (what `make demo` runs) at smoke-test size: the tour alone on
+    stdout, in shape; on stderr only its short progress lines."""
+    env = dict(os.environ, **{TINY_ENV: "1"})
+    proc = subprocess.run(
+        [sys.executable, "-m", "bench", "--tour"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=580,
+        env=env,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    _check_tour(proc.stdout)
+    for line in proc.stderr.splitlines():
+        assert len(line) <= tour.WIDTH, line
+
+
+def test_tour_ratios_keep_as_many_digits_as_a_quick_run_deserves() -> None:
+    got = [tour.times(r) for r in (0.5, 1.234, 1.996, 2.04, 9.96, 31.4)]
+    assert got == ["0.50x", "1.23x", "2.0x", "2.0x", "10x", "31x"]
+
+
+def test_quiet_drops_the_remarks_not_the_output() -> None:
+    """`python -m bench -q` (what `fdkit bench -q` did): nothing on stderr while running, the
+    output all there; an error still says so."""
+    env = dict(os.environ, **{TINY_ENV: "1"})
+    cmd = [sys.executable, "-m", "bench", "-q"]
+    loud = subprocess.run([*cmd[:-1], "memory", "--json"], cwd=REPO, capture_output=True,
+                          text=True, timeout=60, env=env, check=False)  # fmt: skip
+    assert "smoke-test sizes" in loud.stderr  # a remark, which -q drops
+    quiet = subprocess.run([*cmd, "memory", "--json"], cwd=REPO, capture_output=True, text=True,
+                           timeout=60, env=env, check=False)  # fmt: skip
+    assert quiet.returncode == 0, quiet.stderr
+    assert quiet.stderr == ""
+    assert [r["id"] for r in json.loads(quiet.stdout)["results"]] == ["fd_memory"]
+    bad = subprocess.run([*cmd, "no-such-bench"], cwd=REPO, capture_output=True, text=True,
+                         timeout=60, check=False)  # fmt: skip
+    assert bad.returncode == 2
+    assert "unknown benchmark no-such-bench" in bad.stderr

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from fdkit import __version__
-from fdkit.cli import bench, copy, doctor, pipe_cat, proxy, serve
+from fdkit.cli import copy, doctor, pipe_cat, proxy, serve
 
 
 class _Subcommand(argparse.ArgumentParser):
@@ -39,7 +39,6 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"fdkit {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Subcommand)
-    bench.add_parser(sub)
     copy.add_parser(sub)
     doctor.add_parser(sub)
     pipe_cat.add_parser(sub)
