@@ -18,6 +18,7 @@ from fdkit.types import (
     MixedEvent,
     ProtocolErrorKind,
     ProxyStats,
+    ServeDefaults,
     ServeStaticStats,
     Statx,
     TransferStats,
@@ -692,6 +693,9 @@ def serve_proxy(
 
 # The static file server (fdkit serve)
 
+SERVE_DEFAULTS: ServeDefaults
+
+# The defaults below are SERVE_DEFAULTS' (tests/test_serve_defaults.py compares them).
 def serve_static(
     directory: _Path,
     *,

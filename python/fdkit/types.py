@@ -25,6 +25,7 @@ __all__ = [
     "MixedEvent",
     "ProtocolErrorKind",
     "ProxyStats",
+    "ServeDefaults",
     "ServeStaticStats",
     "ServeStats",
     "Statx",
@@ -72,12 +73,14 @@ ProtocolErrorKind = Literal[
     "protocol_error",
 ]
 
-#: ``serve(engine=...)``: ``"auto"`` picks io_uring where the kernel allows it, else epoll;
-#: ``"uring"`` (or ``"io_uring"``) insists on io_uring.
-Engine = Literal["auto", "uring", "io_uring", "epoll"]
-
-#: The engine a server actually runs, as its stats and ``on_listen`` info name it.
+#: An engine by its name: what a server runs (its stats, its ``on_listen`` info) and what
+#: ``fdkit.aio``'s loops are (``EventLoop.engine``).
 EngineName = Literal["io_uring", "epoll"]
+
+#: ``serve(engine=...)``: an :data:`EngineName`, or ``"auto"`` (io_uring where the kernel
+#: allows it, else epoll), or ``"uring"``, an alias of ``"io_uring"``. Derived from
+#: :data:`EngineName`: the choice adds those two spellings to the names.
+Engine = Literal["auto", EngineName, "uring"]
 
 #: How ``serve`` was stopped (None when the server returned on its own).
 StoppedBy = Literal["SIGINT", "SIGTERM"]
@@ -182,6 +185,21 @@ class ServeStats(ServeStaticStats):
     engine: EngineName | None
     stopped_by: StoppedBy | None
     workers: NotRequired[int]
+
+
+class ServeDefaults(TypedDict):
+    """``_fdkit.SERVE_DEFAULTS``: the defaults of ``serve_static``'s keywords, written once in
+    the native module; ``fdkit.serve`` and ``fdkit serve`` take theirs from here."""
+
+    host: str
+    port: int
+    engine: Engine
+    idle_timeout: float
+    max_connections: int
+    reuse_port: bool
+    quiet: bool
+    listing: bool
+    access_log: bool
 
 
 class ListenInfo(TypedDict):

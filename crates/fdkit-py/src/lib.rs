@@ -85,6 +85,10 @@ mod _fdkit {
     #[pymodule_init]
     fn init(m: &Bound<'_, PyModule>) -> PyResult<()> {
         m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+        m.add(
+            "SERVE_DEFAULTS",
+            crate::servers::static_files::defaults_dict(m.py())?,
+        )?;
         m.add("PipeSize", crate::pipe_size::pipe_size_type(m.py())?)?;
         m.add(
             "Decompressed",

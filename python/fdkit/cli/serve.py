@@ -22,13 +22,18 @@ import errno
 import os
 import signal
 import sys
-from typing import Any
+from typing import Any, get_args
 
+from fdkit._fdkit import SERVE_DEFAULTS
 from fdkit.cli import _log
 from fdkit.cli._args import positive
+from fdkit.types import Engine
 
 #: io_uring is the engine's name everywhere; "uring" is accepted as its alias.
-ENGINES = ("auto", "io_uring", "uring", "epoll")
+ENGINES: tuple[str, ...] = get_args(Engine)
+
+#: The port as typed when none is given.
+_PORT = str(SERVE_DEFAULTS["port"])
 
 
 def _listen_text(host: str, port: int) -> str:
@@ -55,7 +60,7 @@ def _port_and_dir(args: argparse.Namespace) -> tuple[int, str]:
             raise ValueError(f"the directory is given twice: {target} and --directory {directory}")
         directory = target
     if port_text is None:
-        port_text = "8000"
+        port_text = _PORT
     try:
         port = int(port_text)
     except ValueError:
@@ -134,7 +139,7 @@ def run(args: argparse.Namespace) -> int:
             raise
         hint = ""
         if e.errno == errno.EACCES and 0 < port < 1024:
-            hint = " (ports below 1024 need root or CAP_NET_BIND_SERVICE; try --port 8000)"
+            hint = f" (ports below 1024 need root or CAP_NET_BIND_SERVICE; try --port {_PORT})"
         print(f"fdkit serve: cannot listen on {listen_at}: {e.strerror}{hint}", file=sys.stderr)
         return 1
     how = stats.get("stopped_by") or "stopped"
@@ -166,7 +171,7 @@ def add_parser(sub: Any) -> None:
         "target",
         nargs="?",
         metavar="PORT|DIR",
-        help="the port (all digits; default 8000) or the directory to serve "
+        help=f"the port (all digits; default {_PORT}) or the directory to serve "
         "(default: the current directory)",
     )
     p.add_argument(
@@ -174,9 +179,9 @@ def add_parser(sub: Any) -> None:
         "--bind",
         "--host",
         dest="host",
-        default="127.0.0.1",
+        default=SERVE_DEFAULTS["host"],
         metavar="ADDRESS",
-        help="address to listen on (default 127.0.0.1; 0.0.0.0 or :: for every interface)",
+        help="address to listen on (default %(default)s; 0.0.0.0 or :: for every interface)",
     )
     p.add_argument(
         "-d",
@@ -185,7 +190,7 @@ def add_parser(sub: Any) -> None:
         metavar="DIR",
         help="the directory to serve (default: the current directory)",
     )
-    p.add_argument("--port", default=None, help="port (default 8000; 0 picks a free port)")
+    p.add_argument("--port", default=None, help=f"port (default {_PORT}; 0 picks a free port)")
     p.add_argument(
         "--list",
         action="store_true",
@@ -207,23 +212,23 @@ def add_parser(sub: Any) -> None:
     )
     p.add_argument(
         "--engine",
-        default="auto",
+        default=SERVE_DEFAULTS["engine"],
         metavar="{auto,io_uring,epoll}",
-        help="event engine (default auto: io_uring when available, else epoll; "
+        help="event engine (default %(default)s: io_uring when available, else epoll; "
         "uring is an alias of io_uring)",
     )
     p.add_argument(
         "--idle-timeout",
-        default="30",
+        default=f"{SERVE_DEFAULTS['idle_timeout']:g}",
         metavar="SECONDS",
         help="drop a connection whose request is not complete this long after its first byte, "
-        "or that stays silent this long between requests (default 30)",
+        "or that stays silent this long between requests (default %(default)s)",
     )
     p.add_argument(
         "--max-connections",
-        default="10000",
+        default=str(SERVE_DEFAULTS["max_connections"]),
         metavar="N",
-        help="the most connections at once; more are accepted and closed (default 10000)",
+        help="the most connections at once; more are accepted and closed (default %(default)s)",
     )
     _log.add_verbosity(p, quiet="no notices while serving")
     p.set_defaults(run=run)

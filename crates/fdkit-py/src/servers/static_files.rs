@@ -19,12 +19,51 @@ use std::time::Duration;
 
 const MAX_CONNECTIONS: i64 = 1 << 24;
 
-/// `serve_static(directory, *, host="127.0.0.1", port=8000, engine="auto", idle_timeout=30.0,
-/// max_connections=10000, reuse_port=False, quiet=False, on_listen=None, listing=False,
-/// access_log=False)`: serves the files under `directory` over HTTP/1.1 until a signal
-/// handler raises. `listing`: a directory without `index.html` gets an HTML listing.
-/// `access_log`: one common log format line per response on stderr (fd 2), written in
-/// batches.
+/// `serve_static`'s defaults, written once: its signature takes them from here, and
+/// `_fdkit.SERVE_DEFAULTS` ([`defaults_dict`]) hands them to `fdkit.serve` and `fdkit serve`.
+/// The hand-written text signature and stub are held to them by a test.
+pub mod defaults {
+    /// Loopback only, unlike http.server: every interface must be asked for.
+    pub const HOST: &str = "127.0.0.1";
+    /// http.server's port.
+    pub const PORT: i64 = 8000;
+    /// io_uring where the kernel allows it, else epoll.
+    pub const ENGINE: &str = "auto";
+    /// Seconds a connection may stay silent, or take to send one request.
+    pub const IDLE_TIMEOUT: f64 = 30.0;
+    /// Connections at once; more are accepted and closed.
+    pub const MAX_CONNECTIONS: i64 = 10_000;
+    /// `SO_REUSEPORT`, for workers sharing the port.
+    pub const REUSE_PORT: bool = false;
+    /// Notices on stderr.
+    pub const QUIET: bool = false;
+    /// A directory without `index.html` answers 404.
+    pub const LISTING: bool = false;
+    /// No access log: it costs a write per batch of responses.
+    pub const ACCESS_LOG: bool = false;
+}
+
+/// [`defaults`] as the dict `_fdkit.SERVE_DEFAULTS`, keyed by argument name.
+pub fn defaults_dict(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
+    use defaults::*;
+    let d = PyDict::new(py);
+    d.set_item("host", HOST)?;
+    d.set_item("port", PORT)?;
+    d.set_item("engine", ENGINE)?;
+    d.set_item("idle_timeout", IDLE_TIMEOUT)?;
+    d.set_item("max_connections", MAX_CONNECTIONS)?;
+    d.set_item("reuse_port", REUSE_PORT)?;
+    d.set_item("quiet", QUIET)?;
+    d.set_item("listing", LISTING)?;
+    d.set_item("access_log", ACCESS_LOG)?;
+    Ok(d)
+}
+
+/// `serve_static(directory, *, host, port, engine, idle_timeout, max_connections, reuse_port,
+/// quiet, on_listen, listing, access_log)`: serves the files under `directory` over HTTP/1.1
+/// until a signal handler raises. The defaults are `SERVE_DEFAULTS` (the `defaults` module).
+/// `listing`: a directory without `index.html` gets an HTML listing. `access_log`: one common
+/// log format line per response on stderr (fd 2), written in batches.
 ///
 /// `on_listen(info)` is called once the socket listens, with a dict: `host`, `port` (the real
 /// one), `engine` (`"io_uring"` or `"epoll"`), `fallback` (why `auto` chose epoll, or None).
@@ -39,17 +78,19 @@ const MAX_CONNECTIONS: i64 = 1 << 24;
     signature = (
         directory,
         *,
-        host="127.0.0.1",
-        port=8000,
-        engine="auto",
-        idle_timeout=Duration::from_secs(30),
-        max_connections=10000,
-        reuse_port=false,
-        quiet=false,
+        host=defaults::HOST,
+        port=defaults::PORT,
+        engine=defaults::ENGINE,
+        idle_timeout=Duration::from_secs_f64(defaults::IDLE_TIMEOUT),
+        max_connections=defaults::MAX_CONNECTIONS,
+        reuse_port=defaults::REUSE_PORT,
+        quiet=defaults::QUIET,
         on_listen=None,
-        listing=false,
-        access_log=false,
+        listing=defaults::LISTING,
+        access_log=defaults::ACCESS_LOG,
     ),
+    // A literal (PyO3 takes no constants here) that tests/test_serve_defaults.py holds to
+    // `defaults`.
     text_signature = "(directory, *, host='127.0.0.1', port=8000, engine='auto', \
                       idle_timeout=30.0, max_connections=10000, reuse_port=False, quiet=False, \
                       on_listen=None, listing=False, access_log=False)"
