@@ -28,6 +28,7 @@ __all__ = [
     "ServeDefaults",
     "ServeStaticStats",
     "ServeStats",
+    "SqeFlags",
     "Statx",
     "StoppedBy",
     "TransferFallback",
@@ -117,6 +118,20 @@ CompletionOp = Literal[
     "read_fixed",
     "write_fixed",
 ]
+
+
+class SqeFlags(TypedDict, total=False):
+    """The submission flags every ``Ring`` operation takes as keywords
+    (``ring.nop(1, link=True)``): ``link`` (the next operation waits for this one and is
+    cancelled if it fails), ``hardlink`` (waits, and goes on when it fails), ``drain`` (waits
+    for every operation before it), ``async_`` (``IOSQE_ASYNC``: straight to a kernel worker)
+    and ``skip_success`` (``IOSQE_CQE_SKIP_SUCCESS``: no completion when it succeeds)."""
+
+    link: bool
+    hardlink: bool
+    drain: bool
+    async_: bool
+    skip_success: bool
 
 
 class Statx(TypedDict):
