@@ -9,7 +9,7 @@
 use super::args::{self, send_data, user_data_arg};
 use super::completion::PyCompletion;
 use crate::args::{i32_arg, u16_arg, u32_arg, Count, Fd, PathArg, Seconds};
-use crate::closable::{Closable, Release, Use};
+use crate::closable::{closed_error, Closable, Release, Use};
 use crate::errors::core_error;
 use crate::gil::without_gil;
 use fdkit::fd::Errno;
@@ -26,25 +26,9 @@ use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError, TryLockError};
 use std::time::Instant;
 
-/// Why a call on the ring failed before reaching Python.
-enum Fail {
-    Closed,
-    Core(fdkit::Error),
-}
-
-impl From<fdkit::Error> for Fail {
-    fn from(e: fdkit::Error) -> Self {
-        Fail::Core(e)
-    }
-}
-
-impl From<Fail> for PyErr {
-    fn from(f: Fail) -> PyErr {
-        match f {
-            Fail::Closed => PyValueError::new_err("I/O operation on a closed Ring"),
-            Fail::Core(e) => core_error(e),
-        }
-    }
+/// `ValueError("I/O operation on a closed Ring")`.
+fn closed_ring() -> PyErr {
+    closed_error("Ring")
 }
 
 /// An io_uring instance: queue ops (each with a `user_data` int you choose), `submit()`, and
@@ -97,9 +81,9 @@ impl Release for RingCell {
 }
 
 impl PyRing {
-    /// Starts a use of the ring (see `closable`), or `Fail::Closed`.
-    fn enter<'py>(&self, py: Python<'py>) -> Result<Use<'_, 'py, RingCell>, Fail> {
-        self.inner.enter(py).ok_or(Fail::Closed)
+    /// Starts a use of the ring (see `closable`), or the closed error.
+    fn enter<'py>(&self, py: Python<'py>) -> PyResult<Use<'_, 'py, RingCell>> {
+        self.inner.enter(py).ok_or_else(closed_ring)
     }
 
     /// Runs `f` on the open ring: with the GIL held when the mutex is free, else with the GIL
@@ -107,13 +91,13 @@ impl PyRing {
     fn with_ring<T: Send>(
         &self,
         py: Python<'_>,
-        f: impl FnOnce(&mut Ring) -> Result<T, Fail> + Send,
-    ) -> Result<T, Fail> {
+        f: impl FnOnce(&mut Ring) -> PyResult<T> + Send,
+    ) -> PyResult<T> {
         let cell = self.enter(py)?;
         let cell: &RingCell = &cell;
         let run = |mut guard: MutexGuard<'_, Option<Ring>>| match guard.as_mut() {
             Some(ring) => f(ring),
-            None => Err(Fail::Closed),
+            None => Err(closed_ring()),
         };
         let result = match cell.ring.try_lock() {
             Ok(guard) => run(guard),
@@ -127,13 +111,13 @@ impl PyRing {
     fn detached<T: Send>(
         &self,
         py: Python<'_>,
-        f: impl FnOnce(&mut Ring) -> Result<T, Fail> + Send,
-    ) -> Result<T, Fail> {
+        f: impl FnOnce(&mut Ring) -> PyResult<T> + Send,
+    ) -> PyResult<T> {
         let cell = self.enter(py)?;
         let cell: &RingCell = &cell;
         py.detach(|| match cell.lock().as_mut() {
             Some(ring) => f(ring),
-            None => Err(Fail::Closed),
+            None => Err(closed_ring()),
         })
     }
 
@@ -154,7 +138,7 @@ impl PyRing {
         py: Python<'_>,
         f: impl FnOnce(&mut Ring) -> fdkit::error::Result<()> + Send,
     ) -> PyResult<()> {
-        Ok(self.with_ring(py, |ring| f(ring).map_err(Fail::Core))?)
+        self.with_ring(py, |ring| f(ring).map_err(core_error))
     }
 }
 
@@ -389,9 +373,9 @@ impl PyRing {
         if u64::from(count) * u64::from(size) > 1 << 30 {
             return Err(PyValueError::new_err("count * size must be at most 1 GiB"));
         }
-        Ok(self.detached(py, |r| {
-            r.provide_buffers(group, count, size).map_err(Fail::Core)
-        })?)
+        self.detached(py, |r| {
+            r.provide_buffers(group, count, size).map_err(core_error)
+        })
     }
 
     /// `send(fd, data, user_data, *, flags=0)`: sends `data` (any bytes-like object; `bytes`
@@ -558,7 +542,7 @@ impl PyRing {
         sqe: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<()> {
         let fl = sqe_flags(sqe)?;
-        Ok(self.with_ring(py, |r| {
+        self.with_ring(py, |r| {
             // SAFETY: the Python caller hands this fd number over to be closed, as with
             // `os.close`; if queueing fails it is given back below without being closed.
             let owned = unsafe { OwnedFd::from_raw_fd(fd.0) };
@@ -568,8 +552,8 @@ impl PyRing {
                     e
                 })
             })
-            .map_err(Fail::Core)
-        })?)
+            .map_err(core_error)
+        })
     }
 
     /// `poll_add(fd, events, user_data, *, multishot=False)`: completes with the ready events
@@ -752,13 +736,13 @@ impl PyRing {
     /// own reference: closing an fd later does not unregister it.
     /// io_uring_register_files(3).
     fn register_files(&self, py: Python<'_>, fds: Vec<i32>) -> PyResult<()> {
-        Ok(self.detached(py, move |r| r.register_files(&fds).map_err(Fail::Core))?)
+        self.detached(py, move |r| r.register_files(&fds).map_err(core_error))
     }
 
     /// `unregister_files()`: drops the registered files (ops in flight keep theirs).
     /// io_uring_unregister_files(3).
     fn unregister_files(&self, py: Python<'_>) -> PyResult<()> {
-        Ok(self.detached(py, |r| r.unregister_files().map_err(Fail::Core))?)
+        self.detached(py, |r| r.unregister_files().map_err(core_error))
     }
 
     /// `register_buffers(count, size)`: `count` zeroed buffers of `size` bytes owned by the
@@ -777,15 +761,15 @@ impl PyRing {
             .ok_or_else(|| {
                 PyValueError::new_err(format!("count must be in 1..=16384, got {count}"))
             })?;
-        Ok(self.detached(py, move |r| {
-            r.register_buffers(count, size).map_err(Fail::Core)
-        })?)
+        self.detached(py, move |r| {
+            r.register_buffers(count, size).map_err(core_error)
+        })
     }
 
     /// `unregister_buffers()`: unregisters and frees the buffers; `OSError(EBUSY)` while an
     /// op using one is in flight. io_uring_unregister_buffers(3).
     fn unregister_buffers(&self, py: Python<'_>) -> PyResult<()> {
-        Ok(self.detached(py, |r| r.unregister_buffers().map_err(Fail::Core))?)
+        self.detached(py, |r| r.unregister_buffers().map_err(core_error))
     }
 
     /// `fill_buffer(index, data, *, offset=0)`: copies `data` into registered buffer
@@ -823,7 +807,7 @@ impl PyRing {
                 Some(n) => start.saturating_add(n),
             };
             r.fixed_bytes(index, start..end.max(start))
-                .map_err(Fail::Core)
+                .map_err(core_error)
         })?;
         Ok(PyBytes::new(py, &bytes))
     }
@@ -890,7 +874,7 @@ impl PyRing {
     /// `submit()`: hands the queued ops to the kernel; returns how many it took.
     /// io_uring_submit(3).
     fn submit(&self, py: Python<'_>) -> PyResult<usize> {
-        Ok(self.detached(py, |r| r.submit().map_err(Fail::Core))?)
+        self.detached(py, |r| r.submit().map_err(core_error))
     }
 
     /// `wait(min_complete=1, timeout=None)`: submits what is queued, then waits until at least
@@ -930,7 +914,7 @@ impl PyRing {
             let (ready, in_flight) = py.detach(|| {
                 let mut guard = cell.lock();
                 let Some(r) = guard.as_mut() else {
-                    return Err(Fail::Closed);
+                    return Err(closed_ring());
                 };
                 if closing.load(Ordering::SeqCst) {
                     // Closed from another thread. With DEFER_TASKRUN only this thread (the
@@ -938,12 +922,12 @@ impl PyRing {
                     if r.defer_taskrun() {
                         drop(guard.take());
                     }
-                    return Err(Fail::Closed);
+                    return Err(closed_ring());
                 }
                 match r.wait_ready(min, Some(slice)) {
                     Ok(n) => Ok((n, r.in_flight())),
                     Err(fdkit::Error::Os(Errno::INTR)) => Ok((r.ready(), r.in_flight())),
-                    Err(e) => Err(Fail::Core(e)),
+                    Err(e) => Err(core_error(e)),
                 }
             })?;
             let expired = deadline.is_some_and(|d| Instant::now() >= d);
@@ -954,7 +938,7 @@ impl PyRing {
         }
         let (done, in_flight) = match cell.lock().as_mut() {
             Some(r) => (r.take_ready(), r.in_flight()),
-            None => return Err(Fail::Closed.into()),
+            None => return Err(closed_ring()),
         };
         if timeout_error && done.is_empty() && in_flight > 0 {
             return Err(pyo3::exceptions::PyTimeoutError::new_err(format!(
