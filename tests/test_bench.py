@@ -965,14 +965,14 @@ def test_serve_process_tree_sums_children() -> None:
     )
     try:
         deadline = time.monotonic() + 10
-        while len(tree := serve.process_tree(child.pid)) < 2:
+        while len(tree := _endpoints.process_tree(child.pid)) < 2:
             assert time.monotonic() < deadline, tree
             time.sleep(0.02)
         assert tree[0] == child.pid
         cpu = serve.tree_cpu(tree)
         assert cpu() >= 0.0
     finally:
-        for pid in reversed(serve.process_tree(child.pid)):
+        for pid in reversed(_endpoints.process_tree(child.pid)):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
         child.wait(10)
