@@ -44,8 +44,8 @@ class Result:
     """One row of the benchmark table and of ``fdkit bench --json``.
 
     ``fdkit`` and ``baseline`` are figures in ``unit``; ``ratio`` is "times better than the
-    baseline" (above 1: fdkit wins); ``goal`` is the ratio the issue asks for, ``None`` for rows
-    that only show a figure.
+    baseline" (above 1: fdkit wins); ``goal`` is the ratio fdkit sets out to reach, ``None``
+    for rows that only show a figure.
     """
 
     id: str

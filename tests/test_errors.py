@@ -1027,7 +1027,7 @@ def test_fuzz_buffers(call: str, x: object) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# Issue 9, item 13: range errors say the real cause (an OverflowError is not "not int")
+# Range errors say the real cause (an OverflowError is not "not int")
 
 
 @pytest.mark.parametrize("level", [2**63, 2**100, -(2**63) - 1, -(2**100)], ids=str)

@@ -1,4 +1,4 @@
-"""Every ```python block of the README is a script under examples/ that runs (issue 10, item 12).
+"""Every ```python block of the README is a script under examples/ that runs.
 
 Each block starts with ``# examples/<name>.py``, and that file holds exactly the block: the
 README cannot drift from what is tested. Each script then runs on its own, in a fresh

@@ -1,5 +1,5 @@
 """fdkit.uring.Ring's submission flags, linked chains, registered files and buffers, and the
-path and message ops, against the real kernel (issue 12): a linked write after a failed read is
+path and message ops, against the real kernel: a linked write after a failed read is
 cancelled with ECANCELED, a hardlink goes on, a link_timeout cancels a recv that never gets data,
 skip_success posts nothing on success yet leaves nothing in flight, fixed files and buffers
 round-trip, openat/statx/fsync/sendmsg/recvmsg work, accept can return the peer's address,
