@@ -110,7 +110,7 @@ docs: setup ## build the documentation site into site/ (warnings are errors)
 bench: setup bench-tools bench-deps ## the full benchmarks (minutes); BENCH="accept" to pick, JSON=1 for JSON
 	@$(PY) -m bench $(BENCH) $(if $(JSON),--json)
 
-# Other projects' own test suites on fdkit's loop (issue 16's proof): uvloop 0.23.0's, anyio
+# Other projects' own test suites on fdkit's loop (beyond CPython's own): uvloop 0.23.0's, anyio
 # 4.16.0's and aiohttp 3.14.5's tests, from their PyPI sdists (downloaded into .peer/ on the first
 # run, with a venv per suite; none of their code is in this repository), each on asyncio's loop
 # and on fdkit's with both engines. The report lists every test that passes on asyncio's loop

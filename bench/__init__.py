@@ -11,7 +11,7 @@ with a ``--contended`` variant (a CPU burner on the load's CPU) is registered wi
 ``contended=True`` and takes ``run(quick, contended=True)``.
 
 Every result row follows one contract (see :class:`Result`): ``ratio`` is "times better than
-the baseline", above 1 means fdkit wins, and ``goal`` is the ratio the issue asks for.
+the baseline", above 1 means fdkit wins, and ``goal`` is the ratio fdkit sets out to reach.
 """
 
 from __future__ import annotations

@@ -44,9 +44,9 @@ class Result:
     """One row of the benchmark table and of ``python -m bench --json``.
 
     ``fdkit`` and ``baseline`` are figures in ``unit``; ``ratio`` is "times better than the
-    baseline" (above 1: fdkit wins); ``goal`` is the ratio the issue asks for, ``None`` for rows
-    that only show a figure. A goal listed in :data:`RETIRED_GOALS` stays in the row (the JSON
-    keeps one shape) but is no longer judged.
+    baseline" (above 1: fdkit wins); ``goal`` is the ratio fdkit sets out to reach, ``None``
+    for rows that only show a figure. A goal listed in :data:`RETIRED_GOALS` stays in the row
+    (the JSON keeps one shape) but is no longer judged.
     """
 
     id: str

@@ -284,6 +284,28 @@ class CpuReading:
     steps; misses threads that exited. ``None`` when unreadable."""
 
 
+def process_tree(pid: int) -> list[int]:
+    """``pid`` (first) and every live process under it (children, their children, ...), from
+    the parent pids in ``/proc/*/stat``: the one walk of a process tree, which the serve
+    bench sums CPU over and the serve tests use to find and signal workers."""
+    parents: dict[int, list[int]] = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                ppid = int(f.read().rsplit(b")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        parents.setdefault(ppid, []).append(int(name))
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        todo.extend(parents.get(p, []))
+    return out
+
+
 def read_cpu(pid: int) -> CpuReading:
     """The CPU time process ``pid`` has used so far (see :class:`CpuReading`)."""
     with open(f"/proc/{pid}/stat", "rb") as f:

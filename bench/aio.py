@@ -97,7 +97,7 @@ FLOOR = "floor"  # the C epoll hello server (bench/c/epoll_hello.c), hello only
 FLOOR_SOURCE = "epoll_hello"
 WORKLOADS = ("hello", "uvicorn", "streams", "sendfile")
 CONTENDED = "_contended"  # the suffix of every row id of a --contended run
-# (row id, goal): the ratios the issue asks for; every other row shows a figure only. The
+# (row id, goal): the ratios fdkit sets out to reach; every other row shows a figure only. The
 # io_uring engine against the epoll engine keeps its goal when the load's CPU is busy.
 GOALS = {
     "aio_hello_vs_uvloop": 1.15,

@@ -72,7 +72,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench._common import Result, alternate, compare, load_c, median, note, pick, skip, tiny
-from bench._endpoints import MiB, cpu_between, read_cpu
+from bench._endpoints import MiB, cpu_between, process_tree, read_cpu
 from bench.child import script
 
 BENCH = "serve"
@@ -177,26 +177,6 @@ def _pin(cpu: int | None) -> Callable[[], None] | None:
         os.sched_setaffinity(0, {cpu})
 
     return pin
-
-
-def process_tree(pid: int) -> list[int]:
-    """``pid`` and every live process under it (children, their children, ...)."""
-    parents: dict[int, list[int]] = {}
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat", "rb") as f:
-                ppid = int(f.read().rsplit(b")", 1)[1].split()[1])
-        except (OSError, ValueError, IndexError):
-            continue
-        parents.setdefault(ppid, []).append(int(name))
-    out, todo = [], [pid]
-    while todo:
-        p = todo.pop()
-        out.append(p)
-        todo.extend(parents.get(p, []))
-    return out
 
 
 def tree_cpu(pids: Sequence[int]) -> Callable[[], float]:

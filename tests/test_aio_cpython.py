@@ -1,4 +1,4 @@
-"""CPython's own event-loop tests against fdkit.aio: the issue's compatibility proof.
+"""CPython's own event-loop tests against fdkit.aio: the proof of compatibility.
 
 One run of the whole set per session (``aio_cpython.run_all``: each test in its own process,
 three at a time, a timeout each; about 20 s here), then the claims about it: the set is
@@ -30,7 +30,7 @@ TIMEOUT = 30.0
 VERSION = sys.version_info[:2]
 #: The size of the set on each Python (CPython adds tests in minor releases, never drops them).
 MIN_TESTS = {(3, 11): 147, (3, 12): 153, (3, 13): 155}
-#: How many may fail (known failures and skips together): the issue's 140 of 147.
+#: How many may fail (known failures and skips together): at least 140 of 147 pass.
 MAX_NOT_PASSING = 7
 #: The class fdkit.aio.EventLoop() returns on each engine.
 FDKIT_LOOPS = {"io_uring": fdkit.aio.UringEventLoop, "epoll": fdkit.aio.EpollEventLoop}

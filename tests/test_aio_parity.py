@@ -1,5 +1,5 @@
-"""fdkit.aio is asyncio's loop with another engine (DESIGN.md 3b): the twelve behaviours of
-issue 16's hostile pass, and the partial denial of io_uring, each as one script run on
+"""fdkit.aio is asyncio's loop with another engine (DESIGN.md 3b): twelve behaviours found by a
+hostile pass, and the partial denial of io_uring, each as one script run on
 asyncio's own loop (the oracle) and on fdkit's loop with each engine, the outputs compared.
 
 A script records what a program can observe (which callbacks ran, with what, in which
@@ -132,7 +132,7 @@ async def _contextvars_per_connection() -> list[tuple[int, str, str]]:
 
 @each_engine
 def test_contextvars_each_connection_in_its_own_context(engine: FdkitEngine) -> None:
-    """Issue 16, item 1: the protocol factory, connection_made, data_received and eof_received
+    """The protocol factory, connection_made, data_received and eof_received
     of connection 2 see the values asyncio shows them, never one set while serving
     connection 1 (a request id leaking from one client's connection to the next)."""
     oracle, got = both_run(engine, _contextvars_per_connection)
@@ -200,7 +200,7 @@ def _has_ipv6_loopback() -> bool:
 @each_engine
 @pytest.mark.parametrize("host", ["127.0.0.1", "::1"])
 def test_reset_before_accept_delivers_what_asyncio_delivers(engine: FdkitEngine, host: str) -> None:
-    """Issue 16, item 2: connections that send bytes and reset before the loop accepts them
+    """Connections that send bytes and reset before the loop accepts them
     get connection_made (with the peer's address), their bytes, then
     connection_lost(ConnectionResetError), as on asyncio's loop; they do not vanish with their
     bytes. IPv4 and IPv6: the address of a reset connection is read with SO_PEERNAME, whose
@@ -242,7 +242,7 @@ async def _write_then_shutdown() -> bytes:
 
 @each_engine
 def test_write_then_shutdown_of_the_transports_socket(engine: FdkitEngine) -> None:
-    """Issue 16, item 3a: ``transport.write(b)`` then ``get_extra_info("socket")
+    """``transport.write(b)`` then ``get_extra_info("socket")
     .shutdown(SHUT_WR)``: the peer reads the bytes, then EOF (the FIN does not overtake
     them)."""
     oracle, got = both_run(engine, _write_then_shutdown)
@@ -284,7 +284,7 @@ async def _made(holder: Sequence[_Server]) -> None:
 
 @each_engine
 def test_write_while_the_loop_is_stopped_is_sent_at_once(engine: FdkitEngine) -> None:
-    """Issue 16, item 3b: a ``transport.write()`` made while the loop is not running is on
+    """A ``transport.write()`` made while the loop is not running is on
     the wire when it returns: the peer reads it with the loop still stopped."""
     oracle, got = both(engine, _write_while_stopped)
     assert oracle == b"written while the loop is stopped"
@@ -326,7 +326,7 @@ async def _write_then_block() -> bytes | str:
 
 @each_engine
 def test_write_then_blocking_code_in_the_same_callback(engine: FdkitEngine) -> None:
-    """Issue 16, item 3c: data_received writes a reply then runs blocking code: the reply is
+    """Data_received writes a reply then runs blocking code: the reply is
     on the wire during the blocking code (the peer reads it then)."""
     oracle, got = both_run(engine, _write_then_block)
     assert oracle == b"reply"
@@ -382,7 +382,7 @@ async def _data_received_raises() -> dict[str, Any]:
 
 @each_engine
 def test_data_received_is_not_called_again_after_it_raised(engine: FdkitEngine) -> None:
-    """Issue 16, item 4: a data_received that raised gets no more bytes (the transport is
+    """A data_received that raised gets no more bytes (the transport is
     closed at once by ``_fatal_error``), however much was already received."""
     oracle, got = both_run(engine, _data_received_raises)
     assert oracle["data_received calls after it raised"] == 0, oracle
@@ -429,7 +429,7 @@ async def _chunk_sizes() -> dict[str, Any]:
 
 @each_engine
 def test_no_data_received_above_256_kib(engine: FdkitEngine) -> None:
-    """Issue 16, item 4: no single data_received gets more than asyncio's read size (256 KiB),
+    """No single data_received gets more than asyncio's read size (256 KiB),
     however much is waiting (aiohttp bounds its buffers on that)."""
     oracle, got = both_run(engine, _chunk_sizes)
     assert all(oracle.values()), oracle
@@ -523,7 +523,7 @@ async def _buffered(mode: str) -> dict[str, Any]:
 def test_buffered_protocol_pause_and_close_inside_buffer_updated(
     engine: FdkitEngine, mode: str
 ) -> None:
-    """Issue 16, item 5: with 1-byte buffers and 1,000 bytes sent at once, pause_reading()
+    """With 1-byte buffers and 1,000 bytes sent at once, pause_reading()
     and close() made inside buffer_updated hold for the rest of what was received: no
     get_buffer while paused (an empty buffer there would kill the connection), nothing after
     close(); all 1,000 bytes delivered when pausing."""
@@ -592,7 +592,7 @@ async def _closed_while_registered() -> dict[str, Any]:
 def test_closing_a_registered_fd_releases_it_and_feeds_no_later_owner(
     engine: FdkitEngine,
 ) -> None:
-    """Issue 16, item 6: an fd closed while registered with add_reader (no remove_reader) is
+    """An fd closed while registered with add_reader (no remove_reader) is
     released at once (its peer reads EOF), and the stale callback never fires for the socket
     that gets the fd's number next: that socket reads its own bytes."""
     oracle, got = both_run(engine, _closed_while_registered)
@@ -654,7 +654,7 @@ def _unwatchable_fds(tmp: Path) -> Callable[[], Any]:
 
 @each_engine
 def test_add_reader_on_what_epoll_cannot_watch_raises(engine: FdkitEngine, tmp_path: Path) -> None:
-    """Issue 16, item 7: add_reader on a regular file or a directory raises PermissionError
+    """Add_reader on a regular file or a directory raises PermissionError
     (EPERM), on a closed fd OSError (EBADF), as epoll does; the callback never runs (no spin)."""
     oracle, got = both_run(engine, _unwatchable_fds(tmp_path))
     assert oracle == [
@@ -752,7 +752,7 @@ print(json.dumps(out))
 def test_base_exception_from_data_received_loses_no_other_event(
     engine: FdkitEngine, exc: str
 ) -> None:
-    """Issue 16, item 8: data_received raising KeyboardInterrupt or SystemExit ends
+    """Data_received raising KeyboardInterrupt or SystemExit ends
     run_until_complete with it; the events received in the same poll (three new connections,
     another connection's EOF) are not lost: the program's next run serves them, and after
     loop.close() as many fds are left as with asyncio's loop (none)."""
@@ -836,7 +836,7 @@ def _eof_while_paused(first: str) -> Callable[[], Any]:
 def test_eof_not_delivered_to_a_transport_paused_earlier_in_the_iteration(
     engine: FdkitEngine, first: str
 ) -> None:
-    """Issue 16, item 9: X's data and Y's EOF arrive together (in either order); X's
+    """X's data and Y's EOF arrive together (in either order); X's
     data_received pauses Y. Y's eof_received comes in arrival order: before X's data when
     it arrived first, else after Y is resumed, never while Y is paused."""
     oracle, got = both_run(engine, _eof_while_paused(first))
@@ -894,7 +894,7 @@ async def _replaced_data_received() -> list[tuple[str, bytes]]:
 
 @each_engine
 def test_data_received_replaced_on_the_instance_is_honoured(engine: FdkitEngine) -> None:
-    """Issue 16, item 10: ``self.data_received = self.handshake`` (and later ``= self.body``)
+    """``self.data_received = self.handshake`` (and later ``= self.body``)
     takes effect from the next bytes on, as asyncio looks the method up on each call."""
     oracle, got = both_run(engine, _replaced_data_received)
     assert oracle == [("handshake", b"hello"), ("body", b"request 1"), ("body", b"request 2")]
@@ -958,7 +958,7 @@ async def _slow_data_received() -> int:
 
 @each_engine
 def test_debug_mode_reports_a_slow_data_received(engine: FdkitEngine) -> None:
-    """Issue 16, item 11: in debug mode a data_received that blocks longer than
+    """In debug mode a data_received that blocks longer than
     ``slow_callback_duration`` is reported ("Executing ... took 0.250 seconds") on the
     asyncio logger, once."""
     oracle, got = both_run(engine, _slow_data_received, debug=True)
@@ -1022,11 +1022,11 @@ print(json.dumps(reports))
 def test_gc_of_never_closed_loops_reports_nothing_asyncio_does_not(
     engine: FdkitEngine, scenario: str
 ) -> None:
-    """Issue 16, item 12: loops dropped without close() (idle, or with a server, connections,
+    """Loops dropped without close() (idle, or with a server, connections,
     pending reads, futures, timers and readers), then collected: nothing reported
     ("Exception ignored in ...") that asyncio's loop does not report.
 
-    What the issue saw once in 3,000 loops ("ValueError: Invalid file descriptor: -1") is
+    What was once seen in 3,000 loops ("ValueError: Invalid file descriptor: -1") is
     asyncio's own: BaseEventLoop.__del__ calls close(), whose _close_self_pipe() reads
     ``self._ssock.fileno()``; when the cyclic GC has finalized the self-pipe socket first
     (its order among the objects of the garbage cycle depends on the GC lists' history), that
@@ -1090,7 +1090,7 @@ DENIAL_NAMED = re.compile(
 
 @pytest.mark.parametrize("syscall", ["enter", "register"])
 def test_partial_denial_of_io_uring_is_detected(syscall: str) -> None:
-    """Issue 16, partial denial: a seccomp filter that lets io_uring_setup through but fails
+    """Partial denial: a seccomp filter that lets io_uring_setup through but fails
     only io_uring_enter (or only io_uring_register) with EPERM. ``uring.available()`` says no,
     with a reason; ``fdkit.aio.run()`` runs the program on epoll (its output is asyncio.run's
     under the same filter), and ``loop.engine_reason`` names the denial; ``fdkit doctor``

@@ -76,7 +76,7 @@ HEADLINES = {
         "copy_file_128m",  # --quick (and smoke size); the full run's is copy_file_1g
     ],
     "proxy": ["proxy_vs_asyncio"],
-    # the rows with a goal ratio; the issue's other two headlines are in ATOMIC_PIPE_HEADLINES
+    # the rows with a goal ratio; the other two headlines are in ATOMIC_PIPE_HEADLINES
     "atomic_pipe": [
         "atomic_pipe_batch_100b",
         "atomic_pipe_10k_vs_raw",
@@ -113,8 +113,8 @@ HEADLINES = {
 }
 # the --contended run's rows with a goal: the io_uring engine against the epoll engine
 AIO_CONTENDED_HEADLINES = [f"aio_{w}_vs_epoll_engine_contended" for w in aio.WORKLOADS]
-# every id issue 4 fixes; atomic_pipe_call_100b has an absolute goal only (300k msg/s, in its
-# case text) and atomic_pipe_mixed_100k none, so they carry no goal ratio
+# every headline id (a contract); atomic_pipe_call_100b has an absolute goal only (300k
+# msg/s, in its case text) and atomic_pipe_mixed_100k none, so they carry no goal ratio
 ATOMIC_PIPE_HEADLINES = [
     "atomic_pipe_batch_100b",
     "atomic_pipe_call_100b",
@@ -722,7 +722,7 @@ def test_nginx_config(tmp_path: Path) -> None:
 
 
 def test_h2o_config(tmp_path: Path) -> None:
-    """h2o as the issue sets it: one thread, no pre-compressed files, no access log, root
+    """h2o as the comparison sets it: one thread, no pre-compressed files, no access log, root
     only as root (h2o refuses root without a `user`)."""
     conf = serve._h2o_conf(tmp_path, tmp_path / "www", 12345).read_text()
     for directive in (
@@ -998,14 +998,14 @@ def test_serve_process_tree_sums_children() -> None:
     )
     try:
         deadline = time.monotonic() + 10
-        while len(tree := serve.process_tree(child.pid)) < 2:
+        while len(tree := _endpoints.process_tree(child.pid)) < 2:
             assert time.monotonic() < deadline, tree
             time.sleep(0.02)
         assert tree[0] == child.pid
         cpu = serve.tree_cpu(tree)
         assert cpu() >= 0.0
     finally:
-        for pid in reversed(serve.process_tree(child.pid)):
+        for pid in reversed(_endpoints.process_tree(child.pid)):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
         child.wait(10)

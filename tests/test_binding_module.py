@@ -1,4 +1,4 @@
-"""The native module's face (issue 10, items 1 and 5): ``ProtocolError`` lives in
+"""The native module's face: ``ProtocolError`` lives in
 ``fdkit._fdkit`` and survives pickling; the fd-owning objects share one way to get the fd
 (``fileno()``), one form for a pipe's size (a property, still callable), and ``__exit__``
 returning None; every duration goes through one reader, with one set of messages.

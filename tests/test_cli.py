@@ -171,7 +171,7 @@ def test_doctor_json_gives_every_field_one_type() -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# Issue 9, item 13: a closed stdout (`fdkit doctor | (exec 0<&-)`) ends every command quietly
+# A closed stdout (`fdkit doctor | (exec 0<&-)`) ends every command quietly
 
 
 def _with_closed_stdout(cmd: list[str]) -> subprocess.CompletedProcess[bytes]:
@@ -226,7 +226,7 @@ def test_closed_stdout_in_a_shell_pipeline() -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# Issue 9, item 13: `fdkit serve` names the listen address when the socket fails, not DIR
+# `fdkit serve` names the listen address when the socket fails, not DIR
 
 
 def _www(tmp_path: Path) -> Path:
@@ -302,7 +302,7 @@ def test_serve_missing_directory_still_names_the_directory(tmp_path: Path) -> No
 
 
 # ---------------------------------------------------------------------------------------------
-# Issue 9, item 13: a duration too large says so, with the limit (not "must be positive, got
+# A duration too large says so, with the limit (not "must be positive, got
 # 1000000000000…")
 
 
@@ -328,7 +328,7 @@ def test_cli_duration_too_large_names_the_limit(
 
 
 # ---------------------------------------------------------------------------------------------
-# Issue 10, item 10: every subcommand by the habits of the tools it replaces
+# Every subcommand by the habits of the tools it replaces
 
 # The time at the head of a log line (fdkit.cli._log.DATEFMT), then the command.
 STAMP = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d"

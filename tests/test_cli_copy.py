@@ -89,7 +89,7 @@ def test_errors_are_one_line_and_leave_nothing_behind(tmp_path: Path) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# Issue 10, item 11: progress shows elapsed time and ETA, and only on a terminal
+# Progress shows elapsed time and ETA, and only on a terminal
 
 LIVE = re.compile(
     r"\r *(\d+\.\d%)  [^\r]+ / [^\r]+  [^\r]+/s  elapsed (\d+:\d\d:\d\d)"

@@ -1,6 +1,6 @@
 """`fdkit copy` into device nodes, FIFOs, sockets, symlinks; sparse sources; error messages.
 
-Each case is compared with what GNU cp does (issue 9, items 1, 2 and 13). Device nodes are
+Each case is compared with what GNU cp does. Device nodes are
 scratch nodes made with mknod in tmp_path (1,3 is the null device, 1,7 the full device);
 the tests that need one skip where mknod is not permitted.
 """
@@ -158,7 +158,7 @@ def test_fifo_without_reader_says_it_waits_then_delivers(tmp_path: Path, small: 
         assert sel.select(timeout=20), "no 'waiting for a reader' line"
         first = proc.stderr.readline()
         want = f"fdkit copy: waiting for a reader on FIFO {str(fifo)!r} (Ctrl-C to stop)"
-        # A log line: time-stamped since issue 10 (item 10), the words unchanged.
+        # A log line: time-stamped, the words as cp's.
         assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d " + re.escape(want), first.strip())
         cat = reader(fifo, tmp_path / "got")
         cat.wait(timeout=30)

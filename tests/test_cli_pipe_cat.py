@@ -474,7 +474,7 @@ def test_closed_stdout_exits_quietly(tmp_path: Path) -> None:
         assert proc.stderr.read() == b""
 
 
-# --- issue 10: -q and -v -------------------------------------------------------------------------
+# --- -q and -v --------------------------------------------------------------------------------
 
 
 def test_quiet_prints_no_events_and_the_exit_code_says_whether_the_stream_is_whole() -> None:

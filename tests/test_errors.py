@@ -1027,7 +1027,7 @@ def test_fuzz_buffers(call: str, x: object) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# Issue 9, item 13: range errors say the real cause (an OverflowError is not "not int")
+# Range errors say the real cause (an OverflowError is not "not int")
 
 
 @pytest.mark.parametrize("level", [2**63, 2**100, -(2**63) - 1, -(2**100)], ids=str)
@@ -1111,3 +1111,37 @@ def test_serve_proxy_timeouts_say_the_real_cause(what: str, value: float, messag
 
     with pytest.raises(ValueError, match=what + " " + message):
         serve_proxy("127.0.0.1:0", "127.0.0.1:1", **{what: value})  # type: ignore[arg-type]  # `what` names a float option
+
+
+@pytest.mark.parametrize("port", [-1, 65536, 10**30])
+def test_a_port_is_checked_one_way_wherever_it_is_given(tmp_path: Path, port: int) -> None:
+    """serve_static's port and an address tuple's port: one check, one message."""
+    from fdkit._fdkit import serve_static
+
+    message = rf"port must be 0\.\.=65535, got {port}"
+    with pytest.raises(ValueError, match=message):
+        serve_static(str(tmp_path), port=port)
+    s = fd.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        with pytest.raises(ValueError, match=message):
+            fd.bind(s, ("127.0.0.1", port))
+        with pytest.raises(TypeError, match="port must be an int, not str"):
+            fd.bind(s, ("127.0.0.1", "80"))  # type: ignore[arg-type]  # misuse on purpose
+    finally:
+        fd.close(s)
+
+
+def test_a_closed_reactor_says_so_as_every_closed_object_does() -> None:
+    from fdkit import uring
+    from fdkit._fdkit import Reactor
+
+    ok, reason = uring.available()
+    if not ok:
+        pytest.skip(f"io_uring unavailable: {reason}")
+    reactor = Reactor()
+    reactor.close()
+    for call in (lambda: reactor.poll(0), reactor.in_flight, reactor.fileno):
+        with pytest.raises(ValueError, match="I/O operation on a closed Reactor"):
+            call()
+    reactor.close()  # idempotent
+    assert reactor.closed

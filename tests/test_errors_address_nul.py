@@ -1,5 +1,5 @@
 """A NUL inside a host name or a unix socket path is refused with ValueError by every parser
-of addresses (issue 9, item 8), naming the address as typed.
+of addresses, naming the address as typed.
 
 getaddrinfo(3) takes a C string: `fd.connect(s, ('127.0.0.1\\0.example.com', port))` used to
 reach 127.0.0.1, which defeats a suffix allow-list ("ends with .example.com"). Each test below

@@ -259,7 +259,7 @@ def test_dup2_replaces_target(fds: Fds) -> None:
     r1, w1 = fds.pipe()
     r2, w2 = fds.pipe()
     assert fd.dup2(w1, w2) == w2  # w2 now writes to pipe 1, pipe 2's writer is closed
-    assert_cloexec(w2, False)  # inheritable by default, as os.dup2 (issue 12)
+    assert_cloexec(w2, False)  # inheritable by default, as os.dup2
     fd.write(w2, b"via w2")
     assert fd.read(r1, 100) == b"via w2"
     # Pipe 2 lost its only writer: EOF on its reader.

@@ -1,5 +1,5 @@
 """``splice``/``tee`` as single syscalls on int fds, ``ioctl`` for int-argument requests, and
-the small additions of issue 12: ``accept(cloexec=)``, ``accept_many(max=None)``, ``dup2``
+the small additions to the fd API: ``accept(cloexec=)``, ``accept_many(max=None)``, ``dup2``
 inheritable by default, the SEEK_*/POLL* constants."""
 
 from __future__ import annotations

@@ -600,7 +600,7 @@ def test_a_recording_that_cannot_be_written_resets_the_client(
         proc.communicate(timeout=10)
 
 
-# ------------------------------------------------------------------------------- issue 10
+# ------------------------------------------------------------------------------- signals
 
 
 def test_sigint_stops_it_even_when_started_with_sigint_ignored(

@@ -35,7 +35,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers.serve import (
+from helpers.serve import (  # noqa: F401  (the fixtures site, srv)
     CURL,
     DATA,
     ENGINES,
@@ -58,21 +58,9 @@ from helpers.serve import (
     get,
     make_site,
     raw_reply,
+    site_fixture,
+    srv_fixture,
 )
-
-
-@pytest.fixture(scope="module")
-def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return make_site(tmp_path_factory.mktemp("serve"))
-
-
-@pytest.fixture(scope="module")
-def srv(site: Path, engine: str) -> Iterator[Serve]:
-    """One server per engine for the module's plain HTTP tests (it must survive them all and
-    exit 0 on SIGTERM at the end)."""
-    with fdkit_serve(site, *_engine_args(engine), "--workers", "1") as s:
-        yield s
-
 
 # ------------------------------------------------------------------------------ start, CLI
 

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers.serve import (
+from helpers.serve import (  # noqa: F401  (the fixtures site, srv)
     Response,
     Serve,
     Wire,
@@ -33,6 +33,8 @@ from helpers.serve import (
     fdkit_serve,
     get,
     make_site,
+    site_fixture,
+    srv_fixture,
 )
 
 OLD = 1_600_000_000  # 2020-09-13: a modification time well in the past (a strong date)
@@ -46,17 +48,6 @@ def http_date(secs: float) -> str:
 def etag_of(path: Path) -> str:
     st = os.stat(path)
     return f'"{st.st_ino:x}-{st.st_size:x}-{st.st_mtime_ns:x}"'
-
-
-@pytest.fixture(scope="module")
-def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return make_site(tmp_path_factory.mktemp("cond"))
-
-
-@pytest.fixture(scope="module")
-def srv(site: Path, engine: str) -> Iterator[Serve]:
-    with fdkit_serve(site, *_engine_args(engine), "--workers", "1") as s:
-        yield s
 
 
 _counter = iter(range(1_000_000))

@@ -1,6 +1,5 @@
 """`fdkit serve` under a small ``RLIMIT_NOFILE``: the open-file cache must fit in what the
-limit leaves after the connections, so that many distinct files never exhaust the fd table
-(issue 9, item 6).
+limit leaves after the connections, so that many distinct files never exhaust the fd table.
 
 Every server here runs with ``RLIMIT_NOFILE`` soft and hard 1024 (what ``ulimit -n 1024``
 sets), set in its own process before it execs ``fdkit serve``. Each test asks for 1,100

@@ -16,12 +16,10 @@ import socket
 import ssl
 import time
 import urllib.parse
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
-from helpers.serve import (
+from helpers.serve import (  # noqa: F401  (the fixtures site, srv)
     HALLO,
     SUB_INDEX,
     Serve,
@@ -31,21 +29,9 @@ from helpers.serve import (
     fdkit_serve,
     get,
     make_site,
+    site_fixture,
+    srv_fixture,
 )
-
-
-@pytest.fixture(scope="module")
-def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return make_site(tmp_path_factory.mktemp("hostile"))
-
-
-@pytest.fixture(scope="module")
-def srv(site: Path, engine: str) -> Iterator[Serve]:
-    # The default idle timeout (30 s) is also the header deadline: an answer within a second
-    # cannot be that deadline firing.
-    with fdkit_serve(site, *_engine_args(engine), "--workers", "1") as s:
-        yield s
-
 
 # ------------------------------------------------------------------------------ redirects
 

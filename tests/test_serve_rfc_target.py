@@ -393,7 +393,7 @@ def test_rfc3986_3_2_2_hosts_only_the_grammar_admits(srv: Serve, host: bytes) ->
 
 
 INVALID_HOSTS = [
-    # the seven
+    # the seven hostile targets
     b"example.com.:1.2",
     b"123.40.56.78:9000:80",
     b"[abcd::ef98:0:7654:321",

@@ -1,5 +1,5 @@
 """fdkit.uring.Ring's submission flags, linked chains, registered files and buffers, and the
-path and message ops, against the real kernel (issue 12): a linked write after a failed read is
+path and message ops, against the real kernel: a linked write after a failed read is
 cancelled with ECANCELED, a hardlink goes on, a link_timeout cancels a recv that never gets data,
 skip_success posts nothing on success yet leaves nothing in flight, fixed files and buffers
 round-trip, openat/statx/fsync/sendmsg/recvmsg work, accept can return the peer's address,
@@ -368,3 +368,39 @@ def test_probe_names_the_new_ops() -> None:
         assert op in ops
     assert ops["read_fixed"] == ops["write_fixed"]
     assert isinstance(uring.probe()["skip_success"], bool)
+
+
+def test_the_sqe_keywords_are_the_ones_the_stub_types() -> None:
+    """The native side names its SQE keywords in one list; fdkit.types.SqeFlags must match."""
+    from typing import get_type_hints
+
+    from fdkit.types import SqeFlags
+
+    with Ring() as ring, pytest.raises(TypeError, match="unexpected keyword argument 'lnk'") as e:
+        ring.nop(1, lnk=True)  # type: ignore[call-arg]  # misuse on purpose
+    native = str(e.value).split("the SQE flags are ", 1)[1].rstrip(")").split(", ")
+    assert native == list(get_type_hints(SqeFlags))
+
+
+@pytest.mark.parametrize("name", ["link", "hardlink", "drain", "async_", "skip_success"])
+def test_each_sqe_keyword_is_taken_by_every_op_shape(name: str) -> None:
+    """The keywords work on an op with no other keywords (nop) and on one with some (read),
+    and refuse a value that is not a bool, as a bool argument does."""
+    if name == "skip_success":
+        need_skip_success()
+    with Ring() as ring:
+        r, w = os.pipe()
+        try:
+            os.write(w, b"x")
+            ring.nop(1, **{name: False})
+            ring.read(r, 1, 2, fixed=False, **{name: name != "skip_success"})
+            ring.nop(3)
+            got = {c.user_data for c in ring.wait(3, timeout=5)}
+            while ring.in_flight:
+                got |= {c.user_data for c in ring.wait(1, timeout=5)}
+            assert got == {1, 2, 3}
+            with pytest.raises(TypeError, match=f"argument '{name}'"):
+                ring.nop(4, **{name: 1})  # type: ignore[arg-type]  # misuse on purpose
+        finally:
+            os.close(r)
+            os.close(w)

@@ -1,5 +1,5 @@
-"""Skips for lack of io_uring are visible, and fail under ``FDKIT_REQUIRE_URING=1`` (issue 10,
-item 6): ``make test`` sets the variable on a machine that has io_uring, so that io_uring
+"""Skips for lack of io_uring are visible, and fail under ``FDKIT_REQUIRE_URING=1``:
+``make test`` sets the variable on a machine that has io_uring, so that io_uring
 vanishing (a seccomp profile, a kernel setting, a broken probe) cannot pass as a green run.
 
 The suite is run in a child pytest under ``helpers/no_uring.py``, a seccomp filter that makes

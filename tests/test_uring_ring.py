@@ -167,7 +167,7 @@ def test_socket_connect_accept_send_recv_shutdown_close_on_loopback(ring: Ring, 
     fds.forget(sfd)
     ring.close_fd(sfd, 8)
     closed = one(ring)
-    # The op is named after the method (issue 12: it used to say "close").
+    # The op is named after the method ("close_fd", not "close").
     assert (closed.op, closed.result, closed.fd, closed.fixed) == ("close_fd", 0, sfd, False)
     with pytest.raises(OSError, match="Bad file descriptor") as e:
         fd.fstat(sfd)
@@ -264,7 +264,7 @@ def test_multishot_accept_of_1000_connections(ring: Ring, fds: Fds) -> None:
             assert time.monotonic() < deadline, f"accepted {accepted + len(got)}"
             for c in ring.wait(timeout=0.5):
                 assert c.user_data == 77, c
-                # Named after the method called (issue 12: it said "accept_multishot").
+                # Named after the method called ("accept", not "accept_multishot").
                 assert (c.op, c.fd) == ("accept", lfd), c
                 assert c.more, c
                 assert c.error is None, c

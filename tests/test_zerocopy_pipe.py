@@ -272,7 +272,8 @@ def test_closed_pipe_raises_value_error(fds: Fds) -> None:
             call()
             pytest.fail(f"{name} on a closed Pipe did not raise")
     # The closed Pipe still works as a (no-op) context manager exit.
-    # issue 10: __exit__ returns None; the stub says so, the test checks the object does.
+    # __exit__ returns None (it never swallows an exception); the stub says so, the test
+    # checks the object does.
     assert p.__exit__(None, None, None) is None  # type: ignore[func-returns-value]
     q.close()
 

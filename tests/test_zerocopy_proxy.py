@@ -557,7 +557,7 @@ def test_relay_argument_errors(fds: Fds) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# resets are passed on as resets (issue 9, item 3)
+# resets are passed on as resets
 
 
 def send_then(n: int, data: bytes, *, reset: bool) -> None:

@@ -5,7 +5,7 @@ from socket import AddressFamily
 from typing import Any, ClassVar, Literal, NewType, TypeAlias, final, overload
 
 from _typeshed import HasFileno, ReadableBuffer, WriteableBuffer
-from typing_extensions import disjoint_base
+from typing_extensions import Unpack, disjoint_base
 
 from fdkit.types import (
     Address,
@@ -18,7 +18,9 @@ from fdkit.types import (
     MixedEvent,
     ProtocolErrorKind,
     ProxyStats,
+    ServeDefaults,
     ServeStaticStats,
+    SqeFlags,
     Statx,
     TransferStats,
     WouldBlock,
@@ -249,18 +251,12 @@ class Ring:
     def __new__(
         cls, entries: int = 256, *, defer_taskrun: bool | None = None, cq_entries: int | None = None
     ) -> Ring: ...
-    # Every op takes the SQE flags link, hardlink, drain, async_ (IOSQE_ASYNC) and
-    # skip_success (IOSQE_CQE_SKIP_SUCCESS); ops on an fd take fixed=True (fd: an index into
-    # register_files).
+    # Every op takes the SQE flags as keywords (**sqe: link, hardlink, drain, async_,
+    # skip_success); ops on an fd take fixed=True (fd: an index into register_files).
     def nop(
         self,
         user_data: int,
-        *,
-        link: bool = False,
-        hardlink: bool = False,
-        drain: bool = False,
-        async_: bool = False,
-        skip_success: bool = False,
+        **sqe: Unpack[SqeFlags],
     ) -> None: ...
     def socket(
         self,
@@ -269,11 +265,7 @@ class Ring:
         user_data: int,
         *,
         proto: int = 0,
-        link: bool = False,
-        hardlink: bool = False,
-        drain: bool = False,
-        async_: bool = False,
-        skip_success: bool = False,
+        **sqe: Unpack[SqeFlags],
     ) -> None: ...
     def accept(
         self,
@@ -282,24 +274,15 @@ class Ring:
         *,
         multishot: bool = False,
         address: bool = False,
-        link: bool = False,
-        hardlink: bool = False,
-        drain: bool = False,
-        async_: bool = False,
-        skip_success: bool = False,
         fixed: bool = False,
+        **sqe: Unpack[SqeFlags],
     ) -> None: ...
     def connect(
         self,
         fd: int,
         address: _Address,
         user_data: int,
-        *,
-        link: bool = False,
-        hardlink: bool = False,
-        drain: bool = False,
-        async_: bool = False,
-        skip_success: bool = False,
+        **sqe: Unpack[SqeFlags],
     ) -> None: ...
     def recv(
         self,
@@ -308,12 +291,8 @@ class Ring:
         user_data: int,
         *,
         flags: int = 0,
-        link: bool = False,
-        hardlink: bool = False,
-        drain: bool = False,
-        async_: bool = False,
-        skip_success: bool = False,
         fixed: bool = False,
+        **sqe: Unpack[SqeFlags],
     ) -> None: ...
     def recv_multishot(
         self,
@@ -321,12 +300,8 @@ class Ring:
         group: int,
         user_data: int,
         *,
-        link: bool = False,
-        hardlink: bool = False,
-        drain: bool = False,
-        async_: bool = False,
-        skip_success: bool = False,
         fixed: bool = False,
+        **sqe: Unpack[SqeFlags],
     ) -> None: ...
     def provide_buffers(self, group: int, count: int, size: int) -> None: ...
     def send(
@@ -336,12 +311,8 @@ class Ring:
         user_data: int,
         *,
         flags: int = 0,
-        link: bool = False,
-        hardlink: bool = False,
-        drain: bool = False,
-        async_: bool = False,
-        skip_success: bool = False,
         fixed: bool = False,
+        **sqe: Unpack[SqeFlags],
     ) -> None: ...
     def send_zc(
         self,
@@ -350,12 +321,8 @@ class Ring:
         user_data: int,
         *,
         flags: int = 0,
-        link: bool = False,
-        hardlink: bool = False,
-        drain: bool = False,
-        async_: bool = False,
-        skip_success: bool = False,
         fixed: bool = False,
+        **sqe: Unpack[SqeFlags],
     ) -> None: ...
     def read(
         self,
@@ -364,12 +331,8 @@ class Ring:
         user_data: int,
         *,
         offset: int | None = None,
-        link: bool = False,
-        hardlink: bool = False,
-        drain: bool = False,
-        async_: bool = False,
-        skip_success: bool = False,
         fixed: bool = False,
+        **sqe: Unpack[SqeFlags],
     ) -> None: ...
     def write(
         self,
@@ -378,12 +341,8 @@ class Ring:
         user_data: int,
         *,
         offset: int | None = None,
-        link: bool = False,
-        hardlink: bool = False,
-        drain: bool = False,
-        async_: bool = False,
-        skip_success: bool = False,
         fixed: bool = False,
+        **sqe: Unpack[SqeFlags],
     ) -> None: ...
     def splice(
         self,
@@ -395,11 +354,7 @@ class Ring:
         off_in: int | None = None,
         off_out: int | None = None,
         flags: int = 0,
-        link: bool = False,
-        hardlink: bool = False,
-        drain: bool = False,
-        async_: bool = False,
-        skip_success: bool = False,
+        **sqe: Unpack[SqeFlags],
     ) -> None: ...
     def tee(
         self,
@@ -409,11 +364,7 @@ class Ring:
         user_data: int,
         *,
         flags: int = 0,
-        link: bool = False,
-        hardlink: bool = False,
-        drain: bool = False,
-        async_: bool = False,
-        skip_success: bool = False,
+        **sqe: Unpack[SqeFlags],
     ) -> None: ...
     def shutdown(
         self,
@@ -421,23 +372,14 @@ class Ring:
         how: int,
         user_data: int,
         *,
-        link: bool = False,
-        hardlink: bool = False,
-        drain: bool = False,
-        async_: bool = False,
-        skip_success: bool = False,
         fixed: bool = False,
+        **sqe: Unpack[SqeFlags],
     ) -> None: ...
     def close_fd(
         self,
         fd: int,
         user_data: int,
-        *,
-        link: bool = False,
-        hardlink: bool = False,
-        drain: bool = False,
-        async_: bool = False,
-        skip_success: bool = False,
+        **sqe: Unpack[SqeFlags],
     ) -> None: ...
     def poll_add(
         self,
@@ -446,12 +388,8 @@ class Ring:
         user_data: int,
         *,
         multishot: bool = False,
-        link: bool = False,
-        hardlink: bool = False,
-        drain: bool = False,
-        async_: bool = False,
-        skip_success: bool = False,
         fixed: bool = False,
+        **sqe: Unpack[SqeFlags],
     ) -> None: ...
     def timeout(
         self,
@@ -459,33 +397,19 @@ class Ring:
         user_data: int,
         *,
         count: int = 0,
-        link: bool = False,
-        hardlink: bool = False,
-        drain: bool = False,
-        async_: bool = False,
-        skip_success: bool = False,
+        **sqe: Unpack[SqeFlags],
     ) -> None: ...
     def cancel(
         self,
         target_user_data: int,
         user_data: int,
-        *,
-        link: bool = False,
-        hardlink: bool = False,
-        drain: bool = False,
-        async_: bool = False,
-        skip_success: bool = False,
+        **sqe: Unpack[SqeFlags],
     ) -> None: ...
     def link_timeout(
         self,
         seconds: float,
         user_data: int,
-        *,
-        link: bool = False,
-        hardlink: bool = False,
-        drain: bool = False,
-        async_: bool = False,
-        skip_success: bool = False,
+        **sqe: Unpack[SqeFlags],
     ) -> None: ...
     def openat(
         self,
@@ -495,11 +419,7 @@ class Ring:
         *,
         mode: int = 0o777,
         dir_fd: int | None = None,
-        link: bool = False,
-        hardlink: bool = False,
-        drain: bool = False,
-        async_: bool = False,
-        skip_success: bool = False,
+        **sqe: Unpack[SqeFlags],
     ) -> None: ...
     def statx(
         self,
@@ -509,11 +429,7 @@ class Ring:
         dir_fd: int | None = None,
         flags: int = 0,
         mask: int = 0x7FF,
-        link: bool = False,
-        hardlink: bool = False,
-        drain: bool = False,
-        async_: bool = False,
-        skip_success: bool = False,
+        **sqe: Unpack[SqeFlags],
     ) -> None: ...
     def fsync(
         self,
@@ -521,12 +437,8 @@ class Ring:
         user_data: int,
         *,
         datasync: bool = False,
-        link: bool = False,
-        hardlink: bool = False,
-        drain: bool = False,
-        async_: bool = False,
-        skip_success: bool = False,
         fixed: bool = False,
+        **sqe: Unpack[SqeFlags],
     ) -> None: ...
     def sendmsg(
         self,
@@ -536,12 +448,8 @@ class Ring:
         *,
         address: _Address | None = None,
         flags: int = 0,
-        link: bool = False,
-        hardlink: bool = False,
-        drain: bool = False,
-        async_: bool = False,
-        skip_success: bool = False,
         fixed: bool = False,
+        **sqe: Unpack[SqeFlags],
     ) -> None: ...
     def recvmsg(
         self,
@@ -550,12 +458,8 @@ class Ring:
         user_data: int,
         *,
         flags: int = 0,
-        link: bool = False,
-        hardlink: bool = False,
-        drain: bool = False,
-        async_: bool = False,
-        skip_success: bool = False,
         fixed: bool = False,
+        **sqe: Unpack[SqeFlags],
     ) -> None: ...
     def register_files(self, fds: Iterable[int]) -> None: ...
     def unregister_files(self) -> None: ...
@@ -571,12 +475,8 @@ class Ring:
         user_data: int,
         *,
         offset: int | None = None,
-        link: bool = False,
-        hardlink: bool = False,
-        drain: bool = False,
-        async_: bool = False,
-        skip_success: bool = False,
         fixed: bool = False,
+        **sqe: Unpack[SqeFlags],
     ) -> None: ...
     def write_fixed(
         self,
@@ -586,12 +486,8 @@ class Ring:
         user_data: int,
         *,
         offset: int | None = None,
-        link: bool = False,
-        hardlink: bool = False,
-        drain: bool = False,
-        async_: bool = False,
-        skip_success: bool = False,
         fixed: bool = False,
+        **sqe: Unpack[SqeFlags],
     ) -> None: ...
     def submit(self) -> int: ...
     def wait(
@@ -694,6 +590,9 @@ def serve_proxy(
 
 # The static file server (fdkit serve)
 
+SERVE_DEFAULTS: ServeDefaults
+
+# The defaults below are SERVE_DEFAULTS' (tests/test_serve_defaults.py compares them).
 def serve_static(
     directory: _Path,
     *,

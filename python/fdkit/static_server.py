@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping
 from types import FrameType
 from typing import TYPE_CHECKING, Any, cast
 
+from fdkit._fdkit import SERVE_DEFAULTS as _DEFAULTS
 from fdkit._fdkit import serve_static
 
 if TYPE_CHECKING:  # only for annotations: importing fdkit.types costs every program
@@ -42,16 +43,16 @@ def _on_sigterm(signum: int, frame: FrameType | None) -> None:
 def serve(
     directory: str | os.PathLike[str],
     *,
-    host: str = "127.0.0.1",
-    port: int = 8000,
+    host: str = _DEFAULTS["host"],
+    port: int = _DEFAULTS["port"],
     workers: int = 1,
-    engine: Engine = "auto",
-    idle_timeout: float = 30.0,
-    max_connections: int = 10000,
-    quiet: bool = False,
+    engine: Engine = _DEFAULTS["engine"],
+    idle_timeout: float = _DEFAULTS["idle_timeout"],
+    max_connections: int = _DEFAULTS["max_connections"],
+    quiet: bool = _DEFAULTS["quiet"],
     on_listen: Callable[[str, int], object] | None = None,
-    listing: bool = False,
-    access_log: bool = False,
+    listing: bool = _DEFAULTS["listing"],
+    access_log: bool = _DEFAULTS["access_log"],
 ) -> ServeStats:
     """Serve the files under ``directory`` over HTTP/1.1 until SIGINT or SIGTERM.
 
@@ -62,7 +63,7 @@ def serve(
     one common log format line per response on stderr, written in batches. ``port=0``
     picks a free port; ``on_listen(host, port)`` is called once it listens (with every worker
     listening). ``engine`` is ``"auto"`` (io_uring where the kernel allows it, else epoll),
-    ``"uring"`` or ``"epoll"``.
+    ``"uring"`` or ``"epoll"``. The defaults are ``serve_static``'s (``_fdkit.SERVE_DEFAULTS``).
 
     Blocks until stopped (in the main thread, SIGTERM stops it like Ctrl-C), finishes the
     responses in flight, and returns the counters: ``requests``, ``connections``,
@@ -104,8 +105,8 @@ def _serve(
     max_connections: int,
     quiet: bool,
     on_ready: Callable[[dict[str, Any]], None],
-    listing: bool = False,
-    access_log: bool = False,
+    listing: bool = _DEFAULTS["listing"],
+    access_log: bool = _DEFAULTS["access_log"],
 ) -> dict[str, Any]:
     """``serve`` with ``on_ready(info)``: ``host``, ``port``, ``engine``, ``fallback``,
     ``workers``."""

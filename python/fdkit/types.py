@@ -25,8 +25,10 @@ __all__ = [
     "MixedEvent",
     "ProtocolErrorKind",
     "ProxyStats",
+    "ServeDefaults",
     "ServeStaticStats",
     "ServeStats",
+    "SqeFlags",
     "Statx",
     "StoppedBy",
     "TransferFallback",
@@ -72,12 +74,14 @@ ProtocolErrorKind = Literal[
     "protocol_error",
 ]
 
-#: ``serve(engine=...)``: ``"auto"`` picks io_uring where the kernel allows it, else epoll;
-#: ``"uring"`` (or ``"io_uring"``) insists on io_uring.
-Engine = Literal["auto", "uring", "io_uring", "epoll"]
-
-#: The engine a server actually runs, as its stats and ``on_listen`` info name it.
+#: An engine by its name: what a server runs (its stats, its ``on_listen`` info) and what
+#: ``fdkit.aio``'s loops are (``EventLoop.engine``).
 EngineName = Literal["io_uring", "epoll"]
+
+#: ``serve(engine=...)``: an :data:`EngineName`, or ``"auto"`` (io_uring where the kernel
+#: allows it, else epoll), or ``"uring"``, an alias of ``"io_uring"``. Derived from
+#: :data:`EngineName`: the choice adds those two spellings to the names.
+Engine = Literal["auto", EngineName, "uring"]
 
 #: How ``serve`` was stopped (None when the server returned on its own).
 StoppedBy = Literal["SIGINT", "SIGTERM"]
@@ -114,6 +118,20 @@ CompletionOp = Literal[
     "read_fixed",
     "write_fixed",
 ]
+
+
+class SqeFlags(TypedDict, total=False):
+    """The submission flags every ``Ring`` operation takes as keywords
+    (``ring.nop(1, link=True)``): ``link`` (the next operation waits for this one and is
+    cancelled if it fails), ``hardlink`` (waits, and goes on when it fails), ``drain`` (waits
+    for every operation before it), ``async_`` (``IOSQE_ASYNC``: straight to a kernel worker)
+    and ``skip_success`` (``IOSQE_CQE_SKIP_SUCCESS``: no completion when it succeeds)."""
+
+    link: bool
+    hardlink: bool
+    drain: bool
+    async_: bool
+    skip_success: bool
 
 
 class Statx(TypedDict):
@@ -182,6 +200,21 @@ class ServeStats(ServeStaticStats):
     engine: EngineName | None
     stopped_by: StoppedBy | None
     workers: NotRequired[int]
+
+
+class ServeDefaults(TypedDict):
+    """``_fdkit.SERVE_DEFAULTS``: the defaults of ``serve_static``'s keywords, written once in
+    the native module; ``fdkit.serve`` and ``fdkit serve`` take theirs from here."""
+
+    host: str
+    port: int
+    engine: Engine
+    idle_timeout: float
+    max_connections: int
+    reuse_port: bool
+    quiet: bool
+    listing: bool
+    access_log: bool
 
 
 class ListenInfo(TypedDict):

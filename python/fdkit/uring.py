@@ -20,13 +20,14 @@ the method's name, ``fd`` the fd it was on)::
             print(c.user_data, c.data)
 
 Every operation takes the submission flags ``link``, ``hardlink``, ``drain``, ``async_`` and
-``skip_success`` as keywords, and those on an fd take ``fixed=True`` (the fd is then an index
-into :meth:`Ring.register_files`). Linked operations run in order; when one fails the rest of
-its chain completes with ``ECANCELED`` (``hardlink`` goes on); ``link_timeout`` bounds the
-operation before it. A ``skip_success`` operation posts no completion when it succeeds (and, if
-it fails, the operations linked after it post none either: the kernel skips them); the ring
-still knows when it is done, so ``in_flight`` drops to 0. :meth:`Ring.register_buffers` gives
-the ring buffers for ``read_fixed``/``write_fixed``, copied in and out, never lent to Python.
+``skip_success`` as keywords (:class:`fdkit.types.SqeFlags`), and those on an fd take
+``fixed=True`` (the fd is then an index into :meth:`Ring.register_files`). Linked operations run
+in order; when one fails the rest of its chain completes with ``ECANCELED`` (``hardlink`` goes
+on); ``link_timeout`` bounds the operation before it. A ``skip_success`` operation posts no
+completion when it succeeds (and, if it fails, the operations linked after it post none either:
+the kernel skips them); the ring still knows when it is done, so ``in_flight`` drops to 0.
+:meth:`Ring.register_buffers` gives the ring buffers for ``read_fixed``/``write_fixed``, copied
+in and out, never lent to Python.
 
 ``wait()`` returning ``[]`` means the timeout passed if ``ring.in_flight`` is still non-zero, or
 that nothing was left to wait for; ``wait(..., timeout_error=True)`` raises ``TimeoutError`` on

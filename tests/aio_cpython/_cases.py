@@ -19,7 +19,7 @@ id prefix          CPython's class (the mixins it composes)    loop comes from
                    in) with the version's default watcher
 =================  ==========================================  ================================
 
-That is 147 tests on CPython 3.11 (73 + 13 + 20 + 1 + 11 + 29), the issue's count. CPython's
+That is 147 tests on CPython 3.11 (73 + 13 + 20 + 1 + 11 + 29). CPython's
 ``SelectorStartServerTests`` adds one test of its own (``test_start_unix_server_1``, defined
 on the concrete class, not in ``BaseStartServer``): it is not in the 147. CPython runs the
 subprocess mixin once per child watcher; here it runs once, with the watcher asyncio's own

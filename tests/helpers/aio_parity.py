@@ -18,17 +18,18 @@ import subprocess
 from collections.abc import Callable, Coroutine, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Literal, TypeVar
+from typing import Any, TypeVar, get_args
 
 import pytest
 
 import fdkit.aio
+from fdkit.types import EngineName
 from helpers.aio import PYTHON, fd_count, python_env
 
 _T = TypeVar("_T")
 
-FdkitEngine = Literal["io_uring", "epoll"]
-ENGINES: tuple[FdkitEngine, ...] = ("io_uring", "epoll")
+FdkitEngine = EngineName
+ENGINES: tuple[FdkitEngine, ...] = get_args(EngineName)
 
 #: How long one script may run on one loop before the test fails (each takes far less).
 RUN_TIMEOUT = 15.0

@@ -80,21 +80,16 @@ class Serve:
 
 
 def _tree(pid: int) -> list[int]:
-    """``pid``'s live descendants (not ``pid`` itself)."""
-    parents: dict[int, list[int]] = {}
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            try:
-                stat = Path(f"/proc/{name}/stat").read_bytes()
-            except OSError:
-                continue
-            parents.setdefault(int(stat.rsplit(b")", 1)[1].split()[1]), []).append(int(name))
-    out, todo = [], list(parents.get(pid, []))
-    while todo:
-        p = todo.pop()
-        out.append(p)
-        todo.extend(parents.get(p, []))
-    return out
+    """``pid``'s live descendants (not ``pid`` itself), by the bench harness's walk of
+    ``/proc``: bench/ sits beside tests/ in the source tree and in the wheel test tree, and it,
+    not the tests, owns the walk (it sums CPU over it). Imported here, on first use, so that
+    only the tests that look for workers need bench/."""
+    repo = str(Path(__file__).resolve().parents[2])
+    if repo not in sys.path:
+        sys.path.insert(0, repo)
+    from bench._endpoints import process_tree
+
+    return process_tree(pid)[1:]
 
 
 @contextlib.contextmanager
@@ -180,6 +175,25 @@ def make_site(base: Path) -> Path:
         if not p.is_symlink():
             p.chmod(0o755 if p.is_dir() else 0o644)
     return root
+
+
+# The fixtures a module gets by importing them: ``from helpers.serve import site_fixture,
+# srv_fixture``. Named ``site`` and ``srv`` for the tests that take them.
+
+
+@pytest.fixture(scope="module", name="site")
+def site_fixture(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Path:
+    """A module's site (:func:`make_site`), in a directory named after the module."""
+    return make_site(tmp_path_factory.mktemp(request.module.__name__.rpartition(".")[2]))
+
+
+@pytest.fixture(scope="module", name="srv")
+def srv_fixture(site: Path, engine: str) -> Iterator[Serve]:
+    """One server of the module's site per engine, one worker, the default idle timeout
+    (30 s, which is also the header deadline: an answer within a second cannot be that
+    deadline firing). It must survive the module's tests and exit 0 on SIGTERM at the end."""
+    with fdkit_serve(site, *_engine_args(engine), "--workers", "1") as s:
+        yield s
 
 
 def _engine_args(engine: str) -> list[str]:

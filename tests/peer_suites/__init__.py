@@ -1,4 +1,5 @@
-"""Other projects' own test suites on fdkit's loop: ``make peer-tests`` (issue 16's proof).
+"""Other projects' own test suites on fdkit's loop (``make peer-tests``): the loop keeps
+the promises they test.
 
 ``python -m tests.peer_suites [--suite uvloop|anyio|aiohttp] [--loop asyncio|io_uring|epoll]
 [--json] [-j N] [--timeout S] [--budget MIN] [-k EXPR]`` runs uvloop 0.23.0's, anyio 4.16.0's and

@@ -106,6 +106,53 @@ pub fn i64_arg(obj: &Bound<'_, PyAny>) -> PyResult<i64> {
     ranged(obj)
 }
 
+/// An integer type an argument may be read as by [`int_in_range`], with its bounds for the
+/// message.
+pub trait IntRange: TryFrom<i64> + std::fmt::Display {
+    /// The smallest value.
+    const LOW: Self;
+    /// The largest value.
+    const HIGH: Self;
+}
+
+impl IntRange for u16 {
+    const LOW: Self = u16::MIN;
+    const HIGH: Self = u16::MAX;
+}
+
+impl IntRange for u32 {
+    const LOW: Self = u32::MIN;
+    const HIGH: Self = u32::MAX;
+}
+
+/// An `int` argument (anything with `__index__`, as `socket` takes a port) named `what` that
+/// must fit `T`: another type is a `TypeError`, a value outside `T` a `ValueError`, each
+/// naming the argument (and the range). A port, an IPv6 flow label or scope id.
+pub fn int_in_range<T: IntRange>(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<T> {
+    let out_of_range = || {
+        PyValueError::new_err(format!(
+            "{what} must be {}..={}, got {}",
+            T::LOW,
+            T::HIGH,
+            obj.repr().map(|r| r.to_string()).unwrap_or_default()
+        ))
+    };
+    match obj.extract::<i64>() {
+        Ok(v) => T::try_from(v).map_err(|_| out_of_range()),
+        Err(e) if e.is_instance_of::<PyOverflowError>(obj.py()) => Err(out_of_range()),
+        Err(_) => Err(PyTypeError::new_err(format!(
+            "{what} must be an int, not {}",
+            type_name(obj)
+        ))),
+    }
+}
+
+/// A port: an int in 0..=65535 ([`int_in_range`]), whether alone (`serve_static(port=...)`)
+/// or in an address tuple.
+pub fn port_arg(obj: &Bound<'_, PyAny>) -> PyResult<u16> {
+    int_in_range(obj, "port")
+}
+
 /// The longest timeout or duration an argument may ask for, in seconds: what fits a signed
 /// 64-bit count of nanoseconds (about 292 years), the limit CPython's own timeouts have
 /// (`time.sleep`, `select`). Longer would overflow an `Instant` deadline or a kernel

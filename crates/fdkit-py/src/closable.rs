@@ -62,6 +62,12 @@ const DEFERRED: u64 = 1 << 27;
 /// The fork generation sits above this bit.
 const GEN_SHIFT: u32 = 32;
 
+/// `ValueError("I/O operation on a closed {what}")`, as `io` says it: what every object under
+/// this model raises once close() has begun (`what`: the class, `Pipe`, `Ring`…).
+pub fn closed_error(what: &str) -> PyErr {
+    pyo3::exceptions::PyValueError::new_err(format!("I/O operation on a closed {what}"))
+}
+
 /// Releasing what a [`Closable`] holds: closing its fds.
 pub trait Release {
     /// Closes the fds (the caller has exclusive access: no use exists or can start).

@@ -63,3 +63,31 @@ pub fn core_error(e: fdkit::Error) -> PyErr {
         other => PyValueError::new_err(other.to_string()),
     }
 }
+
+/// Why a [`crate::gil::fs_call`] failed: the kernel's errno (the caller adds the path to the
+/// `OSError`), or a signal handler's exception.
+pub enum FsError {
+    /// The syscall's errno.
+    Os(Errno),
+    /// An exception raised by a signal handler while the call was retried.
+    Python(PyErr),
+}
+
+impl FsError {
+    /// The Python exception, naming `path` when the kernel refused.
+    pub fn with_path(self, path: &Bound<'_, PyAny>) -> PyErr {
+        match self {
+            FsError::Os(e) => os_error_with_path(e, path),
+            FsError::Python(e) => e,
+        }
+    }
+}
+
+impl From<FsError> for PyErr {
+    fn from(e: FsError) -> PyErr {
+        match e {
+            FsError::Os(e) => os_error(e),
+            FsError::Python(e) => e,
+        }
+    }
+}

@@ -12,7 +12,7 @@
 //! Waits that could last are bounded (the core's slices) so that the handlers run often
 //! enough for Ctrl-C to feel immediate. See signal(7) on `EINTR`.
 
-use crate::errors::{os_error, os_error_with_path};
+use crate::errors::{os_error, FsError};
 use fdkit::fd::Errno;
 use pyo3::prelude::*;
 
@@ -107,34 +107,6 @@ where
         match call() {
             Err(Errno::INTR) => py.check_signals().map_err(FsError::Python)?,
             other => return other.map_err(FsError::Os),
-        }
-    }
-}
-
-/// Why an [`fs_call`] failed: the kernel's errno (the caller adds the path to the
-/// `OSError`), or a signal handler's exception.
-pub enum FsError {
-    /// The syscall's errno.
-    Os(Errno),
-    /// An exception raised by a signal handler while the call was retried.
-    Python(PyErr),
-}
-
-impl FsError {
-    /// The Python exception, naming `path` when the kernel refused.
-    pub fn with_path(self, path: &Bound<'_, PyAny>) -> PyErr {
-        match self {
-            FsError::Os(e) => os_error_with_path(e, path),
-            FsError::Python(e) => e,
-        }
-    }
-}
-
-impl From<FsError> for PyErr {
-    fn from(e: FsError) -> PyErr {
-        match e {
-            FsError::Os(e) => os_error(e),
-            FsError::Python(e) => e,
         }
     }
 }

@@ -3,10 +3,10 @@
 //! exceptions with their errno intact. No I/O logic lives here.
 //!
 //! The house, by capability (as the core is laid out): `fd/`, `zerocopy/`, `atomic_pipe/`,
-//! `uring/`, `servers/`, each with a `mod.rs` that says what it holds. Shared by all:
+//! `uring/`, `aio/`, `servers/`, each with a `mod.rs` that says what it holds. Shared by all:
 //! `args` (argument extraction, the one duration reader), `errors` (the one kernel error →
 //! `OSError` conversion), `gil` (releasing the GIL, running signal handlers), `closable` (the
-//! one locking model for objects closed from any thread) and `pipe_size` (the int a pipe's
+//! one locking model for objects closed from any thread, and the error they raise once closed) and `pipe_size` (the int a pipe's
 //! `size` is).
 
 mod aio;
@@ -24,7 +24,7 @@ mod zerocopy;
 use pyo3::prelude::*;
 
 /// The native module behind `fdkit`: fd-native syscalls, zero-copy transfer, atomic pipe
-/// messages, io_uring and the native servers. Import the public modules (`fdkit.fd`,
+/// messages, io_uring, `fdkit.aio`'s engine and the native servers. Import the public modules (`fdkit.fd`,
 /// `fdkit.zerocopy`, `fdkit.atomic_pipe`, `fdkit.uring`) rather than this one.
 ///
 /// `gil_used = true` (the default) stays: the glue keeps Python objects across calls only
@@ -85,6 +85,10 @@ mod _fdkit {
     #[pymodule_init]
     fn init(m: &Bound<'_, PyModule>) -> PyResult<()> {
         m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+        m.add(
+            "SERVE_DEFAULTS",
+            crate::servers::static_files::defaults_dict(m.py())?,
+        )?;
         m.add("PipeSize", crate::pipe_size::pipe_size_type(m.py())?)?;
         m.add(
             "Decompressed",

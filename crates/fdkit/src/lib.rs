@@ -18,6 +18,8 @@
 //!   [`zerocopy::relay`] one way, optionally recorded.
 //! - [`uring`]: io_uring: [`uring::probe`] says whether and how it works here;
 //!   [`uring::Ring`] is a safe ring that owns what its ops lend the kernel until they complete.
+//! - [`aio`]: the engine under `fdkit.aio`'s asyncio loop, [`aio::Reactor`]: readiness, streams
+//!   and listeners on one io_uring, one io_uring_enter(2) per loop iteration.
 //! - [`atomic_pipe`]: many writers, one pipe, whole messages, wire-compatible with Perl's
 //!   Atomic::Pipe: the pure codec, [`atomic_pipe::MessageWriter`] and
 //!   [`atomic_pipe::MessageReader`], optional zstd compression.
@@ -28,7 +30,8 @@
 //! - [`error`]: [`Error`], [`Result`], and the conversions described below.
 //!
 //! The layers go one way: `fd` and `http` know nothing of the others; `zerocopy`, `uring` and
-//! `atomic_pipe` use `fd` only; `servers` use everything; nothing uses `servers`.
+//! `atomic_pipe` use `fd` only; `aio` uses `uring` and `fd`; `servers` use everything; nothing
+//! uses `servers`.
 //!
 //! # Errors
 //!

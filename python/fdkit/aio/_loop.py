@@ -17,11 +17,12 @@ import socket
 import struct
 from asyncio import constants, events, trsock
 from asyncio.log import logger
-from typing import Any, ClassVar, Literal, Self
+from typing import TYPE_CHECKING, Any, ClassVar, Self
 
 from fdkit.aio._transports import RingSocketTransport
 
-Engine = Literal["io_uring", "epoll"]
+if TYPE_CHECKING:  # annotations only: a loop's import need not load fdkit.types
+    from fdkit.types import EngineName as Engine
 
 #: Every spelling of an engine that fdkit accepts, and the name it stands for.
 ENGINE_NAMES: dict[str, Engine] = {"io_uring": "io_uring", "uring": "io_uring", "epoll": "epoll"}

@@ -63,13 +63,3 @@ async def wait_ready(loop: asyncio.AbstractEventLoop, fd: int, writable: bool) -
             if not current:
                 del table[key]
                 _unregister(loop, key)
-
-
-async def wait_readable(fd: int) -> None:
-    """Until ``fd`` is readable (or has an error or hang-up to report)."""
-    await wait_ready(asyncio.get_running_loop(), fd, False)
-
-
-async def wait_writable(fd: int) -> None:
-    """Until ``fd`` is writable (or has an error or hang-up to report)."""
-    await wait_ready(asyncio.get_running_loop(), fd, True)

@@ -21,14 +21,19 @@ import argparse
 import os
 import signal
 import sys
-from typing import Any
+from typing import Any, get_args
 
+from fdkit._fdkit import SERVE_DEFAULTS
 from fdkit.cli import _log
 from fdkit.cli._args import positive
 from fdkit.cli._listen import cannot_listen, listen_text
+from fdkit.types import Engine
 
 #: io_uring is the engine's name everywhere; "uring" is accepted as its alias.
-ENGINES = ("auto", "io_uring", "uring", "epoll")
+ENGINES: tuple[str, ...] = get_args(Engine)
+
+#: The port as typed when none is given.
+_PORT = str(SERVE_DEFAULTS["port"])
 
 
 def _port_and_dir(args: argparse.Namespace) -> tuple[int, str]:
@@ -48,7 +53,7 @@ def _port_and_dir(args: argparse.Namespace) -> tuple[int, str]:
             raise ValueError(f"the directory is given twice: {target} and --directory {directory}")
         directory = target
     if port_text is None:
-        port_text = "8000"
+        port_text = _PORT
     try:
         port = int(port_text)
     except ValueError:
@@ -119,7 +124,7 @@ def run(args: argparse.Namespace) -> int:
     except OSError as e:
         # The server names the listen address (as typed) in a failed socket/bind/listen,
         # and DIR in a failed open of the directory: say which one failed.
-        line = cannot_listen("serve", e, listen_text(args.host, port), port, "--port 8000")
+        line = cannot_listen("serve", e, listen_text(args.host, port), port, f"--port {_PORT}")
         if line is None:
             raise
         print(line, file=sys.stderr)
@@ -154,7 +159,7 @@ def add_parser(sub: Any) -> None:
         "target",
         nargs="?",
         metavar="PORT|DIR",
-        help="the port (all digits; default 8000) or the directory to serve "
+        help=f"the port (all digits; default {_PORT}) or the directory to serve "
         "(default: the current directory)",
     )
     p.add_argument(
@@ -162,9 +167,9 @@ def add_parser(sub: Any) -> None:
         "--bind",
         "--host",
         dest="host",
-        default="127.0.0.1",
+        default=SERVE_DEFAULTS["host"],
         metavar="ADDRESS",
-        help="address to listen on (default 127.0.0.1; 0.0.0.0 or :: for every interface)",
+        help="address to listen on (default %(default)s; 0.0.0.0 or :: for every interface)",
     )
     p.add_argument(
         "-d",
@@ -173,7 +178,7 @@ def add_parser(sub: Any) -> None:
         metavar="DIR",
         help="the directory to serve (default: the current directory)",
     )
-    p.add_argument("--port", default=None, help="port (default 8000; 0 picks a free port)")
+    p.add_argument("--port", default=None, help=f"port (default {_PORT}; 0 picks a free port)")
     p.add_argument(
         "--list",
         action="store_true",
@@ -195,23 +200,23 @@ def add_parser(sub: Any) -> None:
     )
     p.add_argument(
         "--engine",
-        default="auto",
+        default=SERVE_DEFAULTS["engine"],
         metavar="{auto,io_uring,epoll}",
-        help="event engine (default auto: io_uring when available, else epoll; "
+        help="event engine (default %(default)s: io_uring when available, else epoll; "
         "uring is an alias of io_uring)",
     )
     p.add_argument(
         "--idle-timeout",
-        default="30",
+        default=f"{SERVE_DEFAULTS['idle_timeout']:g}",
         metavar="SECONDS",
         help="drop a connection whose request is not complete this long after its first byte, "
-        "or that stays silent this long between requests (default 30)",
+        "or that stays silent this long between requests (default %(default)s)",
     )
     p.add_argument(
         "--max-connections",
-        default="10000",
+        default=str(SERVE_DEFAULTS["max_connections"]),
         metavar="N",
-        help="the most connections at once; more are accepted and closed (default 10000)",
+        help="the most connections at once; more are accepted and closed (default %(default)s)",
     )
     _log.add_verbosity(p, quiet="no notices while serving")
     p.set_defaults(run=run)

@@ -1,12 +1,15 @@
 //! `Reactor`: the core's [`fdkit::aio::Reactor`] for `fdkit.aio`'s event loop. The loop's
 //! thread is the only caller (asyncio loops are not thread-safe; other threads reach the loop
 //! through `call_soon_threadsafe`, which writes to a socket the loop watches). The wait
-//! releases the GIL; a call from a second thread while one waits is refused, never blocked on.
+//! releases the GIL; a call from a second thread while one waits is refused (`RuntimeError`, as
+//! asyncio refuses a loop's use from another thread), never blocked on. Once closed, every call
+//! raises the `ValueError` every fd-owning object raises then ([`closed_error`]).
 //! Nothing here calls Python: `poll()` says what is ready, the loop's callbacks take it. What
 //! `poll()` reports for a stream, a listener or an fd is an object the loop registered for it
 //! (its selector's `(key, mask)` pair), so the list it returns is the selector's answer as is.
 
 use crate::args::{Fd, Seconds};
+use crate::closable::closed_error;
 use crate::errors::{core_error, os_error};
 use crate::gil::without_gil;
 use fdkit::aio::{Interest, Reactor, ReactorOptions, Ready, Received};
@@ -52,7 +55,7 @@ impl PyReactor {
         match g.as_mut() {
             Some(e) if e.reactor.forked() => Err(forked_error()),
             Some(e) => Ok(f(e)),
-            None => Err(PyRuntimeError::new_err("the reactor is closed")),
+            None => Err(closed_error("Reactor")),
         }
     }
 
@@ -243,7 +246,7 @@ impl PyReactor {
             .filter(|d| *d != Duration::MAX);
         let mut g = self.lock()?;
         let Some(e) = g.as_mut() else {
-            return Err(PyRuntimeError::new_err("the reactor is closed"));
+            return Err(closed_error("Reactor"));
         };
         if e.reactor.forked() {
             return Err(forked_error());

@@ -5,7 +5,7 @@
 use super::fork_safe_lock::{ForkSafe, Held};
 use super::options::Options;
 use super::protocol_error::protocol_error;
-use crate::closable::Release;
+use crate::closable::{closed_error, Release};
 use crate::errors::os_error;
 use crate::gil::{interrupted, other_threads_exist, retry_interrupted};
 use fdkit::atomic_pipe::{MessageReader, MessageWriter, Mode, ReadError};
@@ -73,7 +73,7 @@ pub(super) fn read_error(py: Python<'_>, e: ReadError) -> PyErr {
 }
 
 pub(super) fn closed() -> PyErr {
-    PyValueError::new_err("I/O operation on a closed AtomicPipe")
+    closed_error("AtomicPipe")
 }
 
 /// What the [`Closable`] holds: the end behind the fork-safe lock, and how to rebuild it.

@@ -19,7 +19,7 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 use std::os::fd::BorrowedFd;
 use std::os::unix::ffi::OsStrExt;
 
-use crate::args::type_name;
+use crate::args::{int_in_range, port_arg, type_name};
 use crate::errors::os_error;
 
 /// Converts a Python address for a socket `fd` into a kernel address.
@@ -59,12 +59,12 @@ pub fn from_py(obj: &Bound<'_, PyAny>, fd: BorrowedFd<'_>) -> PyResult<SocketAdd
     }
     let port = port_arg(&tuple.get_item(1)?)?;
     let flowinfo = if n > 2 {
-        u32_arg(&tuple.get_item(2)?, "flowinfo")?
+        int_in_range(&tuple.get_item(2)?, "flowinfo")?
     } else {
         0
     };
     let scope_id = if n > 3 {
-        u32_arg(&tuple.get_item(3)?, "scope_id")?
+        int_in_range(&tuple.get_item(3)?, "scope_id")?
     } else {
         0
     };
@@ -174,27 +174,6 @@ fn unix_addr(obj: &Bound<'_, PyAny>, path: &[u8]) -> PyResult<SocketAddrAny> {
             path.len()
         ))
     })
-}
-
-fn port_arg(obj: &Bound<'_, PyAny>) -> PyResult<u16> {
-    if !obj.is_instance_of::<pyo3::types::PyInt>() {
-        return Err(PyTypeError::new_err(format!(
-            "port must be an int, not {}",
-            type_name(obj)
-        )));
-    }
-    crate::args::u16_arg(obj).map_err(|_| PyValueError::new_err("port must be 0-65535"))
-}
-
-fn u32_arg(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<u32> {
-    if !obj.is_instance_of::<pyo3::types::PyInt>() {
-        return Err(PyTypeError::new_err(format!(
-            "{what} must be an int, not {}",
-            type_name(obj)
-        )));
-    }
-    crate::args::u32_arg(obj)
-        .map_err(|_| PyValueError::new_err(format!("{what} must be 0-4294967295")))
 }
 
 /// Converts a kernel address to Python's spelling (`None` from the kernel means an unnamed

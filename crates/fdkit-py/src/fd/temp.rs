@@ -2,7 +2,8 @@
 //! mkdtemp(3).
 
 use crate::args::PathArg;
-use crate::gil::{fs_call, FsError};
+use crate::errors::FsError;
+use crate::gil::fs_call;
 use fdkit::fd;
 use pyo3::prelude::*;
 use std::ffi::OsStr;

@@ -105,20 +105,19 @@ pub fn serve_proxy<'py>(
     }
 
     // Name lookups and bind can block: without the GIL.
-    let server = py
-        .detach(|| {
-            let listen_at = resolve(listen)?;
-            let (upstream_at, upstream_name) = resolve_upstream(upstream, resolve_every)?;
-            let mut config = ProxyConfig::new(listen_at, upstream_at);
-            config.upstream_name = upstream_name;
-            config.record = record;
-            config.max_connections = max_connections as usize;
-            config.idle_timeout = idle_timeout;
-            config.connect_timeout = connect_timeout;
-            config.pipe_size = pipe_size;
-            ProxyServer::bind(config).map_err(|e| Failure::Bind(e, listen.to_owned()))
-        })
-        .map_err(Failure::into_py)?;
+    let server = py.detach(|| {
+        let listen_at = resolve(listen)?;
+        let (upstream_at, upstream_name) = resolve_upstream(upstream, resolve_every)?;
+        let mut config = ProxyConfig::new(listen_at, upstream_at);
+        config.upstream_name = upstream_name;
+        config.record = record;
+        config.max_connections = max_connections as usize;
+        config.idle_timeout = idle_timeout;
+        config.connect_timeout = connect_timeout;
+        config.pipe_size = pipe_size;
+        // OSError(errno, strerror, filename): "[Errno 98] Address already in use: '…'".
+        ProxyServer::bind(config).map_err(|e| io_error_named(&e, Some(listen.to_owned())))
+    })?;
     if let Some(notice) = server.cap_notice() {
         match on_notice {
             Some(cb) => {
@@ -145,42 +144,31 @@ pub fn serve_proxy<'py>(
     )
 }
 
-/// A failure before serving, kept apart from Python until the GIL is back.
-enum Failure {
-    /// The spelling of an endpoint is wrong (or its host does not resolve).
-    Address(String, io::Error),
-    /// `bind`/`listen` failed on the listen address.
-    Bind(io::Error, String),
+/// An endpoint as spelled: a wrong spelling is a `ValueError`, a host that does not resolve
+/// an `OSError`.
+fn resolve(s: &str) -> PyResult<Endpoint> {
+    Endpoint::resolve(s).map_err(|e| address_error(s, e))
 }
 
-impl Failure {
-    fn into_py(self) -> PyErr {
-        match self {
-            Failure::Address(s, e) if e.kind() == io::ErrorKind::InvalidInput => {
-                let text = e.to_string();
-                let why = text.strip_prefix("invalid argument: ").unwrap_or(&text);
-                PyValueError::new_err(format!("invalid address {s:?}: {why}"))
-            }
-            Failure::Address(s, e) => match e.raw_os_error() {
-                Some(_) => io_error(&e),
-                None => PyOSError::new_err(format!("cannot resolve {s:?}: {e}")),
-            },
-            // OSError(errno, strerror, filename): "[Errno 98] Address already in use: '…'".
-            Failure::Bind(e, at) => io_error_named(&e, Some(at)),
-        }
+/// What a failed lookup of the endpoint spelled `s` raises (see [`resolve`]).
+fn address_error(s: &str, e: io::Error) -> PyErr {
+    if e.kind() == io::ErrorKind::InvalidInput {
+        let text = e.to_string();
+        let why = text.strip_prefix("invalid argument: ").unwrap_or(&text);
+        return PyValueError::new_err(format!("invalid address {s:?}: {why}"));
     }
-}
-
-fn resolve(s: &str) -> Result<Endpoint, Failure> {
-    Endpoint::resolve(s).map_err(|e| Failure::Address(s.to_owned(), e))
+    match e.raw_os_error() {
+        Some(_) => io_error(&e),
+        None => PyOSError::new_err(format!("cannot resolve {s:?}: {e}")),
+    }
 }
 
 /// The upstream to start with and, for a host name to follow (`every` set), the name.
 fn resolve_upstream(
     s: &str,
     every: Option<Duration>,
-) -> Result<(Endpoint, Option<UpstreamName>), Failure> {
-    let failed = |e: io::Error| Failure::Address(s.to_owned(), e);
+) -> PyResult<(Endpoint, Option<UpstreamName>)> {
+    let failed = |e: io::Error| address_error(s, e);
     let Some((host, port)) = Endpoint::host_name(s).map_err(|e| failed(e.into()))? else {
         return Ok((resolve(s)?, None));
     };

@@ -3,9 +3,8 @@
 //! by the Python layer (`fdkit.serve`); each runs this with `reuse_port=True`.
 
 use super::run::run_server;
-use crate::args::{i64_arg, PathArg, Seconds};
-use crate::errors::{io_error, io_error_named, os_error_named};
-use fdkit::fd::Errno;
+use crate::args::{i64_arg, port_arg, PathArg, Seconds};
+use crate::errors::{io_error, io_error_named, os_error};
 use fdkit::servers::static_files::{EngineChoice, ServeConfig, ServeStats, StaticServer};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -19,12 +18,51 @@ use std::time::Duration;
 
 const MAX_CONNECTIONS: i64 = 1 << 24;
 
-/// `serve_static(directory, *, host="127.0.0.1", port=8000, engine="auto", idle_timeout=30.0,
-/// max_connections=10000, reuse_port=False, quiet=False, on_listen=None, listing=False,
-/// access_log=False)`: serves the files under `directory` over HTTP/1.1 until a signal
-/// handler raises. `listing`: a directory without `index.html` gets an HTML listing.
-/// `access_log`: one common log format line per response on stderr (fd 2), written in
-/// batches.
+/// `serve_static`'s defaults, written once: its signature takes them from here, and
+/// `_fdkit.SERVE_DEFAULTS` ([`defaults_dict`]) hands them to `fdkit.serve` and `fdkit serve`.
+/// The hand-written text signature and stub are held to them by a test.
+pub mod defaults {
+    /// Loopback only, unlike http.server: every interface must be asked for.
+    pub const HOST: &str = "127.0.0.1";
+    /// http.server's port.
+    pub const PORT: u16 = 8000;
+    /// io_uring where the kernel allows it, else epoll.
+    pub const ENGINE: &str = "auto";
+    /// Seconds a connection may stay silent, or take to send one request.
+    pub const IDLE_TIMEOUT: f64 = 30.0;
+    /// Connections at once; more are accepted and closed.
+    pub const MAX_CONNECTIONS: i64 = 10_000;
+    /// `SO_REUSEPORT`, for workers sharing the port.
+    pub const REUSE_PORT: bool = false;
+    /// Notices on stderr.
+    pub const QUIET: bool = false;
+    /// A directory without `index.html` answers 404.
+    pub const LISTING: bool = false;
+    /// No access log: it costs a write per batch of responses.
+    pub const ACCESS_LOG: bool = false;
+}
+
+/// [`defaults`] as the dict `_fdkit.SERVE_DEFAULTS`, keyed by argument name.
+pub fn defaults_dict(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
+    use defaults::*;
+    let d = PyDict::new(py);
+    d.set_item("host", HOST)?;
+    d.set_item("port", PORT)?;
+    d.set_item("engine", ENGINE)?;
+    d.set_item("idle_timeout", IDLE_TIMEOUT)?;
+    d.set_item("max_connections", MAX_CONNECTIONS)?;
+    d.set_item("reuse_port", REUSE_PORT)?;
+    d.set_item("quiet", QUIET)?;
+    d.set_item("listing", LISTING)?;
+    d.set_item("access_log", ACCESS_LOG)?;
+    Ok(d)
+}
+
+/// `serve_static(directory, *, host, port, engine, idle_timeout, max_connections, reuse_port,
+/// quiet, on_listen, listing, access_log)`: serves the files under `directory` over HTTP/1.1
+/// until a signal handler raises. The defaults are `SERVE_DEFAULTS` (the `defaults` module).
+/// `listing`: a directory without `index.html` gets an HTML listing. `access_log`: one common
+/// log format line per response on stderr (fd 2), written in batches.
 ///
 /// `on_listen(info)` is called once the socket listens, with a dict: `host`, `port` (the real
 /// one), `engine` (`"io_uring"` or `"epoll"`), `fallback` (why `auto` chose epoll, or None).
@@ -39,17 +77,19 @@ const MAX_CONNECTIONS: i64 = 1 << 24;
     signature = (
         directory,
         *,
-        host="127.0.0.1",
-        port=8000,
-        engine="auto",
-        idle_timeout=Duration::from_secs(30),
-        max_connections=10000,
-        reuse_port=false,
-        quiet=false,
+        host=defaults::HOST,
+        port=defaults::PORT,
+        engine=defaults::ENGINE,
+        idle_timeout=Duration::from_secs_f64(defaults::IDLE_TIMEOUT),
+        max_connections=defaults::MAX_CONNECTIONS,
+        reuse_port=defaults::REUSE_PORT,
+        quiet=defaults::QUIET,
         on_listen=None,
-        listing=false,
-        access_log=false,
+        listing=defaults::LISTING,
+        access_log=defaults::ACCESS_LOG,
     ),
+    // A literal (PyO3 takes no constants here) that tests/test_serve_defaults.py holds to
+    // `defaults`.
     text_signature = "(directory, *, host='127.0.0.1', port=8000, engine='auto', \
                       idle_timeout=30.0, max_connections=10000, reuse_port=False, quiet=False, \
                       on_listen=None, listing=False, access_log=False)"
@@ -59,7 +99,7 @@ pub fn serve_static<'py>(
     py: Python<'py>,
     directory: &Bound<'py, PyAny>,
     host: &str,
-    #[pyo3(from_py_with = i64_arg)] port: i64,
+    #[pyo3(from_py_with = port_arg)] port: u16,
     engine: &str,
     #[pyo3(from_py_with = idle_timeout_arg)] idle_timeout: Duration,
     #[pyo3(from_py_with = i64_arg)] max_connections: i64,
@@ -70,11 +110,6 @@ pub fn serve_static<'py>(
     access_log: bool,
 ) -> PyResult<Bound<'py, PyDict>> {
     let root = PathBuf::from(OsStr::from_bytes(PathArg::extract(directory)?.as_bytes()));
-    if !(0..=65535).contains(&port) {
-        return Err(PyValueError::new_err(format!(
-            "port must be 0..=65535, got {port}"
-        )));
-    }
     if !(1..=MAX_CONNECTIONS).contains(&max_connections) {
         return Err(PyValueError::new_err(format!(
             "max_connections must be 1..={MAX_CONNECTIONS}, got {max_connections}"
@@ -111,34 +146,34 @@ pub fn serve_static<'py>(
         format!("{host}:{port}")
     };
     let host = host.to_owned();
-    let server = py
-        .detach(|| -> Result<StaticServer, PyErrLater> {
-            let addr = resolve(&host, port as u16)?;
-            // The directory is opened first, on its own, as the server will open it: a
-            // failure there names DIR, and an errno from what follows (the socket, bind,
-            // listen) names the address instead: EACCES on port 80 is the port's, not DIR's.
-            check_root(&root).map_err(|e| PyErrLater::Io(e, Some(root.clone())))?;
-            let mut config = ServeConfig::new(root.clone(), addr);
-            config.engine = engine;
-            config.idle_timeout = idle;
-            config.max_connections = max_connections as usize;
-            config.reuse_port = reuse_port;
-            config.listing = listing;
-            if access_log {
-                // A duplicate of fd 2 (close-on-exec): the log keeps going where stderr went
-                // at the start, whatever Python does with fd 2 meanwhile. See dup(2).
-                let fd = rustix::io::fcntl_dupfd_cloexec(rustix::stdio::stderr(), 0)
-                    .map_err(|e| PyErrLater::Io(e.into(), None))?;
-                config.access_log = Some(std::sync::Arc::new(fd));
-            }
-            StaticServer::bind(config).map_err(|e| match e.raw_os_error() {
-                // Only the directory can be missing (it vanished since the check).
-                Some(libc::ENOENT | libc::ENOTDIR) => PyErrLater::Io(e, Some(root.clone())),
-                Some(n) => PyErrLater::Listen(n, listen_at.clone()),
-                None => PyErrLater::Io(e, None),
-            })
+    let server = py.detach(|| -> PyResult<StaticServer> {
+        let addr = resolve(&host, port)?;
+        // The directory is opened first, on its own, as the server will open it: a
+        // failure there names DIR, and an errno from what follows (the socket, bind,
+        // listen) names the address instead: EACCES on port 80 is the port's, not DIR's.
+        check_root(&root).map_err(|e| dir_error(&e, &root))?;
+        let mut config = ServeConfig::new(root.clone(), addr);
+        config.engine = engine;
+        config.idle_timeout = idle;
+        config.max_connections = max_connections as usize;
+        config.reuse_port = reuse_port;
+        config.listing = listing;
+        if access_log {
+            // A duplicate of fd 2 (close-on-exec): the log keeps going where stderr went
+            // at the start, whatever Python does with fd 2 meanwhile. See dup(2).
+            let fd =
+                rustix::io::fcntl_dupfd_cloexec(rustix::stdio::stderr(), 0).map_err(os_error)?;
+            config.access_log = Some(std::sync::Arc::new(fd));
+        }
+        StaticServer::bind(config).map_err(|e| match e.raw_os_error() {
+            // Only the directory can be missing (it vanished since the check).
+            Some(libc::ENOENT | libc::ENOTDIR) => dir_error(&e, &root),
+            // OSError(errno, strerror, filename), as `serve_proxy` raises it for its
+            // listen address: "[Errno 98] Address already in use: '127.0.0.1:8000'".
+            Some(_) => io_error_named(&e, Some(listen_at.clone())),
+            None => io_error(&e),
         })
-        .map_err(PyErrLater::into_py)?;
+    })?;
     if let Some(cb) = on_listen {
         let info = PyDict::new(py);
         let local = server.local_addr();
@@ -164,34 +199,15 @@ fn idle_timeout_arg(obj: &Bound<'_, PyAny>) -> PyResult<Duration> {
     Seconds::positive("idle_timeout").extract(obj)
 }
 
-/// A failure found without the GIL, turned into a Python exception once it is back.
-enum PyErrLater {
-    Address(String),
-    Io(io::Error, Option<PathBuf>),
-    /// The listen socket failed (socket, bind or listen): the errno and the address.
-    Listen(i32, String),
-}
-
-impl PyErrLater {
-    fn into_py(self) -> PyErr {
-        match self {
-            PyErrLater::Address(text) => PyValueError::new_err(text),
-            // OSError(errno, strerror, filename), as `serve_proxy` raises it for its listen
-            // address: "[Errno 98] Address already in use: '127.0.0.1:8000'".
-            PyErrLater::Listen(n, at) => os_error_named(Errno::from_raw_os_error(n), Some(at)),
-            // Only a missing or forbidden directory is named: the other errnos are not DIR's.
-            PyErrLater::Io(e, path) => {
-                let names_dir = matches!(
-                    e.raw_os_error(),
-                    Some(libc::ENOENT | libc::ENOTDIR | libc::EACCES)
-                );
-                let path = path
-                    .filter(|_| names_dir)
-                    .map(|p| p.to_string_lossy().into_owned());
-                io_error_named(&e, path)
-            }
-        }
-    }
+/// An error from opening the directory: only a missing or forbidden directory is named, the
+/// other errnos are not DIR's.
+fn dir_error(e: &io::Error, root: &std::path::Path) -> PyErr {
+    let names_dir = matches!(
+        e.raw_os_error(),
+        Some(libc::ENOENT | libc::ENOTDIR | libc::EACCES)
+    );
+    let path = names_dir.then(|| root.to_string_lossy().into_owned());
+    io_error_named(e, path)
 }
 
 /// Opens `root` as the server's `Root::open` does (`O_PATH | O_DIRECTORY`, then its real
@@ -206,12 +222,12 @@ fn check_root(root: &std::path::Path) -> io::Result<()> {
     std::fs::canonicalize(root).map(drop)
 }
 
-fn resolve(host: &str, port: u16) -> Result<SocketAddr, PyErrLater> {
+fn resolve(host: &str, port: u16) -> PyResult<SocketAddr> {
     (host, port)
         .to_socket_addrs()
-        .map_err(|e| PyErrLater::Address(format!("cannot resolve host {host:?}: {e}")))?
+        .map_err(|e| PyValueError::new_err(format!("cannot resolve host {host:?}: {e}")))?
         .next()
-        .ok_or_else(|| PyErrLater::Address(format!("host {host:?} has no address")))
+        .ok_or_else(|| PyValueError::new_err(format!("host {host:?} has no address")))
 }
 
 fn stats_dict<'py>(py: Python<'py>, s: &ServeStats) -> PyResult<Bound<'py, PyDict>> {

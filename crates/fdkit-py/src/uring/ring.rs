@@ -9,14 +9,14 @@
 use super::args::{self, send_data, user_data_arg};
 use super::completion::PyCompletion;
 use crate::args::{i32_arg, u16_arg, u32_arg, Count, Fd, PathArg, Seconds};
-use crate::closable::{Closable, Release, Use};
+use crate::closable::{closed_error, Closable, Release, Use};
 use crate::errors::core_error;
 use crate::gil::without_gil;
 use fdkit::fd::Errno;
 use fdkit::uring::{Ring, RingOptions, SqeFlags, Target};
-use pyo3::exceptions::PyValueError;
+use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyList, PyTuple};
+use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
 use rustix::event::PollFlags;
 use rustix::net::SocketType;
 use rustix::net::{AddressFamily, Protocol, RecvFlags, SendFlags, Shutdown, SocketFlags};
@@ -26,25 +26,9 @@ use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError, TryLockError};
 use std::time::Instant;
 
-/// Why a call on the ring failed before reaching Python.
-enum Fail {
-    Closed,
-    Core(fdkit::Error),
-}
-
-impl From<fdkit::Error> for Fail {
-    fn from(e: fdkit::Error) -> Self {
-        Fail::Core(e)
-    }
-}
-
-impl From<Fail> for PyErr {
-    fn from(f: Fail) -> PyErr {
-        match f {
-            Fail::Closed => PyValueError::new_err("I/O operation on a closed Ring"),
-            Fail::Core(e) => core_error(e),
-        }
-    }
+/// `ValueError("I/O operation on a closed Ring")`.
+fn closed_ring() -> PyErr {
+    closed_error("Ring")
 }
 
 /// An io_uring instance: queue ops (each with a `user_data` int you choose), `submit()`, and
@@ -97,9 +81,9 @@ impl Release for RingCell {
 }
 
 impl PyRing {
-    /// Starts a use of the ring (see `closable`), or `Fail::Closed`.
-    fn enter<'py>(&self, py: Python<'py>) -> Result<Use<'_, 'py, RingCell>, Fail> {
-        self.inner.enter(py).ok_or(Fail::Closed)
+    /// Starts a use of the ring (see `closable`), or the closed error.
+    fn enter<'py>(&self, py: Python<'py>) -> PyResult<Use<'_, 'py, RingCell>> {
+        self.inner.enter(py).ok_or_else(closed_ring)
     }
 
     /// Runs `f` on the open ring: with the GIL held when the mutex is free, else with the GIL
@@ -107,13 +91,13 @@ impl PyRing {
     fn with_ring<T: Send>(
         &self,
         py: Python<'_>,
-        f: impl FnOnce(&mut Ring) -> Result<T, Fail> + Send,
-    ) -> Result<T, Fail> {
+        f: impl FnOnce(&mut Ring) -> PyResult<T> + Send,
+    ) -> PyResult<T> {
         let cell = self.enter(py)?;
         let cell: &RingCell = &cell;
         let run = |mut guard: MutexGuard<'_, Option<Ring>>| match guard.as_mut() {
             Some(ring) => f(ring),
-            None => Err(Fail::Closed),
+            None => Err(closed_ring()),
         };
         let result = match cell.ring.try_lock() {
             Ok(guard) => run(guard),
@@ -127,23 +111,24 @@ impl PyRing {
     fn detached<T: Send>(
         &self,
         py: Python<'_>,
-        f: impl FnOnce(&mut Ring) -> Result<T, Fail> + Send,
-    ) -> Result<T, Fail> {
+        f: impl FnOnce(&mut Ring) -> PyResult<T> + Send,
+    ) -> PyResult<T> {
         let cell = self.enter(py)?;
         let cell: &RingCell = &cell;
         py.detach(|| match cell.lock().as_mut() {
             Some(ring) => f(ring),
-            None => Err(Fail::Closed),
+            None => Err(closed_ring()),
         })
     }
 
-    /// Queues one op with the SQE flags `fl`.
+    /// Queues one op with the SQE flags the keywords `sqe` ask for.
     fn queue_with(
         &self,
         py: Python<'_>,
-        fl: SqeFlags,
+        sqe: Option<&Bound<'_, PyDict>>,
         f: impl FnOnce(&mut Ring) -> fdkit::error::Result<()> + Send,
     ) -> PyResult<()> {
+        let fl = sqe_flags(sqe)?;
         self.queue(py, move |r| r.with_flags(fl, f))
     }
 
@@ -153,19 +138,46 @@ impl PyRing {
         py: Python<'_>,
         f: impl FnOnce(&mut Ring) -> fdkit::error::Result<()> + Send,
     ) -> PyResult<()> {
-        Ok(self.with_ring(py, |ring| f(ring).map_err(Fail::Core))?)
+        self.with_ring(py, |ring| f(ring).map_err(core_error))
     }
 }
 
-/// The SQE flags of an op's keyword arguments.
-fn sqe(link: bool, hardlink: bool, drain: bool, async_: bool, skip_success: bool) -> SqeFlags {
-    let mut f = SqeFlags::empty();
-    f.set(SqeFlags::LINK, link);
-    f.set(SqeFlags::HARDLINK, hardlink);
-    f.set(SqeFlags::DRAIN, drain);
-    f.set(SqeFlags::ASYNC, async_);
-    f.set(SqeFlags::SKIP_SUCCESS, skip_success);
-    f
+/// The SQE flags every op takes as keywords (`ring.nop(1, link=True)`), each a bool: the one
+/// list of their names (the stub's is `fdkit.types.SqeFlags`). `async_` is `IOSQE_ASYNC`,
+/// `skip_success` `IOSQE_CQE_SKIP_SUCCESS`.
+const SQE_KEYWORDS: [(&str, SqeFlags); 5] = [
+    ("link", SqeFlags::LINK),
+    ("hardlink", SqeFlags::HARDLINK),
+    ("drain", SqeFlags::DRAIN),
+    ("async_", SqeFlags::ASYNC),
+    ("skip_success", SqeFlags::SKIP_SUCCESS),
+];
+
+/// The SQE flags an op's `**sqe` keywords ask for: each of [`SQE_KEYWORDS`] a bool
+/// (`TypeError` otherwise, as for any bool argument), any other keyword a `TypeError`.
+fn sqe_flags(sqe: Option<&Bound<'_, PyDict>>) -> PyResult<SqeFlags> {
+    let mut flags = SqeFlags::empty();
+    let Some(sqe) = sqe else {
+        return Ok(flags);
+    };
+    for (key, value) in sqe.iter() {
+        let name = key.extract::<String>()?;
+        let Some((_, flag)) = SQE_KEYWORDS.iter().find(|(n, _)| *n == name) else {
+            let known: Vec<&str> = SQE_KEYWORDS.iter().map(|(n, _)| *n).collect();
+            return Err(PyTypeError::new_err(format!(
+                "got an unexpected keyword argument '{name}' (the SQE flags are {})",
+                known.join(", ")
+            )));
+        };
+        let on = value.extract::<bool>().map_err(|_| {
+            PyTypeError::new_err(format!(
+                "argument '{name}': '{}' object cannot be converted to 'bool'",
+                crate::args::type_name(&value)
+            ))
+        })?;
+        flags.set(*flag, on);
+    }
+    Ok(flags)
 }
 
 /// An op's fd: with `fixed`, an index into the registered files.
@@ -219,25 +231,20 @@ impl PyRing {
     }
 
     /// `nop(user_data)`: completes with result 0. io_uring_prep_nop(3).
-    #[pyo3(signature = (user_data, *, link=false, hardlink=false, drain=false, async_=false, skip_success=false))]
+    #[pyo3(signature = (user_data, **sqe))]
     fn nop(
         &self,
         py: Python<'_>,
         #[pyo3(from_py_with = user_data_arg)] user_data: u64,
-        link: bool,
-        hardlink: bool,
-        drain: bool,
-        async_: bool,
-        skip_success: bool,
+        sqe: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<()> {
-        let fl = sqe(link, hardlink, drain, async_, skip_success);
-        self.queue_with(py, fl, |r| r.nop(user_data))
+        self.queue_with(py, sqe, |r| r.nop(user_data))
     }
 
     /// `socket(family, type, user_data, *, proto=0)`: a new socket (close-on-exec; `type` may
     /// include `SOCK_NONBLOCK`); its fd is the completion's `result`, yours to close.
     /// io_uring_prep_socket(3).
-    #[pyo3(signature = (family, r#type, user_data, *, proto=0, link=false, hardlink=false, drain=false, async_=false, skip_success=false))]
+    #[pyo3(signature = (family, r#type, user_data, *, proto=0, **sqe))]
     fn socket(
         &self,
         py: Python<'_>,
@@ -245,13 +252,8 @@ impl PyRing {
         #[pyo3(from_py_with = u32_arg)] r#type: u32,
         #[pyo3(from_py_with = user_data_arg)] user_data: u64,
         #[pyo3(from_py_with = u32_arg)] proto: u32,
-        link: bool,
-        hardlink: bool,
-        drain: bool,
-        async_: bool,
-        skip_success: bool,
+        sqe: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<()> {
-        let fl = sqe(link, hardlink, drain, async_, skip_success);
         let family = u16::try_from(family)
             .map(AddressFamily::from_raw)
             .map_err(|_| PyValueError::new_err(format!("invalid address family {family}")))?;
@@ -259,7 +261,7 @@ impl PyRing {
         let flags = SocketFlags::from_bits_retain(r#type & type_flags);
         let ty = SocketType::from_raw(r#type & !type_flags);
         let proto = std::num::NonZeroU32::new(proto).map(Protocol::from_raw);
-        self.queue_with(py, fl, |r| r.socket(family, ty, flags, proto, user_data))
+        self.queue_with(py, sqe, |r| r.socket(family, ty, flags, proto, user_data))
     }
 
     /// `accept(fd, user_data, *, multishot=False, address=False, ...)`: a connection from
@@ -267,7 +269,7 @@ impl PyRing {
     /// With `multishot`, one completion per connection (`more` while armed); with
     /// `address`, the completion's `address` is the peer's (not with `multishot`).
     /// io_uring_prep_accept(3), io_uring_prep_multishot_accept(3).
-    #[pyo3(signature = (fd, user_data, *, multishot=false, address=false, link=false, hardlink=false, drain=false, async_=false, skip_success=false, fixed=false))]
+    #[pyo3(signature = (fd, user_data, *, multishot=false, address=false, fixed=false, **sqe))]
     fn accept(
         &self,
         py: Python<'_>,
@@ -275,14 +277,9 @@ impl PyRing {
         #[pyo3(from_py_with = user_data_arg)] user_data: u64,
         multishot: bool,
         address: bool,
-        link: bool,
-        hardlink: bool,
-        drain: bool,
-        async_: bool,
-        skip_success: bool,
         fixed: bool,
+        sqe: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<()> {
-        let fl = sqe(link, hardlink, drain, async_, skip_success);
         let t = tgt(fd, fixed);
         if multishot && address {
             return Err(PyValueError::new_err(
@@ -290,37 +287,32 @@ impl PyRing {
             ));
         }
         if multishot {
-            self.queue_with(py, fl, |r| r.accept_multishot(t, user_data))
+            self.queue_with(py, sqe, |r| r.accept_multishot(t, user_data))
         } else if address {
-            self.queue_with(py, fl, |r| r.accept_with_address(t, user_data))
+            self.queue_with(py, sqe, |r| r.accept_with_address(t, user_data))
         } else {
-            self.queue_with(py, fl, |r| r.accept(t, user_data))
+            self.queue_with(py, sqe, |r| r.accept(t, user_data))
         }
     }
 
     /// `connect(fd, address, user_data)`: `address` as for `socket.connect` (a `(host, port)`
     /// tuple, or a path for AF_UNIX). io_uring_prep_connect(3).
-    #[pyo3(signature = (fd, address, user_data, *, link=false, hardlink=false, drain=false, async_=false, skip_success=false))]
+    #[pyo3(signature = (fd, address, user_data, **sqe))]
     fn connect(
         &self,
         py: Python<'_>,
         fd: Fd,
         address: &Bound<'_, PyAny>,
         #[pyo3(from_py_with = user_data_arg)] user_data: u64,
-        link: bool,
-        hardlink: bool,
-        drain: bool,
-        async_: bool,
-        skip_success: bool,
+        sqe: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<()> {
-        let fl = sqe(link, hardlink, drain, async_, skip_success);
         let addr = crate::fd::addr::from_py(address, fd.borrow())?;
-        self.queue_with(py, fl, |r| r.connect(fd.borrow(), &addr, user_data))
+        self.queue_with(py, sqe, |r| r.connect(fd.borrow(), &addr, user_data))
     }
 
     /// `recv(fd, nbytes, user_data, *, flags=0)`: up to `nbytes` bytes, in the completion's
     /// `data`. io_uring_prep_recv(3).
-    #[pyo3(signature = (fd, nbytes, user_data, *, flags=0, link=false, hardlink=false, drain=false, async_=false, skip_success=false, fixed=false))]
+    #[pyo3(signature = (fd, nbytes, user_data, *, flags=0, fixed=false, **sqe))]
     fn recv(
         &self,
         py: Python<'_>,
@@ -328,39 +320,29 @@ impl PyRing {
         nbytes: Count,
         #[pyo3(from_py_with = user_data_arg)] user_data: u64,
         #[pyo3(from_py_with = u32_arg)] flags: u32,
-        link: bool,
-        hardlink: bool,
-        drain: bool,
-        async_: bool,
-        skip_success: bool,
         fixed: bool,
+        sqe: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<()> {
-        let fl = sqe(link, hardlink, drain, async_, skip_success);
         let n = args::nbytes(nbytes)?;
         let flags = RecvFlags::from_bits_retain(flags);
-        self.queue_with(py, fl, |r| r.recv(tgt(fd, fixed), n, flags, user_data))
+        self.queue_with(py, sqe, |r| r.recv(tgt(fd, fixed), n, flags, user_data))
     }
 
     /// `recv_multishot(fd, group, user_data)`: receives into buffer group `group` (see
     /// `provide_buffers`) until cancelled, end of stream (`result` 0) or an error: one
     /// completion per chunk, `more` while armed. `ENOBUFS` in `error` means the group ran dry;
     /// queue the receive again, no data is lost. io_uring_prep_recv_multishot(3).
-    #[pyo3(signature = (fd, group, user_data, *, link=false, hardlink=false, drain=false, async_=false, skip_success=false, fixed=false))]
+    #[pyo3(signature = (fd, group, user_data, *, fixed=false, **sqe))]
     fn recv_multishot(
         &self,
         py: Python<'_>,
         fd: Fd,
         #[pyo3(from_py_with = u16_arg)] group: u16,
         #[pyo3(from_py_with = user_data_arg)] user_data: u64,
-        link: bool,
-        hardlink: bool,
-        drain: bool,
-        async_: bool,
-        skip_success: bool,
         fixed: bool,
+        sqe: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<()> {
-        let fl = sqe(link, hardlink, drain, async_, skip_success);
-        self.queue_with(py, fl, |r| {
+        self.queue_with(py, sqe, |r| {
             r.recv_multishot(tgt(fd, fixed), group, user_data)
         })
     }
@@ -391,14 +373,14 @@ impl PyRing {
         if u64::from(count) * u64::from(size) > 1 << 30 {
             return Err(PyValueError::new_err("count * size must be at most 1 GiB"));
         }
-        Ok(self.detached(py, |r| {
-            r.provide_buffers(group, count, size).map_err(Fail::Core)
-        })?)
+        self.detached(py, |r| {
+            r.provide_buffers(group, count, size).map_err(core_error)
+        })
     }
 
     /// `send(fd, data, user_data, *, flags=0)`: sends `data` (any bytes-like object; `bytes`
     /// are kept by reference, others copied). io_uring_prep_send(3).
-    #[pyo3(signature = (fd, data, user_data, *, flags=0, link=false, hardlink=false, drain=false, async_=false, skip_success=false, fixed=false))]
+    #[pyo3(signature = (fd, data, user_data, *, flags=0, fixed=false, **sqe))]
     fn send(
         &self,
         py: Python<'_>,
@@ -406,23 +388,18 @@ impl PyRing {
         data: &Bound<'_, PyAny>,
         #[pyo3(from_py_with = user_data_arg)] user_data: u64,
         #[pyo3(from_py_with = u32_arg)] flags: u32,
-        link: bool,
-        hardlink: bool,
-        drain: bool,
-        async_: bool,
-        skip_success: bool,
         fixed: bool,
+        sqe: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<()> {
-        let fl = sqe(link, hardlink, drain, async_, skip_success);
         let data = send_data(data)?;
         let flags = SendFlags::from_bits_retain(flags);
-        self.queue_with(py, fl, |r| r.send(tgt(fd, fixed), data, flags, user_data))
+        self.queue_with(py, sqe, |r| r.send(tgt(fd, fixed), data, flags, user_data))
     }
 
     /// `send_zc(fd, data, user_data, *, flags=0)`: a zero-copy send; two completions: the
     /// result (`more` set) and then the notification (`notif` set) once the kernel is done
     /// with `data`. io_uring_prep_send_zc(3).
-    #[pyo3(signature = (fd, data, user_data, *, flags=0, link=false, hardlink=false, drain=false, async_=false, skip_success=false, fixed=false))]
+    #[pyo3(signature = (fd, data, user_data, *, flags=0, fixed=false, **sqe))]
     fn send_zc(
         &self,
         py: Python<'_>,
@@ -430,24 +407,19 @@ impl PyRing {
         data: &Bound<'_, PyAny>,
         #[pyo3(from_py_with = user_data_arg)] user_data: u64,
         #[pyo3(from_py_with = u32_arg)] flags: u32,
-        link: bool,
-        hardlink: bool,
-        drain: bool,
-        async_: bool,
-        skip_success: bool,
         fixed: bool,
+        sqe: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<()> {
-        let fl = sqe(link, hardlink, drain, async_, skip_success);
         let data = send_data(data)?;
         let flags = SendFlags::from_bits_retain(flags);
-        self.queue_with(py, fl, |r| {
+        self.queue_with(py, sqe, |r| {
             r.send_zc(tgt(fd, fixed), data, flags, user_data)
         })
     }
 
     /// `read(fd, nbytes, user_data, *, offset=None)`: up to `nbytes` bytes at `offset` (None:
     /// the file position), in the completion's `data`. io_uring_prep_read(3).
-    #[pyo3(signature = (fd, nbytes, user_data, *, offset=None, link=false, hardlink=false, drain=false, async_=false, skip_success=false, fixed=false))]
+    #[pyo3(signature = (fd, nbytes, user_data, *, offset=None, fixed=false, **sqe))]
     fn read(
         &self,
         py: Python<'_>,
@@ -455,22 +427,17 @@ impl PyRing {
         nbytes: Count,
         #[pyo3(from_py_with = user_data_arg)] user_data: u64,
         offset: Option<Count>,
-        link: bool,
-        hardlink: bool,
-        drain: bool,
-        async_: bool,
-        skip_success: bool,
         fixed: bool,
+        sqe: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<()> {
-        let fl = sqe(link, hardlink, drain, async_, skip_success);
         let n = args::nbytes(nbytes)?;
         let offset = offset.map(|o| o.0);
-        self.queue_with(py, fl, |r| r.read(tgt(fd, fixed), n, offset, user_data))
+        self.queue_with(py, sqe, |r| r.read(tgt(fd, fixed), n, offset, user_data))
     }
 
     /// `write(fd, data, user_data, *, offset=None)`: writes `data` at `offset` (None: the file
     /// position). io_uring_prep_write(3).
-    #[pyo3(signature = (fd, data, user_data, *, offset=None, link=false, hardlink=false, drain=false, async_=false, skip_success=false, fixed=false))]
+    #[pyo3(signature = (fd, data, user_data, *, offset=None, fixed=false, **sqe))]
     fn write(
         &self,
         py: Python<'_>,
@@ -478,22 +445,19 @@ impl PyRing {
         data: &Bound<'_, PyAny>,
         #[pyo3(from_py_with = user_data_arg)] user_data: u64,
         offset: Option<Count>,
-        link: bool,
-        hardlink: bool,
-        drain: bool,
-        async_: bool,
-        skip_success: bool,
         fixed: bool,
+        sqe: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<()> {
-        let fl = sqe(link, hardlink, drain, async_, skip_success);
         let data = send_data(data)?;
         let offset = offset.map(|o| o.0);
-        self.queue_with(py, fl, |r| r.write(tgt(fd, fixed), data, offset, user_data))
+        self.queue_with(py, sqe, |r| {
+            r.write(tgt(fd, fixed), data, offset, user_data)
+        })
     }
 
     /// `splice(fd_in, fd_out, nbytes, user_data, *, off_in=None, off_out=None, flags=0)`: moves
     /// up to `nbytes` bytes between two fds, one of them a pipe. io_uring_prep_splice(3).
-    #[pyo3(signature = (fd_in, fd_out, nbytes, user_data, *, off_in=None, off_out=None, flags=0, link=false, hardlink=false, drain=false, async_=false, skip_success=false))]
+    #[pyo3(signature = (fd_in, fd_out, nbytes, user_data, *, off_in=None, off_out=None, flags=0, **sqe))]
     #[allow(clippy::too_many_arguments)]
     fn splice(
         &self,
@@ -505,16 +469,11 @@ impl PyRing {
         off_in: Option<Count>,
         off_out: Option<Count>,
         #[pyo3(from_py_with = u32_arg)] flags: u32,
-        link: bool,
-        hardlink: bool,
-        drain: bool,
-        async_: bool,
-        skip_success: bool,
+        sqe: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<()> {
-        let fl = sqe(link, hardlink, drain, async_, skip_success);
         let flags = SpliceFlags::from_bits_retain(flags);
         let (oi, oo) = (off_in.map(|o| o.0), off_out.map(|o| o.0));
-        self.queue_with(py, fl, |r| {
+        self.queue_with(py, sqe, |r| {
             r.splice(
                 fd_in.borrow(),
                 oi,
@@ -529,7 +488,7 @@ impl PyRing {
 
     /// `tee(fd_in, fd_out, nbytes, user_data, *, flags=0)`: duplicates up to `nbytes` bytes
     /// from one pipe into another. io_uring_prep_tee(3).
-    #[pyo3(signature = (fd_in, fd_out, nbytes, user_data, *, flags=0, link=false, hardlink=false, drain=false, async_=false, skip_success=false))]
+    #[pyo3(signature = (fd_in, fd_out, nbytes, user_data, *, flags=0, **sqe))]
     fn tee(
         &self,
         py: Python<'_>,
@@ -538,36 +497,26 @@ impl PyRing {
         #[pyo3(from_py_with = u32_arg)] nbytes: u32,
         #[pyo3(from_py_with = user_data_arg)] user_data: u64,
         #[pyo3(from_py_with = u32_arg)] flags: u32,
-        link: bool,
-        hardlink: bool,
-        drain: bool,
-        async_: bool,
-        skip_success: bool,
+        sqe: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<()> {
-        let fl = sqe(link, hardlink, drain, async_, skip_success);
         let flags = SpliceFlags::from_bits_retain(flags);
-        self.queue_with(py, fl, |r| {
+        self.queue_with(py, sqe, |r| {
             r.tee(fd_in.borrow(), fd_out.borrow(), nbytes, flags, user_data)
         })
     }
 
     /// `shutdown(fd, how, user_data)`: `how` is `socket.SHUT_RD`, `SHUT_WR` or `SHUT_RDWR`.
     /// io_uring_prep_shutdown(3).
-    #[pyo3(signature = (fd, how, user_data, *, link=false, hardlink=false, drain=false, async_=false, skip_success=false, fixed=false))]
+    #[pyo3(signature = (fd, how, user_data, *, fixed=false, **sqe))]
     fn shutdown(
         &self,
         py: Python<'_>,
         fd: Fd,
         #[pyo3(from_py_with = i32_arg)] how: i32,
         #[pyo3(from_py_with = user_data_arg)] user_data: u64,
-        link: bool,
-        hardlink: bool,
-        drain: bool,
-        async_: bool,
-        skip_success: bool,
         fixed: bool,
+        sqe: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<()> {
-        let fl = sqe(link, hardlink, drain, async_, skip_success);
         let how = match how {
             0 => Shutdown::Read,
             1 => Shutdown::Write,
@@ -578,26 +527,22 @@ impl PyRing {
                 )))
             }
         };
-        self.queue_with(py, fl, |r| r.shutdown(tgt(fd, fixed), how, user_data))
+        self.queue_with(py, sqe, |r| r.shutdown(tgt(fd, fixed), how, user_data))
     }
 
     /// `close_fd(fd, user_data)`: closes `fd` through the ring (the fd is the ring's from
     /// now on; if queueing fails it is left open and the error raised).
     /// io_uring_prep_close(3).
-    #[pyo3(signature = (fd, user_data, *, link=false, hardlink=false, drain=false, async_=false, skip_success=false))]
+    #[pyo3(signature = (fd, user_data, **sqe))]
     fn close_fd(
         &self,
         py: Python<'_>,
         fd: Fd,
         #[pyo3(from_py_with = user_data_arg)] user_data: u64,
-        link: bool,
-        hardlink: bool,
-        drain: bool,
-        async_: bool,
-        skip_success: bool,
+        sqe: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<()> {
-        let fl = sqe(link, hardlink, drain, async_, skip_success);
-        Ok(self.with_ring(py, |r| {
+        let fl = sqe_flags(sqe)?;
+        self.with_ring(py, |r| {
             // SAFETY: the Python caller hands this fd number over to be closed, as with
             // `os.close`; if queueing fails it is given back below without being closed.
             let owned = unsafe { OwnedFd::from_raw_fd(fd.0) };
@@ -607,13 +552,13 @@ impl PyRing {
                     e
                 })
             })
-            .map_err(Fail::Core)
-        })?)
+            .map_err(core_error)
+        })
     }
 
     /// `poll_add(fd, events, user_data, *, multishot=False)`: completes with the ready events
     /// (`select.POLLIN`…) in `result`. io_uring_prep_poll_add(3).
-    #[pyo3(signature = (fd, events, user_data, *, multishot=false, link=false, hardlink=false, drain=false, async_=false, skip_success=false, fixed=false))]
+    #[pyo3(signature = (fd, events, user_data, *, multishot=false, fixed=false, **sqe))]
     fn poll_add(
         &self,
         py: Python<'_>,
@@ -621,18 +566,13 @@ impl PyRing {
         #[pyo3(from_py_with = u32_arg)] events: u32,
         #[pyo3(from_py_with = user_data_arg)] user_data: u64,
         multishot: bool,
-        link: bool,
-        hardlink: bool,
-        drain: bool,
-        async_: bool,
-        skip_success: bool,
         fixed: bool,
+        sqe: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<()> {
-        let fl = sqe(link, hardlink, drain, async_, skip_success);
         let events = u16::try_from(events)
             .map(PollFlags::from_bits_retain)
             .map_err(|_| PyValueError::new_err(format!("events out of range: {events}")))?;
-        self.queue_with(py, fl, |r| {
+        self.queue_with(py, sqe, |r| {
             r.poll_add(tgt(fd, fixed), events, multishot, user_data)
         })
     }
@@ -640,68 +580,53 @@ impl PyRing {
     /// `timeout(seconds, user_data, *, count=0)`: completes with `error` `ETIME` after
     /// `seconds`, or with result 0 once `count` other completions arrived (`count` 0: time
     /// only). io_uring_prep_timeout(3).
-    #[pyo3(signature = (seconds, user_data, *, count=0, link=false, hardlink=false, drain=false, async_=false, skip_success=false))]
+    #[pyo3(signature = (seconds, user_data, *, count=0, **sqe))]
     fn timeout(
         &self,
         py: Python<'_>,
         seconds: f64,
         #[pyo3(from_py_with = user_data_arg)] user_data: u64,
         #[pyo3(from_py_with = u32_arg)] count: u32,
-        link: bool,
-        hardlink: bool,
-        drain: bool,
-        async_: bool,
-        skip_success: bool,
+        sqe: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<()> {
-        let fl = sqe(link, hardlink, drain, async_, skip_success);
         let d = Seconds::wait("timeout").of(seconds)?;
-        self.queue_with(py, fl, |r| r.timeout(d, count, user_data))
+        self.queue_with(py, sqe, |r| r.timeout(d, count, user_data))
     }
 
     /// `cancel(target_user_data, user_data)`: cancels every op in flight with user_data
     /// `target_user_data`. Its completion comes after the targets' last ones: result 0, or
     /// `error` `ENOENT` (nothing to cancel) / `EALREADY`. io_uring_prep_cancel(3).
-    #[pyo3(signature = (target_user_data, user_data, *, link=false, hardlink=false, drain=false, async_=false, skip_success=false))]
+    #[pyo3(signature = (target_user_data, user_data, **sqe))]
     fn cancel(
         &self,
         py: Python<'_>,
         #[pyo3(from_py_with = user_data_arg)] target_user_data: u64,
         #[pyo3(from_py_with = user_data_arg)] user_data: u64,
-        link: bool,
-        hardlink: bool,
-        drain: bool,
-        async_: bool,
-        skip_success: bool,
+        sqe: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<()> {
-        let fl = sqe(link, hardlink, drain, async_, skip_success);
-        self.queue_with(py, fl, |r| r.cancel(target_user_data, user_data))
+        self.queue_with(py, sqe, |r| r.cancel(target_user_data, user_data))
     }
 
     /// `link_timeout(seconds, user_data, *, link=False, ...)`: bounds the op queued just
     /// before it (queued with `link=True` or `hardlink=True`): if that op is still running
     /// after `seconds` it is cancelled (`ECANCELED`) and this completes with `ETIME`; if it
     /// completes first, this completes with `ECANCELED`. io_uring_prep_link_timeout(3).
-    #[pyo3(signature = (seconds, user_data, *, link=false, hardlink=false, drain=false, async_=false, skip_success=false))]
+    #[pyo3(signature = (seconds, user_data, **sqe))]
     fn link_timeout(
         &self,
         py: Python<'_>,
         seconds: f64,
         #[pyo3(from_py_with = user_data_arg)] user_data: u64,
-        link: bool,
-        hardlink: bool,
-        drain: bool,
-        async_: bool,
-        skip_success: bool,
+        sqe: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<()> {
-        let fl = sqe(link, hardlink, drain, async_, skip_success);
         let d = Seconds::wait("timeout").of(seconds)?;
-        self.queue_with(py, fl, |r| r.link_timeout(d, user_data))
+        self.queue_with(py, sqe, |r| r.link_timeout(d, user_data))
     }
 
     /// `openat(path, flags, user_data, *, mode=0o777, dir_fd=None, ...)`: opens `path` as
     /// `os.open` does (always close-on-exec); the new fd is the completion's `result`, yours
     /// to close. io_uring_prep_openat(3).
-    #[pyo3(signature = (path, flags, user_data, *, mode=0o777, dir_fd=None, link=false, hardlink=false, drain=false, async_=false, skip_success=false))]
+    #[pyo3(signature = (path, flags, user_data, *, mode=0o777, dir_fd=None, **sqe))]
     fn openat(
         &self,
         py: Python<'_>,
@@ -710,23 +635,18 @@ impl PyRing {
         #[pyo3(from_py_with = user_data_arg)] user_data: u64,
         #[pyo3(from_py_with = u32_arg)] mode: u32,
         dir_fd: Option<Fd>,
-        link: bool,
-        hardlink: bool,
-        drain: bool,
-        async_: bool,
-        skip_success: bool,
+        sqe: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<()> {
-        let fl = sqe(link, hardlink, drain, async_, skip_success);
         let path = PathArg::extract(path)?.0.into_owned();
         let dir = dir_fd.map(Fd::borrow);
-        self.queue_with(py, fl, |r| r.openat(dir, path, flags, mode, user_data))
+        self.queue_with(py, sqe, |r| r.openat(dir, path, flags, mode, user_data))
     }
 
     /// `statx(path, user_data, *, dir_fd=None, flags=0, mask=STATX_BASIC_STATS, ...)`: the
     /// file's metadata in the completion's `statx` (a dict). `flags` are `AT_*`
     /// (`AT_SYMLINK_NOFOLLOW`, `AT_EMPTY_PATH` with `path=""` for `dir_fd` itself).
     /// io_uring_prep_statx(3).
-    #[pyo3(signature = (path, user_data, *, dir_fd=None, flags=0, mask=0x7ff, link=false, hardlink=false, drain=false, async_=false, skip_success=false))]
+    #[pyo3(signature = (path, user_data, *, dir_fd=None, flags=0, mask=0x7ff, **sqe))]
     fn statx(
         &self,
         py: Python<'_>,
@@ -735,42 +655,32 @@ impl PyRing {
         dir_fd: Option<Fd>,
         #[pyo3(from_py_with = i32_arg)] flags: i32,
         #[pyo3(from_py_with = u32_arg)] mask: u32,
-        link: bool,
-        hardlink: bool,
-        drain: bool,
-        async_: bool,
-        skip_success: bool,
+        sqe: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<()> {
-        let fl = sqe(link, hardlink, drain, async_, skip_success);
         let path = PathArg::extract(path)?.0.into_owned();
         let dir = dir_fd.map(Fd::borrow);
-        self.queue_with(py, fl, |r| r.statx(dir, path, flags, mask, user_data))
+        self.queue_with(py, sqe, |r| r.statx(dir, path, flags, mask, user_data))
     }
 
     /// `fsync(fd, user_data, *, datasync=False, ...)`: fsync(2), or fdatasync(2) with
     /// `datasync`. io_uring_prep_fsync(3).
-    #[pyo3(signature = (fd, user_data, *, datasync=false, link=false, hardlink=false, drain=false, async_=false, skip_success=false, fixed=false))]
+    #[pyo3(signature = (fd, user_data, *, datasync=false, fixed=false, **sqe))]
     fn fsync(
         &self,
         py: Python<'_>,
         fd: Fd,
         #[pyo3(from_py_with = user_data_arg)] user_data: u64,
         datasync: bool,
-        link: bool,
-        hardlink: bool,
-        drain: bool,
-        async_: bool,
-        skip_success: bool,
         fixed: bool,
+        sqe: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<()> {
-        let fl = sqe(link, hardlink, drain, async_, skip_success);
-        self.queue_with(py, fl, |r| r.fsync(tgt(fd, fixed), datasync, user_data))
+        self.queue_with(py, sqe, |r| r.fsync(tgt(fd, fixed), datasync, user_data))
     }
 
     /// `sendmsg(fd, buffers, user_data, *, address=None, flags=0, ...)`: sends the
     /// bytes-like objects in `buffers` as one message, to `address` when given (a datagram's
     /// destination, as `socket.sendmsg`'s). io_uring_prep_sendmsg(3).
-    #[pyo3(signature = (fd, buffers, user_data, *, address=None, flags=0, link=false, hardlink=false, drain=false, async_=false, skip_success=false, fixed=false))]
+    #[pyo3(signature = (fd, buffers, user_data, *, address=None, flags=0, fixed=false, **sqe))]
     fn sendmsg(
         &self,
         py: Python<'_>,
@@ -779,14 +689,9 @@ impl PyRing {
         #[pyo3(from_py_with = user_data_arg)] user_data: u64,
         address: Option<&Bound<'_, PyAny>>,
         #[pyo3(from_py_with = u32_arg)] flags: u32,
-        link: bool,
-        hardlink: bool,
-        drain: bool,
-        async_: bool,
-        skip_success: bool,
         fixed: bool,
+        sqe: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<()> {
-        let fl = sqe(link, hardlink, drain, async_, skip_success);
         let mut parts: Vec<Box<dyn AsRef<[u8]> + Send>> = Vec::new();
         for item in buffers.try_iter()? {
             parts.push(Box::new(send_data(&item?)?));
@@ -803,14 +708,14 @@ impl PyRing {
             Some(a) => Some(crate::fd::addr::from_py(a, fd.borrow())?),
         };
         let flags = SendFlags::from_bits_retain(flags);
-        self.queue_with(py, fl, |r| {
+        self.queue_with(py, sqe, |r| {
             r.sendmsg(tgt(fd, fixed), parts, addr.as_ref(), flags, user_data)
         })
     }
 
     /// `recvmsg(fd, nbytes, user_data, *, flags=0, ...)`: up to `nbytes` bytes in the
     /// completion's `data`, the sender in its `address`. io_uring_prep_recvmsg(3).
-    #[pyo3(signature = (fd, nbytes, user_data, *, flags=0, link=false, hardlink=false, drain=false, async_=false, skip_success=false, fixed=false))]
+    #[pyo3(signature = (fd, nbytes, user_data, *, flags=0, fixed=false, **sqe))]
     fn recvmsg(
         &self,
         py: Python<'_>,
@@ -818,17 +723,12 @@ impl PyRing {
         nbytes: Count,
         #[pyo3(from_py_with = user_data_arg)] user_data: u64,
         #[pyo3(from_py_with = u32_arg)] flags: u32,
-        link: bool,
-        hardlink: bool,
-        drain: bool,
-        async_: bool,
-        skip_success: bool,
         fixed: bool,
+        sqe: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<()> {
-        let fl = sqe(link, hardlink, drain, async_, skip_success);
         let n = args::nbytes(nbytes)?;
         let flags = RecvFlags::from_bits_retain(flags);
-        self.queue_with(py, fl, |r| r.recvmsg(tgt(fd, fixed), n, flags, user_data))
+        self.queue_with(py, sqe, |r| r.recvmsg(tgt(fd, fixed), n, flags, user_data))
     }
 
     /// `register_files(fds)`: registers the fds (a sequence of ints; -1 leaves a slot empty)
@@ -836,13 +736,13 @@ impl PyRing {
     /// own reference: closing an fd later does not unregister it.
     /// io_uring_register_files(3).
     fn register_files(&self, py: Python<'_>, fds: Vec<i32>) -> PyResult<()> {
-        Ok(self.detached(py, move |r| r.register_files(&fds).map_err(Fail::Core))?)
+        self.detached(py, move |r| r.register_files(&fds).map_err(core_error))
     }
 
     /// `unregister_files()`: drops the registered files (ops in flight keep theirs).
     /// io_uring_unregister_files(3).
     fn unregister_files(&self, py: Python<'_>) -> PyResult<()> {
-        Ok(self.detached(py, |r| r.unregister_files().map_err(Fail::Core))?)
+        self.detached(py, |r| r.unregister_files().map_err(core_error))
     }
 
     /// `register_buffers(count, size)`: `count` zeroed buffers of `size` bytes owned by the
@@ -861,15 +761,15 @@ impl PyRing {
             .ok_or_else(|| {
                 PyValueError::new_err(format!("count must be in 1..=16384, got {count}"))
             })?;
-        Ok(self.detached(py, move |r| {
-            r.register_buffers(count, size).map_err(Fail::Core)
-        })?)
+        self.detached(py, move |r| {
+            r.register_buffers(count, size).map_err(core_error)
+        })
     }
 
     /// `unregister_buffers()`: unregisters and frees the buffers; `OSError(EBUSY)` while an
     /// op using one is in flight. io_uring_unregister_buffers(3).
     fn unregister_buffers(&self, py: Python<'_>) -> PyResult<()> {
-        Ok(self.detached(py, |r| r.unregister_buffers().map_err(Fail::Core))?)
+        self.detached(py, |r| r.unregister_buffers().map_err(core_error))
     }
 
     /// `fill_buffer(index, data, *, offset=0)`: copies `data` into registered buffer
@@ -907,7 +807,7 @@ impl PyRing {
                 Some(n) => start.saturating_add(n),
             };
             r.fixed_bytes(index, start..end.max(start))
-                .map_err(Fail::Core)
+                .map_err(core_error)
         })?;
         Ok(PyBytes::new(py, &bytes))
     }
@@ -915,7 +815,7 @@ impl PyRing {
     /// `read_fixed(fd, buf_index, nbytes, user_data, *, offset=None, ...)`: up to `nbytes`
     /// bytes into registered buffer `buf_index`; the completion's `data` is a copy of them
     /// (they also stay in the buffer). io_uring_prep_read_fixed(3).
-    #[pyo3(signature = (fd, buf_index, nbytes, user_data, *, offset=None, link=false, hardlink=false, drain=false, async_=false, skip_success=false, fixed=false))]
+    #[pyo3(signature = (fd, buf_index, nbytes, user_data, *, offset=None, fixed=false, **sqe))]
     fn read_fixed(
         &self,
         py: Python<'_>,
@@ -924,17 +824,12 @@ impl PyRing {
         nbytes: Count,
         #[pyo3(from_py_with = user_data_arg)] user_data: u64,
         offset: Option<Count>,
-        link: bool,
-        hardlink: bool,
-        drain: bool,
-        async_: bool,
-        skip_success: bool,
         fixed: bool,
+        sqe: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<()> {
-        let fl = sqe(link, hardlink, drain, async_, skip_success);
         let n = args::nbytes(nbytes)?;
         let offset = offset.map(|o| o.0);
-        self.queue_with(py, fl, |r| {
+        self.queue_with(py, sqe, |r| {
             r.read_fixed(tgt(fd, fixed), buf_index, n, offset, user_data)
         })
     }
@@ -943,7 +838,7 @@ impl PyRing {
     /// registered buffer `buf_index`: `data` (bytes-like) is copied into it first, or an int
     /// `data` writes the buffer's first `data` bytes as they are (say, what a linked
     /// `read_fixed` put there). io_uring_prep_write_fixed(3).
-    #[pyo3(signature = (fd, buf_index, data, user_data, *, offset=None, link=false, hardlink=false, drain=false, async_=false, skip_success=false, fixed=false))]
+    #[pyo3(signature = (fd, buf_index, data, user_data, *, offset=None, fixed=false, **sqe))]
     fn write_fixed(
         &self,
         py: Python<'_>,
@@ -952,14 +847,10 @@ impl PyRing {
         data: &Bound<'_, PyAny>,
         #[pyo3(from_py_with = user_data_arg)] user_data: u64,
         offset: Option<Count>,
-        link: bool,
-        hardlink: bool,
-        drain: bool,
-        async_: bool,
-        skip_success: bool,
         fixed: bool,
+        sqe: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<()> {
-        let fl = sqe(link, hardlink, drain, async_, skip_success);
+        let fl = sqe_flags(sqe)?;
         let offset = offset.map(|o| o.0);
         let copy_in = if data.is_instance_of::<pyo3::types::PyInt>() {
             None
@@ -983,7 +874,7 @@ impl PyRing {
     /// `submit()`: hands the queued ops to the kernel; returns how many it took.
     /// io_uring_submit(3).
     fn submit(&self, py: Python<'_>) -> PyResult<usize> {
-        Ok(self.detached(py, |r| r.submit().map_err(Fail::Core))?)
+        self.detached(py, |r| r.submit().map_err(core_error))
     }
 
     /// `wait(min_complete=1, timeout=None)`: submits what is queued, then waits until at least
@@ -1023,7 +914,7 @@ impl PyRing {
             let (ready, in_flight) = py.detach(|| {
                 let mut guard = cell.lock();
                 let Some(r) = guard.as_mut() else {
-                    return Err(Fail::Closed);
+                    return Err(closed_ring());
                 };
                 if closing.load(Ordering::SeqCst) {
                     // Closed from another thread. With DEFER_TASKRUN only this thread (the
@@ -1031,12 +922,12 @@ impl PyRing {
                     if r.defer_taskrun() {
                         drop(guard.take());
                     }
-                    return Err(Fail::Closed);
+                    return Err(closed_ring());
                 }
                 match r.wait_ready(min, Some(slice)) {
                     Ok(n) => Ok((n, r.in_flight())),
                     Err(fdkit::Error::Os(Errno::INTR)) => Ok((r.ready(), r.in_flight())),
-                    Err(e) => Err(Fail::Core(e)),
+                    Err(e) => Err(core_error(e)),
                 }
             })?;
             let expired = deadline.is_some_and(|d| Instant::now() >= d);
@@ -1047,7 +938,7 @@ impl PyRing {
         }
         let (done, in_flight) = match cell.lock().as_mut() {
             Some(r) => (r.take_ready(), r.in_flight()),
-            None => return Err(Fail::Closed.into()),
+            None => return Err(closed_ring()),
         };
         if timeout_error && done.is_empty() && in_flight > 0 {
             return Err(pyo3::exceptions::PyTimeoutError::new_err(format!(

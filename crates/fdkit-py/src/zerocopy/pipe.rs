@@ -2,7 +2,7 @@
 //! closable from any thread (see `closable`). See pipe(7), splice(2), tee(2).
 
 use crate::args::{Count, Fd};
-use crate::closable::{Closable, Release, Use};
+use crate::closable::{closed_error, Closable, Release, Use};
 use crate::errors::os_error;
 use crate::gil::{interrupted, retry_eintr};
 use crate::pipe_size::pipe_size;
@@ -52,7 +52,7 @@ impl Release for Option<Pipe> {
 }
 
 fn closed_pipe() -> PyErr {
-    PyValueError::new_err("I/O operation on a closed Pipe")
+    closed_error("Pipe")
 }
 
 /// Runs a cancellable splice/tee with the GIL released; after `EINTR` runs Python's signal

@@ -299,8 +299,8 @@ impl Ring {
 
     /// Gives back the `data` of a provided-buffer completion once read, for the next ones to
     /// reuse: with many chunks per wait, allocating and freeing each made the allocator hand
-    /// memory back to the kernel and fault it in again (measured: a tenth of a streaming
-    /// loop's CPU). The pool keeps at most one vector per provided buffer.
+    /// memory back to the kernel and fault it in again, a visible share of a streaming loop's
+    /// CPU. The pool keeps at most one vector per provided buffer.
     pub fn recycle_data(&mut self, mut data: Vec<u8>) {
         let limit: usize = self.groups.values().map(|g| g.len()).sum();
         if self.data_pool.len() < limit && data.capacity() <= MAX_POOLED {

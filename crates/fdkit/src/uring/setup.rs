@@ -91,7 +91,7 @@ impl Setup {
                 } else if coop {
                     // COOP_TASKRUN | TASKRUN_FLAG (Linux 5.19): completions that arrive while
                     // the task runs are not forced on it with a signal-like interrupt (which,
-                    // measured under a 64-connection load, cost more than the work itself);
+                    // under a many-connection load, costs more than the work itself);
                     // the kernel raises IORING_SQ_TASKRUN and the next reap enters to run them.
                     b.setup_coop_taskrun().setup_taskrun_flag();
                 }

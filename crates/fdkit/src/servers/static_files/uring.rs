@@ -468,7 +468,7 @@ impl Uring<'_> {
     /// A batch ending in a large file, from the loop: the head (and any small responses
     /// before it) with `sendmsg`, then `sendfile`, as the epoll engine does. A ring
     /// `SendMsg` for the head would cost a completion round trip per response before the body
-    /// could start (measured: ~10% more CPU per 1 MiB request than nginx). A full socket
+    /// could start, more CPU per large request than nginx spends. A full socket
     /// queues a `POLL_ADD(POLLOUT)`.
     fn send_tail(&mut self, idx: usize) {
         let now = self.clock.now;

@@ -1,0 +1,73 @@
+"""serve's defaults are written once, in the native module (``_fdkit.SERVE_DEFAULTS``): the
+native signature, the hand-written stub, ``fdkit.serve`` and ``fdkit serve`` all say the same."""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import inspect
+from pathlib import Path
+from typing import Any, get_type_hints
+
+import fdkit
+from fdkit import _fdkit
+from fdkit._fdkit import SERVE_DEFAULTS
+from fdkit.cli import serve as serve_cli
+from fdkit.types import ServeDefaults
+
+#: Keywords with a default that is not a setting: the callback.
+NOT_SETTINGS = {"on_listen"}
+
+
+def keyword_defaults(sig: inspect.Signature) -> dict[str, Any]:
+    return {
+        name: p.default
+        for name, p in sig.parameters.items()
+        if p.kind is inspect.Parameter.KEYWORD_ONLY and name not in NOT_SETTINGS
+    }
+
+
+def stub_keyword_defaults(name: str) -> dict[str, Any]:
+    """The keyword-only defaults of function ``name`` in ``_fdkit.pyi``, read with ``ast``."""
+    stub = Path(fdkit.__file__).with_name("_fdkit.pyi")
+    tree = ast.parse(stub.read_text())
+    (func,) = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == name]
+    args = func.args
+    return {
+        a.arg: ast.literal_eval(d)
+        for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=True)
+        if d is not None and a.arg not in NOT_SETTINGS
+    }
+
+
+def test_the_table_has_the_keys_its_type_says() -> None:
+    assert set(SERVE_DEFAULTS) == set(get_type_hints(ServeDefaults))
+
+
+def test_the_native_signature_says_the_table() -> None:
+    assert keyword_defaults(inspect.signature(_fdkit.serve_static)) == SERVE_DEFAULTS
+
+
+def test_the_stub_says_the_table() -> None:
+    assert stub_keyword_defaults("serve_static") == SERVE_DEFAULTS
+
+
+def test_fdkit_serve_takes_the_table() -> None:
+    own = keyword_defaults(inspect.signature(fdkit.serve))
+    shared = {k: v for k, v in own.items() if k in SERVE_DEFAULTS}
+    assert shared == {k: v for k, v in SERVE_DEFAULTS.items() if k in own}
+    assert set(own) - set(SERVE_DEFAULTS) == {"workers"}
+
+
+def test_the_command_line_takes_the_table() -> None:
+    parser = argparse.ArgumentParser()
+    serve_cli.add_parser(parser.add_subparsers())
+    args = parser.parse_args(["serve"])
+    port, _ = serve_cli._port_and_dir(args)
+    assert args.host == SERVE_DEFAULTS["host"]
+    assert port == SERVE_DEFAULTS["port"]
+    assert args.engine == SERVE_DEFAULTS["engine"]
+    assert float(args.idle_timeout) == SERVE_DEFAULTS["idle_timeout"]
+    assert int(args.max_connections) == SERVE_DEFAULTS["max_connections"]
+    assert args.list == SERVE_DEFAULTS["listing"]
+    assert args.access_log == SERVE_DEFAULTS["access_log"]
