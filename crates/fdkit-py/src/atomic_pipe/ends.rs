@@ -2,8 +2,10 @@
 //! writers (or readers) from it, then keep one end with `reader()`/`writer()`, which closes
 //! the other. Once one end is kept, the object forwards attributes to it, so Perl's
 //! `$p->reader; $p->read_message` reads the same in Python.
+//!
+//! The ends are held as the Python objects they are (`AtomicPipe`s) and used through their
+//! Python methods: `pipe.rs` builds this class, so this file does not name that one back.
 
-use super::pipe::AtomicPipe;
 use pyo3::exceptions::{PyAttributeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
@@ -17,18 +19,19 @@ pub struct AtomicPipeEnds {
 
 #[derive(Default)]
 struct Held {
-    reader: Option<Py<AtomicPipe>>,
-    writer: Option<Py<AtomicPipe>>,
+    reader: Option<Py<PyAny>>,
+    writer: Option<Py<PyAny>>,
 }
 
 impl AtomicPipeEnds {
-    pub(super) fn new(py: Python<'_>, reader: AtomicPipe, writer: AtomicPipe) -> PyResult<Self> {
-        Ok(AtomicPipeEnds {
+    /// Both ends of a new pipe: its reader and its writer (`AtomicPipe` objects).
+    pub(super) fn new(reader: Py<PyAny>, writer: Py<PyAny>) -> Self {
+        AtomicPipeEnds {
             ends: Mutex::new(Held {
-                reader: Some(Py::new(py, reader)?),
-                writer: Some(Py::new(py, writer)?),
+                reader: Some(reader),
+                writer: Some(writer),
             }),
-        })
+        }
     }
 
     fn held(&self) -> MutexGuard<'_, Held> {
@@ -36,7 +39,7 @@ impl AtomicPipeEnds {
     }
 
     /// Keeps one end (closing the other); ValueError when that end is gone.
-    fn keep(&self, py: Python<'_>, reader: bool) -> PyResult<Py<AtomicPipe>> {
+    fn keep(&self, py: Python<'_>, reader: bool) -> PyResult<Py<PyAny>> {
         let (kept, other) = {
             let mut guard = self.held();
             let held = &mut *guard;
@@ -58,12 +61,12 @@ impl AtomicPipeEnds {
             (mine.clone_ref(py), theirs.take())
         };
         if let Some(other) = other {
-            other.get().close(py)?;
+            other.bind(py).call_method0("close")?;
         }
         Ok(kept)
     }
 
-    fn end(&self, py: Python<'_>, reader: bool) -> PyResult<Py<AtomicPipe>> {
+    fn end(&self, py: Python<'_>, reader: bool) -> PyResult<Py<PyAny>> {
         let held = self.held();
         let end = if reader { &held.reader } else { &held.writer };
         end.as_ref().map(|p| p.clone_ref(py)).ok_or_else(|| {
@@ -80,23 +83,27 @@ impl AtomicPipeEnds {
 impl AtomicPipeEnds {
     /// Keeps the read end and closes the write end (Perl's `reader`); returns the reader.
     /// Calling it again returns the same reader; after `writer()`, ValueError.
-    fn reader(&self, py: Python<'_>) -> PyResult<Py<AtomicPipe>> {
+    fn reader(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
         self.keep(py, true)
     }
 
     /// Keeps the write end and closes the read end (Perl's `writer`); returns the writer.
-    fn writer(&self, py: Python<'_>) -> PyResult<Py<AtomicPipe>> {
+    fn writer(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
         self.keep(py, false)
     }
 
     /// A new writer over a duplicate of the write end (Perl's `clone_writer`).
-    fn clone_writer(&self, py: Python<'_>) -> PyResult<AtomicPipe> {
-        self.end(py, false)?.get().clone_writer(py)
+    fn clone_writer<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        self.end(py, false)?
+            .into_bound(py)
+            .call_method0("clone_writer")
     }
 
     /// A new reader over a duplicate of the read end (Perl's `clone_reader`).
-    fn clone_reader(&self, py: Python<'_>) -> PyResult<AtomicPipe> {
-        self.end(py, true)?.get().clone_reader(py)
+    fn clone_reader<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        self.end(py, true)?
+            .into_bound(py)
+            .call_method0("clone_reader")
     }
 
     /// True once only the read end is held.
@@ -116,8 +123,11 @@ impl AtomicPipeEnds {
     /// Closes the ends still held.
     fn close(&self, py: Python<'_>) -> PyResult<()> {
         let Held { reader, writer } = std::mem::take(&mut *self.held());
-        let w = writer.map_or(Ok(()), |w| w.get().close(py));
-        let r = reader.map_or(Ok(()), |r| r.get().close(py));
+        let close = |end: Option<Py<PyAny>>| {
+            end.map_or(Ok(()), |e| e.bind(py).call_method0("close").map(drop))
+        };
+        let w = close(writer);
+        let r = close(reader);
         w.and(r)
     }
 

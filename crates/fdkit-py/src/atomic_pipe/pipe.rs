@@ -355,7 +355,8 @@ impl AtomicPipe {
         options: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<super::ends::AtomicPipeEnds> {
         let (r, w) = Self::pair(py, options)?;
-        super::ends::AtomicPipeEnds::new(py, r, w)
+        let (r, w) = (Py::new(py, r)?.into_any(), Py::new(py, w)?.into_any());
+        Ok(super::ends::AtomicPipeEnds::new(r, w))
     }
 
     /// `from_fd(mode, fd, *, dup=False, pipe_only=True, **options)`: wraps an open fd, taking
