@@ -45,6 +45,13 @@ def test_the_distribution_carries_both_licences() -> None:
     assert set(dist.metadata.get_all("License-File") or ()) >= {"LICENSE-MIT", "LICENSE-APACHE"}
 
 
+def test_the_licence_is_in_the_field_every_pip_shows() -> None:
+    # `pip show` of pip 23 reads License only; License-Expression may not stand beside it
+    metadata = importlib.metadata.metadata("fdkit")
+    assert metadata["License"] == "MIT OR Apache-2.0"
+    assert metadata["License-Expression"] is None
+
+
 def test_the_package_ships_its_types() -> None:
     pkg = Path(fdkit.__file__).parent
     assert (pkg / "py.typed").is_file()

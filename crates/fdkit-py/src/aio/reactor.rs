@@ -312,6 +312,6 @@ impl PyReactor {
     /// Whether `close()` ran (or this is a forked child's copy, which must not be used).
     #[getter]
     fn closed(&self) -> PyResult<bool> {
-        Ok(self.lock()?.as_ref().map_or(true, |e| e.reactor.forked()))
+        Ok(self.lock()?.as_ref().is_none_or(|e| e.reactor.forked()))
     }
 }

@@ -123,7 +123,7 @@ impl Decoder {
             && self.reassembly.pending() == 0
             && self.deferred.is_empty()
             && self.fatal.is_none()
-            && self.tail.as_ref().map_or(true, VecDeque::is_empty)
+            && self.tail.as_ref().is_none_or(VecDeque::is_empty)
     }
 
     /// Hands an error back to be returned first by the next [`next_event`](Self::next_event)

@@ -504,7 +504,7 @@ impl Ring {
     /// Whether an op in flight uses registered buffer `index` (None: any).
     pub(crate) fn fixed_in_use(&self, index: Option<u16>) -> bool {
         self.slots.iter().any(|(_, s)| match s.owned {
-            super::slots::Owned::FixedBuf(i) => index.map_or(true, |x| x == i),
+            super::slots::Owned::FixedBuf(i) => index.is_none_or(|x| x == i),
             _ => false,
         })
     }
