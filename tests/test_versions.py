@@ -153,10 +153,7 @@ def test_the_tested_pythons_are_named_alike_everywhere() -> None:
 @pytest.mark.parametrize(
     "page",
     [
-        pytest.param(
-            "README.md",
-            marks=pytest.mark.xfail(strict=True, reason="its Rust line changes in another change"),
-        ),
+        "README.md",
         "crates/fdkit/README.md",
     ],
 )
