@@ -1231,6 +1231,7 @@ def test_aio_contended_is_a_flag_of_the_aio_bench_only() -> None:
         benchmarks.BENCHES["memory"].run(quick=True, contended=True)
 
 
+@pytest.mark.serial
 def test_aio_burner_runs_on_the_load_cpu_and_is_stopped() -> None:
     """The --contended run's CPU burner is a busy process on CPU 1 while the workloads run,
     stopped (by pid) when they end; a quiet run starts none."""
@@ -1249,6 +1250,7 @@ def test_aio_burner_runs_on_the_load_cpu_and_is_stopped() -> None:
         assert _children() == before
 
 
+@pytest.mark.serial
 def test_user_share_of_a_busy_process() -> None:
     """read_user_system reads a process's utime and stime finer than /proc's 10 ms ticks;
     a busy loop's CPU is almost all user time."""
