@@ -22,12 +22,30 @@ $(STAMP_DEPS): requirements-dev.txt requirements-test.txt requirements-docs.txt
 	$(PY) -m pip install --quiet -r requirements-dev.txt
 	touch $@
 
+# Cargo.toml's `fast` profile builds everything but the wheels: release code (opt-level 3, no
+# debug assertions) without LTO, in 16 codegen units. The release profile's fat LTO and single
+# codegen unit are for the wheels only (`make wheels`), whose suite `make test-wheels` runs.
+CARGO_PROFILE := --profile fast
+
 $(STAMP_BUILD): $(STAMP_DEPS) $(RUST_SOURCES) pyproject.toml
-	$(VENV)/bin/maturin develop --release --quiet $(if $(JSON),>&2)
+	rm -f $(STAMP_BUILD_RELEASE)
+	$(VENV)/bin/maturin develop $(CARGO_PROFILE) --quiet $(if $(JSON),>&2)
 	touch $@
 
 .PHONY: setup
-setup: $(STAMP_BUILD) ## create .venv, install tools, build the extension (release)
+setup: $(STAMP_BUILD) ## create .venv, install tools, build the extension (optimised, no LTO)
+
+# `make bench` measures the extension as the wheels build it (the release profile, fat LTO),
+# so its figures are those of what ships; `make demo`'s quick tour runs on the setup build. One
+# extension is installed in .venv at a time: each stamp removes the other's.
+STAMP_BUILD_RELEASE := $(VENV)/.fdkit-built-release
+$(STAMP_BUILD_RELEASE): $(STAMP_DEPS) $(RUST_SOURCES) pyproject.toml
+	rm -f $(STAMP_BUILD)
+	$(VENV)/bin/maturin develop --release --quiet $(if $(JSON),>&2)
+	touch $@
+
+.PHONY: setup-release
+setup-release: $(STAMP_BUILD_RELEASE) ## build the extension as the wheels do (fat LTO), for make bench
 
 .PHONY: demo
 demo: setup bench-tools bench-deps ## set up, then a tour: one line per capability against its best-known peer
@@ -77,8 +95,8 @@ bench-deps: $(STAMP_BENCH_DEPS) ## install the aio bench's contenders (uvloop, r
 .PHONY: lint
 lint: setup ## cargo fmt --check, clippy -D warnings, cargo doc -D warnings, ruff, mypy stubtest
 	cargo fmt --all -- --check
-	cargo clippy --workspace --all-targets --release -- -D warnings
-	RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --release --quiet
+	cargo clippy --workspace --all-targets $(CARGO_PROFILE) -- -D warnings
+	RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps $(CARGO_PROFILE) --quiet
 	$(VENV)/bin/ruff check python tests bench examples
 	$(VENV)/bin/ruff format --check python tests bench examples
 	$(PY) -m mypy.stubtest fdkit._fdkit --allowlist stubtest-allowlist.txt
@@ -90,10 +108,25 @@ lint: setup ## cargo fmt --check, clippy -D warnings, cargo doc -D warnings, ruf
 HAVE_URING = $(shell $(PY) -c 'import fdkit.uring as u; print(int(u.available()[0]))' 2>/dev/null)
 REQUIRE_URING = $(if $(filter 1,$(HAVE_URING)),FDKIT_REQUIRE_URING=1)
 
+# pytest runs in PYTEST_JOBS processes (pytest-xdist; each test file stays in one process, so
+# its module fixtures hold), then the tests marked `serial` (CPU budgets, timing, pinned CPUs)
+# alone in one process, where no other test competes for the CPU they measure.
+PYTEST_JOBS ?= 2
+PYTEST_PARALLEL = $(PY) -m pytest -n $(PYTEST_JOBS) --dist loadfile
+PYTEST_SERIAL = $(PY) -m pytest -m serial
+
 .PHONY: test
 test: lint docs ## set up, lint, build the docs, then cargo test (core) and pytest (Python API and CLI)
-	$(REQUIRE_URING) cargo test --workspace --release
-	$(REQUIRE_URING) $(PY) -m pytest
+	$(REQUIRE_URING) cargo test --workspace $(CARGO_PROFILE)
+	$(REQUIRE_URING) $(PYTEST_PARALLEL) -m "not serial"
+	$(REQUIRE_URING) $(PYTEST_SERIAL)
+
+# The edit loop, a minute or two: the extension rebuilt if a source changed, the core's Rust
+# tests, and the Python tests not marked slow or serial, in parallel. `make test` before a push.
+.PHONY: test-fast
+test-fast: setup ## the edit loop: build, cargo test of the core, pytest -n 2 without slow tests
+	$(REQUIRE_URING) cargo test -p fdkit $(CARGO_PROFILE)
+	$(REQUIRE_URING) $(PYTEST_PARALLEL) -m "not slow and not serial"
 
 # The site (docs/, mkdocs.yml) into site/: the API reference is read from the package and its
 # stubs, so the extension is built first. --strict makes every warning (a broken link or anchor,
@@ -107,7 +140,7 @@ docs: setup ## build the documentation site into site/ (warnings are errors)
 # wheel). `make bench JSON=1` prints the JSON document alone on stdout: make echoes no command
 # then, and what the steps before it say (bench-tools, a rebuild by maturin) goes to stderr.
 .PHONY: bench
-bench: setup bench-tools bench-deps ## the full benchmarks (minutes); BENCH="accept" to pick, JSON=1 for JSON
+bench: setup-release bench-tools bench-deps ## the full benchmarks (minutes); BENCH="accept" to pick, JSON=1 for JSON
 	@$(PY) -m bench $(BENCH) $(if $(JSON),--json)
 
 # Other projects' own test suites on fdkit's loop (beyond CPython's own): uvloop 0.23.0's, anyio
@@ -297,7 +330,9 @@ test-wheels: $(WHEEL_STAMPS) ## each wheel in a fresh venv of its Python, outsid
 	  && cp -r $(wildcard $(WHEEL_TEST_FILES)) "$$tmp/" \
 	  && ( cd "$$tmp" && env -u VIRTUAL_ENV -u PYTHONPATH \
 	       PATH="$$tmp/venv/bin:$(subst $(abspath $(VENV))/bin:,,$(PATH))" \
-	       venv/bin/python -m pytest -p no:cacheprovider $(PYTEST_ARGS) ) \
+	       venv/bin/python -m pytest -p no:cacheprovider -n $(PYTEST_JOBS) --dist loadfile \
+	         -m "not serial" $(PYTEST_ARGS) \
+	       && venv/bin/python -m pytest -p no:cacheprovider -m serial $(PYTEST_ARGS) ) \
 	  || failed="$$failed $$ver"; \
 	  rm -rf "$$tmp"; \
 	done; \

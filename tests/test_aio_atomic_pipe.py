@@ -181,6 +181,7 @@ def test_a_burst_of_small_messages(loop_factory: LoopFactory) -> None:
         assert run(loop_factory, main()) == msgs
 
 
+@pytest.mark.serial
 def test_a_slow_reader_is_awaited_not_spun_on(loop_factory: LoopFactory) -> None:
     r, w = AtomicPipe.pair()
     msgs = [payload(8000, seed=i) for i in range(60)]

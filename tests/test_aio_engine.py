@@ -535,6 +535,7 @@ with asyncio.Runner(loop_factory=factory) as runner:
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("loop_name", ["asyncio", "fdkit"])
 def test_a_server_out_of_fds_says_so_and_accepts_the_rest_once_fds_are_back(
     loop_name: str,

@@ -119,6 +119,7 @@ def test_udp_sendto_unconnected(loop: Loop) -> None:
 CONNECTIONS = 4000
 
 
+@pytest.mark.slow
 @each_loop
 def test_4000_concurrent_connections_fd_count_back_to_baseline(loop: Loop) -> None:
     """4,000 clients connected at once to a streams echo server on the loop under test, each

@@ -176,6 +176,7 @@ def test_socket_to_file(loop_factory: LoopFactory, tmp_path: Path) -> None:
     assert (tmp_path / "dst").read_bytes() == data
 
 
+@pytest.mark.serial
 def test_a_slow_reader_is_awaited_not_spun_on(loop_factory: LoopFactory, tmp_path: Path) -> None:
     """The destination fills again and again: the transfer waits in the loop's poll, so the
     process's CPU time stays a small part of the wall time."""

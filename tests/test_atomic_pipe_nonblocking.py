@@ -59,6 +59,7 @@ class Drain(threading.Thread):
             self.error = e
 
 
+@pytest.mark.serial
 def test_full_pipe_queues_and_flush_polls() -> None:
     r, w = AtomicPipe.pair()
     with r, w:
@@ -81,6 +82,7 @@ def test_full_pipe_queues_and_flush_polls() -> None:
         assert w.flush(0) is True
 
 
+@pytest.mark.serial
 def test_close_flushes_queued_output_first() -> None:
     r, w = AtomicPipe.pair()
     with r:

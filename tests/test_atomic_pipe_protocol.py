@@ -158,6 +158,7 @@ def test_random_garbage_decodes_or_raises(seed: int, mixed: bool) -> None:
     assert all(kind in {"message", "burst", "line"} for kind, _ in items)
 
 
+@pytest.mark.serial
 @pytest.mark.parametrize(
     ("mixed", "partial"),
     [

@@ -221,6 +221,7 @@ def test_registry_lists_every_bench() -> None:
         assert b.description
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("bench", list(benchmarks.BENCHES))
 def test_rows_follow_the_schema(results: dict[str, list[Result]], bench: str) -> None:
     rows = results[bench]
@@ -241,6 +242,7 @@ def test_rows_follow_the_schema(results: dict[str, list[Result]], bench: str) ->
         assert r.goal is None or (isinstance(r.goal, float) and r.goal > 0)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("bench", list(HEADLINES))
 def test_headline_ids_exist_once_with_goals(results: dict[str, list[Result]], bench: str) -> None:
     ids = [r.id for r in results[bench]]
@@ -251,11 +253,13 @@ def test_headline_ids_exist_once_with_goals(results: dict[str, list[Result]], be
         assert (r.goal is not None) == (r.id in all_headlines), r
 
 
+@pytest.mark.slow
 def test_ids_unique_across_benches(results: dict[str, list[Result]]) -> None:
     ids = [r.id for rows in results.values() for r in rows]
     assert len(ids) == len(set(ids))
 
 
+@pytest.mark.slow
 def test_accept_has_every_contender_and_variant(results: dict[str, list[Result]]) -> None:
     ids = {r.id for r in results["accept"]}
     contenders = ["stdlib_accept", "stdlib_selectors", "fd_accept"]
@@ -266,6 +270,7 @@ def test_accept_has_every_contender_and_variant(results: dict[str, list[Result]]
                 assert f"accept_{variant}_{key}_{metric}" in ids
 
 
+@pytest.mark.slow
 def test_every_goal_is_a_ratio_the_table_judges(results: dict[str, list[Result]]) -> None:
     """A goal is the ratio a headline row must reach: positive and finite, shown as ``≥GOALx``,
     and judged ✓ exactly when the measured ratio reaches it (at the goal counts, just under
@@ -313,6 +318,7 @@ def test_a_retired_goal_is_shown_and_not_counted() -> None:
     assert json.loads(report.to_json([retired], {}))["results"][0]["goal"] == 1.6
 
 
+@pytest.mark.slow
 def test_json_round_trips(results: dict[str, list[Result]]) -> None:
     rows = [r for v in results.values() for r in v]
     machine = benchmarks.machine_info()
@@ -332,6 +338,7 @@ def test_json_has_no_nan() -> None:
     assert doc["results"][0]["ratio"] is None
 
 
+@pytest.mark.slow
 def test_table_shows_every_row_and_verdict(results: dict[str, list[Result]]) -> None:
     rows = [r for v in results.values() for r in v]
     table = report.format_table(rows)
@@ -443,6 +450,7 @@ def test_zero_copy_scripts_print_json(script: str, ids: list[str]) -> None:
             assert got.count(i) == 1, got
 
 
+@pytest.mark.slow
 def test_zerocopy_covers_every_kind_and_names_the_path(results: dict[str, list[Result]]) -> None:
     rows = results["zerocopy"]
     ids = {r.id for r in rows}
@@ -469,6 +477,7 @@ def test_copy_row_says_the_size_it_copies(monkeypatch: pytest.MonkeyPatch) -> No
     assert (quick.copy_id, quick.copy_size) == ("copy_file_128m", 128 << 20)
 
 
+@pytest.mark.slow
 def test_proxy_rows(results: dict[str, list[Result]]) -> None:
     (row,) = [r for r in results["proxy"] if r.id == "proxy_vs_asyncio"]
     assert row.unit == "s/GiB"
@@ -540,6 +549,7 @@ def test_endpoint_child_reports_a_crash() -> None:
         child.stop()
 
 
+@pytest.mark.slow
 def test_atomic_pipe_rows(results: dict[str, list[Result]]) -> None:
     rows = results["atomic_pipe"]
     by_id = {r.id: r for r in rows}
@@ -614,6 +624,7 @@ def test_atomic_pipe_measure_catches_wrong_content() -> None:
 # ------------------------------------------------------------------------------ serve
 
 
+@pytest.mark.slow
 def test_serve_rows(results: dict[str, list[Result]]) -> None:
     rows = results["serve"]
     by_id = {r.id: r for r in rows}
@@ -653,6 +664,7 @@ def test_serve_rows(results: dict[str, list[Result]]) -> None:
         assert row.case.startswith(serve.LABELS["fdkit_2w"])
 
 
+@pytest.mark.slow
 def test_serve_script_prints_json() -> None:
     env = dict(os.environ, **{TINY_ENV: "1"})
     proc = subprocess.run(
@@ -800,6 +812,7 @@ def test_serve_without_wrk_skips_every_row_it_would_have(
     assert "wrk is not installed" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("tool", "first"),
     [("nginx", "serve_vs_nginx_6b, serve_epoll_vs_nginx_6b,"), ("h2o", "serve_vs_h2o_6b,")],
@@ -1116,7 +1129,7 @@ def test_make_bench_json_prints_the_document_alone(tmp_path: Path) -> None:
     stderr. The set-up stamps are taken as done (-o) so that nothing is rebuilt here."""
     assert MAKE is not None
     bin_ = _fake_bin(tmp_path, uid=0)
-    stamps = ["-o", ".venv/.fdkit-built", "-o", ".venv/.deps-installed"]
+    stamps = ["-o", ".venv/.fdkit-built-release", "-o", ".venv/.deps-installed"]
     stamps += ["-o", ".venv/.bench-deps-installed"]
     proc = subprocess.run(
         [MAKE, *stamps, "bench", "BENCH=memory", "JSON=1"],
@@ -1139,6 +1152,7 @@ def test_make_bench_json_prints_the_document_alone(tmp_path: Path) -> None:
 # ------------------------------------------------------------------------------ aio
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("row_id", HEADLINES["aio"])
 def test_aio_headline_ids(results: dict[str, list[Result]], row_id: str) -> None:
     """Each id of issues 11 and 16 comes out once at smoke size, or its contender is not here
@@ -1151,6 +1165,7 @@ def test_aio_headline_ids(results: dict[str, list[Result]], row_id: str) -> None
     assert row.goal == aio.GOALS[row_id]
 
 
+@pytest.mark.slow
 def test_aio_rows(results: dict[str, list[Result]]) -> None:
     """Every row is fdkit.aio against one other loop, in the unit of its workload; the
     asyncio rows (the stdlib: always here) come out for every workload."""
@@ -1181,6 +1196,7 @@ def _check_aio_rows(rows: list[Result], variant: str = "") -> None:
             assert row_id.startswith("aio_hello_"), r  # the split is the hello workload's
 
 
+@pytest.mark.slow
 def test_aio_user_and_kernel_split_add_up(results: dict[str, list[Result]]) -> None:
     """The hello workload's CPU per request is read apart into user and kernel time, which
     add up to it, for fdkit and for each loop it is compared with."""
@@ -1208,6 +1224,7 @@ def aio_contended(tiny_env: None) -> list[Result]:
     return rows
 
 
+@pytest.mark.slow
 def test_aio_contended_ids_are_suffixed(
     results: dict[str, list[Result]], aio_contended: list[Result]
 ) -> None:
@@ -1253,6 +1270,7 @@ def test_aio_contended_is_a_flag_of_the_aio_bench_only() -> None:
         benchmarks.BENCHES["memory"].run(quick=True, contended=True)
 
 
+@pytest.mark.serial
 def test_aio_burner_runs_on_the_load_cpu_and_is_stopped() -> None:
     """The --contended run's CPU burner is a busy process on CPU 1 while the workloads run,
     stopped (by pid) when they end; a quiet run starts none."""
@@ -1271,6 +1289,7 @@ def test_aio_burner_runs_on_the_load_cpu_and_is_stopped() -> None:
         assert _children() == before
 
 
+@pytest.mark.serial
 def test_user_share_of_a_busy_process() -> None:
     """read_user_system reads a process's utime and stime finer than /proc's 10 ms ticks;
     a busy loop's CPU is almost all user time."""
@@ -1540,7 +1559,7 @@ def test_tour_takes_no_names() -> None:
 @pytest.mark.skipif(MAKE is None, reason="no make")
 def test_make_demo_runs_the_tour() -> None:
     assert MAKE is not None
-    stamps = ["-o", ".venv/.fdkit-built", "-o", ".venv/.deps-installed"]
+    stamps = ["-o", ".venv/.fdkit-built-release", "-o", ".venv/.deps-installed"]
     stamps += ["-o", ".venv/.bench-deps-installed", "-o", "bench-tools"]
     plan = subprocess.run(
         [MAKE, "-n", *stamps, "demo"],

@@ -327,6 +327,7 @@ def one_get(addr: tuple[str, int], target: str, timeout: float = 5.0) -> tuple[i
         return r.status, r.body
 
 
+@pytest.mark.serial
 @pytest.mark.parametrize("engine", list(ENGINES))
 def test_a_host_that_takes_every_free_fd(many: Path, tmp_path: Path, engine: str) -> None:
     """The host program takes every fd the server left free: the server gives cached fds

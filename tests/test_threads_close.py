@@ -315,6 +315,7 @@ def test_ctrl_c_reaches_a_close_that_waits_to_flush() -> None:
         w.close()
 
 
+@pytest.mark.slow
 def test_stress_close_races_read_message_and_never_touches_a_reused_fd() -> None:
     rng = random.Random(9)
     errors: list[str] = []
@@ -346,6 +347,7 @@ def test_stress_close_races_read_message_and_never_touches_a_reused_fd() -> None
     assert not errors, errors[:5]
 
 
+@pytest.mark.slow
 def test_stress_close_races_writes_and_never_touches_a_reused_fd() -> None:
     rng = random.Random(11)
     for i in range(200):
@@ -497,6 +499,7 @@ def test_ctrl_c_reaches_a_blocked_pipe_read_from() -> None:
         b.close()
 
 
+@pytest.mark.slow
 def test_stress_close_races_pipe_calls_and_never_touches_a_reused_fd() -> None:
     rng = random.Random(13)
     a, b = socket.socketpair()
@@ -583,6 +586,7 @@ def test_ctrl_c_reaches_a_blocked_ring_wait() -> None:
             ring.wait()
 
 
+@pytest.mark.slow
 @needs_uring
 def test_stress_close_races_ring_wait() -> None:
     rng = random.Random(17)

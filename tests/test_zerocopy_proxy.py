@@ -283,6 +283,7 @@ def test_reset_after_half_close_still_ends_the_proxy(side: str, fds: Fds) -> Non
     assert isinstance(proxy.error, OSError), proxy.error
 
 
+@pytest.mark.serial
 def test_idle_timeout_raises_timeout_error(fds: Fds) -> None:
     _, a = pair("tcp", fds)
     b, _ = pair("tcp", fds)
@@ -471,6 +472,7 @@ def test_relay_camera_to_client_and_recording_with_a_slow_client(fds: Fds, tmp_p
     assert (tmp_path / "rec").read_bytes() == data
 
 
+@pytest.mark.serial
 def test_relay_with_a_slow_non_blocking_recording(fds: Fds) -> None:
     """The recording is a small non-blocking pipe drained slowly: relay waits for it in poll
     (no spin) and the recording still gets every byte, in order."""

@@ -608,6 +608,7 @@ SLOW_CASES = [
 ]
 
 
+@pytest.mark.serial
 @pytest.mark.parametrize(("src_kind", "dst_kind", "count"), SLOW_CASES)
 def test_non_blocking_slow_ends_do_not_spin(
     src_kind: str, dst_kind: str, count: int | None, fds: Fds, tmp_path: Path
@@ -668,6 +669,7 @@ def test_non_blocking_slow_ends_do_not_spin(
     assert proc < 0.5, f"the process used {proc:.2f} s CPU in {wall:.2f} s"
 
 
+@pytest.mark.serial
 def test_full_destination_pipe_is_not_mistaken_for_an_empty_source(fds: Fds) -> None:
     """pipe → pipe with the destination full and the source full too: transfer must wait for
     room in the destination (POLLOUT), not for data that is already there, and must not spin

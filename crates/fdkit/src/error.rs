@@ -3,8 +3,9 @@
 //!
 //! Which error type a call returns follows from where its failures can come from (the
 //! crate-level docs, "Errors", give the rule). This module holds [`Error`], the
-//! [`Result`] alias for it, and the `From` impls into [`std::io::Error`] for every error type
-//! of the public API:
+//! [`Result`] alias for it and its `From` impl into [`std::io::Error`]; every other error type
+//! of the public API has its impl beside it (the atomic pipe's in `atomic_pipe/`, which this
+//! module does not import). The conversions:
 //!
 //! | from                                   | into `std::io::Error`                               |
 //! |----------------------------------------|-----------------------------------------------------|
@@ -50,9 +51,6 @@
 //! assert_eq!(inner, Some(&fdkit::Error::NeedsNonBlocking("accept_many")));
 //! //! ```
 
-#[cfg(doc)]
-use crate::atomic_pipe::ProtocolError;
-use crate::atomic_pipe::{BurstError, DecompressError, ReadError};
 pub use rustix::io::Errno;
 use std::fmt;
 use std::io;
@@ -114,32 +112,6 @@ impl From<Error> for io::Error {
             Error::Os(errno) => io::Error::from_raw_os_error(errno.raw_os_error()),
             other => io::Error::new(io::ErrorKind::InvalidInput, other),
         }
-    }
-}
-
-impl From<ReadError> for io::Error {
-    /// The errno as `from_raw_os_error`; a broken stream as [`io::ErrorKind::InvalidData`]
-    /// carrying the [`ProtocolError`].
-    fn from(e: ReadError) -> Self {
-        match e {
-            ReadError::Os(errno) => io::Error::from_raw_os_error(errno.raw_os_error()),
-            ReadError::Protocol(p) => p.into(),
-        }
-    }
-}
-
-impl From<DecompressError> for io::Error {
-    /// [`io::ErrorKind::InvalidData`], carrying the [`DecompressError`].
-    fn from(e: DecompressError) -> Self {
-        io::Error::new(io::ErrorKind::InvalidData, e)
-    }
-}
-
-impl From<BurstError> for io::Error {
-    /// [`io::ErrorKind::InvalidInput`] (the caller's data cannot go as one burst), carrying
-    /// the [`BurstError`].
-    fn from(e: BurstError) -> Self {
-        io::Error::new(io::ErrorKind::InvalidInput, e)
     }
 }
 

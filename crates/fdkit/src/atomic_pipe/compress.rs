@@ -129,3 +129,10 @@ impl Decompressor {
         Ok(out)
     }
 }
+
+impl From<DecompressError> for std::io::Error {
+    /// [`std::io::ErrorKind::InvalidData`], carrying the [`DecompressError`].
+    fn from(e: DecompressError) -> Self {
+        std::io::Error::new(std::io::ErrorKind::InvalidData, e)
+    }
+}

@@ -239,3 +239,11 @@ pub fn encode_burst_unchecked(
     }
     Ok(size)
 }
+
+impl From<BurstError> for std::io::Error {
+    /// [`std::io::ErrorKind::InvalidInput`] (the caller's data cannot go as one burst), carrying
+    /// the [`BurstError`].
+    fn from(e: BurstError) -> Self {
+        std::io::Error::new(std::io::ErrorKind::InvalidInput, e)
+    }
+}

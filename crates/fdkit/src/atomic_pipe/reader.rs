@@ -407,3 +407,14 @@ impl MessageReader {
         Ok(event)
     }
 }
+
+impl From<ReadError> for std::io::Error {
+    /// The errno as `from_raw_os_error`; a broken stream as [`std::io::ErrorKind::InvalidData`]
+    /// carrying the [`ProtocolError`].
+    fn from(e: ReadError) -> Self {
+        match e {
+            ReadError::Os(errno) => std::io::Error::from_raw_os_error(errno.raw_os_error()),
+            ReadError::Protocol(p) => p.into(),
+        }
+    }
+}

@@ -11,7 +11,10 @@
 //! `If-None-Match` or `If-Range` sends the whole file, which is always a correct answer.
 
 use super::date::parse_http_date;
-use super::request::{Method, Request};
+use super::request::{
+    Method, Request, REPEATED_IF_MATCH, REPEATED_IF_MODIFIED_SINCE, REPEATED_IF_NONE_MATCH,
+    REPEATED_IF_RANGE, REPEATED_IF_UNMODIFIED_SINCE,
+};
 
 /// The longest [`ETag`]: two quotes, three 64-bit numbers in hex, two dashes.
 pub const ETAG_MAX: usize = 2 + 3 * 16 + 2;
@@ -164,13 +167,6 @@ pub fn evaluate(
     };
     Precondition::Proceed { range }
 }
-
-/// Bits of [`Request::repeated`]: which conditional fields came on more than one line.
-pub(crate) const REPEATED_IF_MATCH: u8 = 1;
-pub(crate) const REPEATED_IF_NONE_MATCH: u8 = 2;
-pub(crate) const REPEATED_IF_MODIFIED_SINCE: u8 = 4;
-pub(crate) const REPEATED_IF_UNMODIFIED_SINCE: u8 = 8;
-pub(crate) const REPEATED_IF_RANGE: u8 = 16;
 
 /// A singleton field's value; a field sent twice has more than one member and is ignored
 /// (RFC 9110 §13.1.3, §13.1.4).

@@ -17,12 +17,16 @@
 //! ClientHello (first byte 0x16, not a token byte), a control byte in the target.
 
 use super::authority::valid_host;
-use super::conditional::{
-    REPEATED_IF_MATCH, REPEATED_IF_MODIFIED_SINCE, REPEATED_IF_NONE_MATCH, REPEATED_IF_RANGE,
-    REPEATED_IF_UNMODIFIED_SINCE,
-};
 use super::path::strip_scheme;
 use super::response::Status;
+
+/// Bits of [`Request::repeated`]: which conditional fields came on more than one line. Set
+/// here, by the parser; read by the precondition checks (`conditional.rs`).
+pub(crate) const REPEATED_IF_MATCH: u8 = 1;
+pub(crate) const REPEATED_IF_NONE_MATCH: u8 = 2;
+pub(crate) const REPEATED_IF_MODIFIED_SINCE: u8 = 4;
+pub(crate) const REPEATED_IF_UNMODIFIED_SINCE: u8 = 8;
+pub(crate) const REPEATED_IF_RANGE: u8 = 16;
 
 /// The most bytes a request head may take (request line and headers, blank line included).
 pub const MAX_HEAD_BYTES: usize = 8192;

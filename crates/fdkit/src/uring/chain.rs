@@ -1,6 +1,6 @@
-//! SQE flags and linked chains: how an op is queued with `IOSQE_*` flags, how a chain of
-//! linked ops reaches the kernel whole, and how the ring knows when ops that post no
-//! completion (`IOSQE_CQE_SKIP_SUCCESS`) are finished.
+//! Linked chains: how an op is queued with `IOSQE_*` flags ([`SqeFlags`], defined in
+//! `sqe.rs`), how a chain of linked ops reaches the kernel whole, and how the ring knows when
+//! ops that post no completion (`IOSQE_CQE_SKIP_SUCCESS`) are finished.
 //!
 //! - A chain is every op queued with [`SqeFlags::LINK`] or [`SqeFlags::HARDLINK`] plus the
 //!   first op after them without either. The kernel only links entries it takes in one
@@ -24,62 +24,10 @@
 use super::completion::OpKind;
 use super::ring::Ring;
 use super::slots::{Owned, Slot};
+use super::sqe::SqeFlags;
 use crate::error::{Error, Result};
-use bitflags::bitflags;
 use io_uring::{opcode, squeue};
 use rustix::io::Errno;
-
-bitflags! {
-    /// The `IOSQE_*` flags an op can be queued with ([`Ring::with_flags`]).
-    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-    pub struct SqeFlags: u8 {
-        /// `IOSQE_IO_LINK`: the next op starts only once this one completed; if this one
-        /// fails (an error, or a short read or write), the rest of the chain completes with
-        /// `ECANCELED`.
-        const LINK = 1 << 0;
-        /// `IOSQE_IO_HARDLINK`: like `LINK`, but the chain goes on even if this op fails.
-        const HARDLINK = 1 << 1;
-        /// `IOSQE_IO_DRAIN`: this op starts only after every op queued before it completed,
-        /// and ops queued after it wait for it.
-        const DRAIN = 1 << 2;
-        /// `IOSQE_ASYNC`: go straight to the kernel's worker threads (no first try inline).
-        const ASYNC = 1 << 3;
-        /// `IOSQE_CQE_SKIP_SUCCESS`: no completion when the op succeeds (one, with the
-        /// error, when it fails). Not for ops that create an fd (it would be lost), multishot
-        /// ops, `send_zc` or `cancel`. Needs Linux 5.17 (`IORING_FEAT_CQE_SKIP`).
-        const SKIP_SUCCESS = 1 << 4;
-    }
-}
-
-impl SqeFlags {
-    pub(crate) fn kernel(self) -> squeue::Flags {
-        let mut f = squeue::Flags::empty();
-        f.set(squeue::Flags::IO_LINK, self.contains(SqeFlags::LINK));
-        f.set(
-            squeue::Flags::IO_HARDLINK,
-            self.contains(SqeFlags::HARDLINK),
-        );
-        f.set(squeue::Flags::IO_DRAIN, self.contains(SqeFlags::DRAIN));
-        f.set(squeue::Flags::ASYNC, self.contains(SqeFlags::ASYNC));
-        f.set(
-            squeue::Flags::SKIP_SUCCESS,
-            self.contains(SqeFlags::SKIP_SUCCESS),
-        );
-        f
-    }
-
-    fn linked(self) -> bool {
-        self.intersects(SqeFlags::LINK | SqeFlags::HARDLINK)
-    }
-}
-
-/// The chain being queued: its entries (held back until it is complete) and its last op.
-#[derive(Default)]
-pub(crate) struct PendingChain {
-    entries: Vec<squeue::Entry>,
-    /// The slot key of the chain's last op so far (it has `LINK` or `HARDLINK`).
-    tail: Option<u64>,
-}
 
 impl Ring {
     /// Queues the op `f` queues with the SQE `flags`: `ring.with_flags(SqeFlags::LINK, |r|

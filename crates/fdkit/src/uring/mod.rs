@@ -64,21 +64,23 @@
 mod buf_ring;
 mod chain;
 mod completion;
+mod errno;
 mod ops;
 mod probe;
 mod reap;
 mod ring;
 mod setup;
 mod slots;
+mod sqe;
 mod teardown;
 
 pub(crate) use buf_ring::BufRing;
 pub use buf_ring::MAX_BUFFERS;
-pub use chain::SqeFlags;
 pub use completion::{Completion, CompletionFlags, OpFd, OpKind, Statx, Target};
 pub(crate) use probe::{explain, missing_op};
 pub use probe::{probe, Availability, OpSupport};
 pub use ring::{Ring, RingOptions, CLOSE_TIMEOUT, MAX_ENTRIES};
 pub use setup::KernelVersion;
 pub(crate) use setup::{enter_timeout, Built, Setup};
+pub use sqe::SqeFlags;
 pub(crate) use teardown::{drain, leak, InFlight};

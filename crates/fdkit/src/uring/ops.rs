@@ -5,10 +5,10 @@
 //! A queued op takes effect at the next submit ([`Ring::submit`], or [`Ring::wait`]); the fds
 //! it names must stay open until then (the kernel takes its own reference at submission).
 
-use super::chain::SqeFlags;
 use super::completion::{OpFd, OpKind, Target};
 use super::ring::{Ring, NO_TARGET};
-use super::slots::{CancelState, Owned, Slot};
+use super::slots::{CancelState, MsgParts, Owned, Slot};
+use super::sqe::SqeFlags;
 use crate::error::{Error, Result};
 use crate::fd::MAX_RW_COUNT;
 use io_uring::{opcode, types};
@@ -678,47 +678,5 @@ impl Ring {
             .build();
         let slot = Slot::new(user_data, OpKind::WriteFixed, Owned::FixedBuf(index)).on(at);
         self.push(entry, slot)
-    }
-}
-
-/// What a `sendmsg` or `recvmsg` lends the kernel: the header, its iovecs, the bytes (sent,
-/// or the buffer filled) and the address. Boxed: the header points into the box.
-pub(crate) struct MsgParts {
-    pub hdr: libc::msghdr,
-    pub iov: Vec<libc::iovec>,
-    pub data: Vec<Box<dyn AsRef<[u8]> + Send>>,
-    pub fill: Vec<u8>,
-    pub addr: libc::sockaddr_storage,
-}
-
-// SAFETY: the raw pointers in `hdr` and `iov` point into this same box (`addr`, `iov`) or
-// into the heap allocations of `data` and `fill`, which move with it; nothing is shared.
-unsafe impl Send for MsgParts {}
-
-impl MsgParts {
-    fn new() -> MsgParts {
-        MsgParts {
-            // SAFETY: msghdr and sockaddr_storage are plain C structs; zeroes are valid
-            // (null pointers, zero lengths, AF_UNSPEC).
-            hdr: unsafe { std::mem::zeroed() },
-            iov: Vec::new(),
-            data: Vec::new(),
-            fill: Vec::new(),
-            // SAFETY: as above: an all-zero sockaddr_storage is AF_UNSPEC.
-            addr: unsafe { std::mem::zeroed() },
-        }
-    }
-
-    /// The sender's address a `recvmsg` collected, if the kernel wrote one.
-    pub fn address_of(&self) -> Option<SocketAddrAny> {
-        let len = self.hdr.msg_namelen as usize;
-        if len < std::mem::size_of::<libc::sa_family_t>()
-            || len > std::mem::size_of::<libc::sockaddr_storage>()
-            || self.addr.ss_family == 0
-        {
-            return None;
-        }
-        // SAFETY: the kernel wrote `len` bytes of a socket address into `addr`.
-        Some(unsafe { SocketAddrAny::read((&raw const self.addr).cast(), len as u32) })
     }
 }

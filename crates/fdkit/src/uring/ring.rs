@@ -8,10 +8,11 @@
 //! [`Completion`]s lives in `reap.rs`.
 
 use super::buf_ring::BufRing;
-use super::chain::{PendingChain, SqeFlags};
 use super::completion::Completion;
+use super::errno::errno;
 use super::setup::{enter_timeout, Setup};
 use super::slots::{Slot, Slots};
+use super::sqe::{PendingChain, SqeFlags};
 use super::teardown::{drain, leak, InFlight};
 use crate::error::{Error, Result};
 use io_uring::{cqueue, opcode, squeue, IoUring};
@@ -678,9 +679,4 @@ impl std::fmt::Debug for Ring {
             .field("ready", &self.ready.len())
             .finish()
     }
-}
-
-/// The errno of an error from the io-uring crate (`EINVAL` for its own argument checks).
-pub(crate) fn errno(e: &std::io::Error) -> Errno {
-    Errno::from_raw_os_error(e.raw_os_error().unwrap_or(libc::EINVAL))
 }

@@ -8,7 +8,7 @@
 //! falling back only when the kernel answers `EINVAL` ("not this kernel"). See
 //! io_uring_setup(2), io_uring_queue_init_params(3).
 
-use super::ring::errno;
+use super::errno::errno;
 use io_uring::{types, IoUring};
 use rustix::io::Errno;
 use std::time::Duration;

@@ -6,8 +6,8 @@
 //! allocation), never inline in a [`Slot`]: slots move when the table grows, their heap
 //! allocations do not.
 
-use super::chain::SqeFlags;
 use super::completion::{OpFd, OpKind};
+use super::sqe::SqeFlags;
 use io_uring::types::Timespec;
 use rustix::net::SocketAddrAny;
 use std::ffi::CString;
@@ -39,7 +39,7 @@ pub(crate) enum Owned {
     /// The path of a `statx` and the buffer the kernel fills.
     Statx(Box<(CString, libc::statx)>),
     /// The message header, iovecs, bytes and address of a `sendmsg` or `recvmsg`.
-    Msg(Box<super::ops::MsgParts>),
+    Msg(Box<MsgParts>),
     /// A registered buffer (its index) a `read_fixed` fills or a `write_fixed` reads.
     FixedBuf(u16),
     /// The fd a `close_fd` hands the kernel: the ring closes it itself if the op is
@@ -209,5 +209,47 @@ impl Slots {
             .iter()
             .enumerate()
             .filter_map(|(id, s)| s.1.as_ref().map(|s| (id, s)))
+    }
+}
+
+/// What a `sendmsg` or `recvmsg` lends the kernel: the header, its iovecs, the bytes (sent,
+/// or the buffer filled) and the address. Boxed: the header points into the box.
+pub(crate) struct MsgParts {
+    pub hdr: libc::msghdr,
+    pub iov: Vec<libc::iovec>,
+    pub data: Vec<Box<dyn AsRef<[u8]> + Send>>,
+    pub fill: Vec<u8>,
+    pub addr: libc::sockaddr_storage,
+}
+
+// SAFETY: the raw pointers in `hdr` and `iov` point into this same box (`addr`, `iov`) or
+// into the heap allocations of `data` and `fill`, which move with it; nothing is shared.
+unsafe impl Send for MsgParts {}
+
+impl MsgParts {
+    pub(super) fn new() -> MsgParts {
+        MsgParts {
+            // SAFETY: msghdr and sockaddr_storage are plain C structs; zeroes are valid
+            // (null pointers, zero lengths, AF_UNSPEC).
+            hdr: unsafe { std::mem::zeroed() },
+            iov: Vec::new(),
+            data: Vec::new(),
+            fill: Vec::new(),
+            // SAFETY: as above: an all-zero sockaddr_storage is AF_UNSPEC.
+            addr: unsafe { std::mem::zeroed() },
+        }
+    }
+
+    /// The sender's address a `recvmsg` collected, if the kernel wrote one.
+    pub fn address_of(&self) -> Option<SocketAddrAny> {
+        let len = self.hdr.msg_namelen as usize;
+        if len < std::mem::size_of::<libc::sa_family_t>()
+            || len > std::mem::size_of::<libc::sockaddr_storage>()
+            || self.addr.ss_family == 0
+        {
+            return None;
+        }
+        // SAFETY: the kernel wrote `len` bytes of a socket address into `addr`.
+        Some(unsafe { SocketAddrAny::read((&raw const self.addr).cast(), len as u32) })
     }
 }

@@ -4,9 +4,9 @@
 //! [`Step::Unsupported`] so `transfer` can take the next one.
 
 use super::held::Held;
+use super::job::{refused, Job, Step, WouldBlock};
 use super::kind::FdKind;
 use super::pool::PooledPipe;
-use super::transfer::WouldBlock;
 use super::wait::{wait, wait_either, Want};
 use crate::fd::MAX_RW_COUNT;
 use rustix::io::Errno;
@@ -14,93 +14,6 @@ use rustix::net::SendFlags;
 use rustix::pipe::SpliceFlags;
 use std::mem::MaybeUninit;
 use std::os::fd::BorrowedFd;
-
-/// How one path ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Step {
-    /// The count was reached or the source ended.
-    Done,
-    /// The kernel refused this path for these fds (after moving what it could, all of which
-    /// reached the destination): try the next one.
-    Unsupported(Option<Errno>, &'static str),
-    /// A non-blocking job met a side that would block. Bytes taken from the source and not yet
-    /// delivered are in [`Job::held`].
-    Blocked(WouldBlock),
-}
-
-/// The state of one transfer, shared by the paths it tries in turn.
-pub struct Job<'a> {
-    /// Where bytes come from.
-    pub src: BorrowedFd<'a>,
-    /// Where bytes go.
-    pub dst: BorrowedFd<'a>,
-    /// The destination's kind (a socket gets `MSG_NOSIGNAL` writes).
-    pub dst_kind: FdKind,
-    /// Bytes still to move; `None` moves until the source ends.
-    pub remaining: Option<u64>,
-    /// The source offset to read at (advancing), or `None` for the file position.
-    pub src_off: Option<&'a mut u64>,
-    /// The destination offset to write at (advancing), or `None` for the file position.
-    pub dst_off: Option<&'a mut u64>,
-    /// Bytes delivered to the destination so far.
-    pub moved: u64,
-    /// Called after `EINTR`, short transfers and waits; `Err` stops the transfer.
-    pub checkpoint: &'a mut dyn FnMut() -> Result<(), Errno>,
-    /// Return [`Step::Blocked`] where the job would wait with poll.
-    pub nonblocking: bool,
-    /// Bytes taken from the source but not delivered when a non-blocking job stopped.
-    pub held: Option<Held>,
-}
-
-impl Job<'_> {
-    pub(super) fn want(&self, cap: usize) -> usize {
-        match self.remaining {
-            Some(r) => r.min(cap as u64) as usize,
-            None => cap,
-        }
-    }
-
-    /// After a read-side `EAGAIN` (wait for data) or `EINTR` (run the checkpoint): `Ok` means
-    /// retry the read. Any other errno comes back as the error.
-    pub(super) fn retry_read(&mut self, e: Errno) -> Result<(), Errno> {
-        match e {
-            Errno::AGAIN => wait(self.src, Want::Read, None, self.checkpoint).map(drop),
-            Errno::INTR => (self.checkpoint)(),
-            e => Err(e),
-        }
-    }
-
-    pub(super) fn finished(&self) -> bool {
-        self.remaining == Some(0)
-    }
-
-    /// Counts `n` bytes delivered, and runs the checkpoint every [`CHECK_EVERY`] bytes: a
-    /// transfer whose syscalls never block or come up short (`/dev/zero` to `/dev/null`)
-    /// would otherwise never give Ctrl-C a chance.
-    pub(super) fn delivered(&mut self, n: usize) -> Result<(), Errno> {
-        let before = self.moved;
-        self.moved += n as u64;
-        if let Some(r) = self.remaining.as_mut() {
-            *r -= n as u64;
-        }
-        if before / CHECK_EVERY != self.moved / CHECK_EVERY {
-            (self.checkpoint)()?;
-        }
-        Ok(())
-    }
-}
-
-/// Bytes between two checkpoints on a transfer that never waits (a few ms of copying).
-pub(super) const CHECK_EVERY: u64 = 64 << 20;
-
-/// The errnos that mean "this path does not work for these fds" rather than "this transfer
-/// failed": each kernel call uses them for fd kinds, filesystems or flags it cannot handle.
-pub(super) fn refused(e: Errno) -> bool {
-    matches!(
-        e,
-        Errno::NOSYS | Errno::INVAL | Errno::XDEV | Errno::OPNOTSUPP | Errno::BADF | Errno::PERM
-    )
-}
 
 /// A zero from copy_file_range or sendfile is only end-of-file if the file has no bytes left;
 /// procfs, sysfs and some FUSE files report 0 although data exists.
@@ -374,6 +287,78 @@ fn drain_by_copy(job: &mut Job<'_>, pipe: &mut PooledPipe) -> Result<Option<Woul
         job.checkpoint,
     )?;
     job.delivered(held)?;
+    Ok(None)
+}
+
+/// Delivers `held`'s bytes to the job's destination, counting them as delivered, until none
+/// is left or the job's count is reached. A blocking job waits for room; a non-blocking
+/// one stops with the side that would block.
+pub(super) fn deliver_held(
+    held: &mut Held,
+    job: &mut Job<'_>,
+) -> Result<Option<WouldBlock>, Errno> {
+    let socket = job.dst_kind == FdKind::Socket;
+    let dst = job.dst;
+    while !job.finished() {
+        if !held.front.is_empty() {
+            let want = job.want(held.front.len());
+            let n = if job.nonblocking {
+                write_nonblocking(
+                    dst,
+                    job.dst_off.as_deref_mut(),
+                    &held.front[..want],
+                    socket,
+                    job.checkpoint,
+                )?
+            } else {
+                write_all(
+                    dst,
+                    job.dst_off.as_deref_mut(),
+                    &held.front[..want],
+                    socket,
+                    job.checkpoint,
+                )?;
+                want
+            };
+            held.front.drain(..n);
+            job.delivered(n)?;
+            if n < want {
+                return Ok(Some(WouldBlock::Write));
+            }
+            continue;
+        }
+        let Some(pipe) = held.pipe.as_mut() else {
+            break;
+        };
+        if pipe.held() == 0 {
+            break;
+        }
+        let want = job.want(pipe.held());
+        let flags = SpliceFlags::MOVE | SpliceFlags::NONBLOCK;
+        match pipe
+            .pipe()
+            .write_to(dst, job.dst_off.as_deref_mut(), want, flags)
+        {
+            Ok(n) => {
+                pipe.drained(n);
+                job.delivered(n)?;
+            }
+            Err(Errno::AGAIN) if job.nonblocking => return Ok(Some(WouldBlock::Write)),
+            Err(Errno::AGAIN) => {
+                wait(dst, Want::Write, None, job.checkpoint)?;
+            }
+            Err(Errno::INTR) => (job.checkpoint)()?,
+            Err(e) if refused(e) => {
+                // This destination takes no splice: move the bytes to memory and write.
+                let n = pipe.held();
+                held.front = read_pipe(pipe, n, job.checkpoint)?;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    if held.pipe.as_ref().is_some_and(|p| p.held() == 0) {
+        held.pipe = None; // back to the pool, empty
+    }
     Ok(None)
 }
 

@@ -11,13 +11,8 @@
 //! numbers are used again or when parking finds the table large: those bytes went with their
 //! files, as unsent data goes with a closed socket.
 
-use super::engines::{read_pipe, refused, write_all, write_nonblocking, Job};
 use super::kind::{fd_kind, FdKind, FileId};
-use super::pool::PooledPipe;
-use super::transfer::WouldBlock;
-use super::wait::{wait, Want};
-use rustix::io::Errno;
-use rustix::pipe::SpliceFlags;
+use super::pool::{self, PooledPipe};
 use std::os::fd::{AsRawFd, BorrowedFd};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
@@ -25,8 +20,10 @@ use std::sync::Mutex;
 /// Undelivered bytes, in order: `front` first, then what `pipe` holds.
 #[derive(Debug, Default)]
 pub struct Held {
-    front: Vec<u8>,
-    pipe: Option<PooledPipe>,
+    /// Bytes in memory, delivered first.
+    pub(super) front: Vec<u8>,
+    /// A pipe holding the bytes after `front`.
+    pub(super) pipe: Option<PooledPipe>,
 }
 
 impl Held {
@@ -51,75 +48,6 @@ impl Held {
     /// Whether nothing is held.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
-    }
-
-    /// Delivers held bytes to the job's destination, counting them as delivered, until none
-    /// is left or the job's count is reached. A blocking job waits for room; a non-blocking
-    /// one stops with the side that would block.
-    pub(super) fn deliver(&mut self, job: &mut Job<'_>) -> Result<Option<WouldBlock>, Errno> {
-        let socket = job.dst_kind == FdKind::Socket;
-        let dst = job.dst;
-        while !job.finished() {
-            if !self.front.is_empty() {
-                let want = job.want(self.front.len());
-                let n = if job.nonblocking {
-                    write_nonblocking(
-                        dst,
-                        job.dst_off.as_deref_mut(),
-                        &self.front[..want],
-                        socket,
-                        job.checkpoint,
-                    )?
-                } else {
-                    write_all(
-                        dst,
-                        job.dst_off.as_deref_mut(),
-                        &self.front[..want],
-                        socket,
-                        job.checkpoint,
-                    )?;
-                    want
-                };
-                self.front.drain(..n);
-                job.delivered(n)?;
-                if n < want {
-                    return Ok(Some(WouldBlock::Write));
-                }
-                continue;
-            }
-            let Some(pipe) = self.pipe.as_mut() else {
-                break;
-            };
-            if pipe.held() == 0 {
-                break;
-            }
-            let want = job.want(pipe.held());
-            let flags = SpliceFlags::MOVE | SpliceFlags::NONBLOCK;
-            match pipe
-                .pipe()
-                .write_to(dst, job.dst_off.as_deref_mut(), want, flags)
-            {
-                Ok(n) => {
-                    pipe.drained(n);
-                    job.delivered(n)?;
-                }
-                Err(Errno::AGAIN) if job.nonblocking => return Ok(Some(WouldBlock::Write)),
-                Err(Errno::AGAIN) => {
-                    wait(dst, Want::Write, None, job.checkpoint)?;
-                }
-                Err(Errno::INTR) => (job.checkpoint)()?,
-                Err(e) if refused(e) => {
-                    // This destination takes no splice: move the bytes to memory and write.
-                    let n = pipe.held();
-                    self.front = read_pipe(pipe, n, job.checkpoint)?;
-                }
-                Err(e) => return Err(e),
-            }
-        }
-        if self.pipe.as_ref().is_some_and(|p| p.held() == 0) {
-            self.pipe = None; // back to the pool, empty
-        }
-        Ok(None)
     }
 }
 
@@ -196,7 +124,7 @@ pub(super) fn park(src: BorrowedFd<'_>, dst: BorrowedFd<'_>, held: Held) {
 }
 
 /// Drops the parked entries whose fds were closed (their pipes close); returns how many.
-pub(super) fn sweep() -> usize {
+fn sweep() -> usize {
     let Ok(mut parked) = PARKED.lock() else {
         return 0;
     };
@@ -222,4 +150,11 @@ pub fn held(src: BorrowedFd<'_>, dst: BorrowedFd<'_>) -> u64 {
             .map(|p| p.held.len() as u64)
             .sum()
     })
+}
+
+/// Closes every idle pipe the pool holds (pipes on loan are not affected), and the pipes
+/// parked by non-blocking transfers whose fds have been closed since, and returns how many it
+/// closed: for a program that wants its fds back, or a test counting fds.
+pub fn pool_clear() -> usize {
+    sweep() + pool::close_idle()
 }

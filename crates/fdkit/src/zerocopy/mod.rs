@@ -12,6 +12,7 @@
 
 mod engines;
 mod held;
+mod job;
 mod kind;
 mod pipe;
 mod pipe_stream;
@@ -21,13 +22,13 @@ mod transfer;
 mod wait;
 
 pub use crate::fd::pipe_max_size;
-pub use held::held;
+pub use held::{held, pool_clear};
+pub use job::WouldBlock;
 pub use kind::{fd_kind, FdKind, FileId};
 pub use pipe::Pipe;
 pub use pipe_stream::{Mirror, WriteProgress};
-pub use pool::{pool_clear, pool_idle, PooledPipe, POOL_CAPACITY, POOL_PIPE_SIZE};
+pub use pool::{pool_idle, PooledPipe, POOL_CAPACITY, POOL_PIPE_SIZE};
 pub use proxy::{proxy, proxy_all, relay, RESET_DRAIN_STALL};
 pub use transfer::{
-    transfer, transfer_all, transfer_nonblocking, Fallback, Path, TransferStats, WouldBlock,
-    SMALL_TRANSFER,
+    transfer, transfer_all, transfer_nonblocking, Fallback, Path, TransferStats, SMALL_TRANSFER,
 };

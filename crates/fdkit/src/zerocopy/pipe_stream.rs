@@ -10,7 +10,7 @@
 //! chunk leave for the destination: mirrors never miss a byte and never get one twice.
 //! See splice(2), tee(2), pipe(7).
 
-use super::engines::refused;
+use super::job::refused;
 use super::pipe::Pipe;
 use rustix::event::{PollFd, PollFlags};
 use rustix::io::Errno;

@@ -25,11 +25,11 @@ pub fn pool_idle() -> usize {
     IDLE.lock().map(|v| v.len()).unwrap_or(0)
 }
 
-/// Closes every idle pipe the pool holds (pipes on loan are not affected), and the pipes
-/// parked by non-blocking transfers whose fds have been closed since, and returns how many it
-/// closed: for a program that wants its fds back, or a test counting fds.
-pub fn pool_clear() -> usize {
-    super::held::sweep() + IDLE.lock().map(|mut v| v.drain(..).count()).unwrap_or(0)
+/// Closes every idle pipe; returns how many (`pool_clear`, in `held.rs`, also closes the
+/// parked pipes whose fds were closed: it lives there because the parked bytes sit above the
+/// pool).
+pub(super) fn close_idle() -> usize {
+    IDLE.lock().map(|mut v| v.drain(..).count()).unwrap_or(0)
 }
 
 /// A non-blocking pipe on loan from the pool; it tracks the bytes it holds.

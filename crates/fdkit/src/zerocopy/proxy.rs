@@ -1,6 +1,7 @@
 //! `relay` (one direction, optionally recorded) and `proxy` (both directions) between sockets.
 
-use super::engines::{self, Job, Step, CHECK_EVERY};
+use super::engines;
+use super::job::{Job, Step, CHECK_EVERY};
 use super::kind::{fd_kind, FdKind};
 use super::pool::PooledPipe;
 use crate::fd::{

@@ -1,7 +1,8 @@
 //! `transfer`: the best kernel path for two fds, falling back until one works.
 
-use super::engines::{self, Job, Step};
+use super::engines;
 use super::held;
+use super::job::{Job, Step, WouldBlock};
 use super::kind::{fd_kind, FdKind, FileId};
 use rustix::io::Errno;
 use std::collections::HashMap;
@@ -48,25 +49,6 @@ impl Path {
 impl fmt::Display for Path {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
-    }
-}
-
-/// The side of a non-blocking transfer that would block.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum WouldBlock {
-    /// The source has no data now: wait until it is readable.
-    Read,
-    /// The destination is full: wait until it is writable.
-    Write,
-}
-
-impl WouldBlock {
-    /// The name Python sees: `"read"` or `"write"`.
-    pub fn name(self) -> &'static str {
-        match self {
-            WouldBlock::Read => "read",
-            WouldBlock::Write => "write",
-        }
     }
 }
 
@@ -281,7 +263,7 @@ fn transfer_impl(
             .then(crate::fd::SigpipeGuard::if_needed)
             .flatten();
         let before = job.moved;
-        let r = held.deliver(&mut job);
+        let r = engines::deliver_held(&mut held, &mut job);
         if let Some(off) = job.src_off.as_deref_mut() {
             *off += job.moved - before; // the offset named the first undelivered byte
         }

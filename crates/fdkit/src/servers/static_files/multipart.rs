@@ -9,8 +9,7 @@
 //! part (`out.rs`, `send.rs`).
 
 use super::files::FileEntry;
-use super::out::{Out, Parts};
-use super::respond::{etag_header, head_end, head_start};
+use super::out::{etag_header, head_end, head_start, Out, Parts};
 use crate::http::{
     part_head_max, write_decimal, Boundary, Framing, Status, Version, HTTP_DATE_LEN,
 };

@@ -7,7 +7,7 @@
 //! it, `conn.rs` owns one per connection.
 
 use super::files::FileEntry;
-use crate::http::Framing;
+use crate::http::{Framing, Status, Version, HTTP_DATE_LEN};
 use std::rc::Rc;
 
 /// The most iovecs one `sendmsg` carries (heads merge; each mapped body adds one). A batch
@@ -189,4 +189,30 @@ impl Out {
         self.seg_bytes = 0;
         self.sent = 0;
     }
+}
+
+/// Starts a response head: the status line, `Server` and `Date`.
+pub(super) fn head_start(out: &mut Out, status: Status, date: &[u8; HTTP_DATE_LEN]) {
+    out.heads.extend_from_slice(status.line());
+    out.heads.extend_from_slice(b"Server: fdkit\r\nDate: ");
+    out.heads.extend_from_slice(date);
+    out.heads.extend_from_slice(b"\r\n");
+}
+
+/// The `ETag` line of `entry`.
+pub(super) fn etag_header(out: &mut Out, entry: &FileEntry) {
+    out.heads.extend_from_slice(b"ETag: ");
+    out.heads.extend_from_slice(entry.etag.as_bytes());
+    out.heads.extend_from_slice(b"\r\n");
+}
+
+/// Ends a response head: `Connection` when it differs from the version's default, then the
+/// blank line.
+pub(super) fn head_end(out: &mut Out, keep_alive: bool, version: Version) {
+    if !keep_alive {
+        out.heads.extend_from_slice(b"Connection: close\r\n");
+    } else if version == Version::Http10 {
+        out.heads.extend_from_slice(b"Connection: keep-alive\r\n");
+    }
+    out.heads.extend_from_slice(b"\r\n");
 }

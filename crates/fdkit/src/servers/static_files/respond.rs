@@ -14,7 +14,7 @@
 use super::access_log::AccessLog;
 use super::files::{FileCache, FileEntry, Refusal};
 use super::multipart::{gap, multipart};
-use super::out::Out;
+use super::out::{etag_header, head_end, head_start, Out};
 use crate::http::{
     evaluate, has_preconditions, parse_range, write_decimal, write_location, ByteRange, Method,
     Precondition, Request, Status, Validators, Version, HTTP_DATE_LEN,
@@ -221,12 +221,6 @@ pub(super) fn respond(req: &Request<'_>, out: &mut Out, ctx: &mut Ctx<'_>) -> An
     Answer::new(status, keep_alive, len)
 }
 
-pub(super) fn etag_header(out: &mut Out, entry: &FileEntry) {
-    out.heads.extend_from_slice(b"ETag: ");
-    out.heads.extend_from_slice(entry.etag.as_bytes());
-    out.heads.extend_from_slice(b"\r\n");
-}
-
 /// The fixed head without its `Content-Type` line: a 304 carries the validators, not the
 /// representation's metadata (RFC 9110 §15.4.5).
 fn without_content_type(fixed: &[u8]) -> &[u8] {
@@ -320,20 +314,4 @@ fn error_rest_with(
     } else {
         body.len() as u64
     }
-}
-
-pub(super) fn head_start(out: &mut Out, status: Status, date: &[u8; HTTP_DATE_LEN]) {
-    out.heads.extend_from_slice(status.line());
-    out.heads.extend_from_slice(b"Server: fdkit\r\nDate: ");
-    out.heads.extend_from_slice(date);
-    out.heads.extend_from_slice(b"\r\n");
-}
-
-pub(super) fn head_end(out: &mut Out, keep_alive: bool, version: Version) {
-    if !keep_alive {
-        out.heads.extend_from_slice(b"Connection: close\r\n");
-    } else if version == Version::Http10 {
-        out.heads.extend_from_slice(b"Connection: keep-alive\r\n");
-    }
-    out.heads.extend_from_slice(b"\r\n");
 }
