@@ -11,7 +11,8 @@ dst_fd, dst_path = fd.mkstemp()
 # Any two fds: file→file, file→socket, socket→socket, pipe→anything…
 n = zerocopy.transfer(src_fd, dst_fd)  # until EOF; or count=…, src_offset=…, dst_offset=…
 print(n, zerocopy.transfer_stats())
-# 4194304 {'path': 'copy_file_range', 'bytes': 4194304, 'remembered': False, 'fallbacks': []}
+# 4194304 {'path': 'copy_file_range', 'bytes': 4194304, 'remembered': False, 'would_block': None,
+#          'held': 0, 'fallbacks': []}
 
 # A pipe as an object with a standing tee (camera → client + recording): every chunk that
 # leaves the pipe reaches each mirror first, whole (tee(2) through a private pipe).
