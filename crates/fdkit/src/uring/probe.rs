@@ -175,7 +175,10 @@ pub(crate) fn explain(e: Errno) -> String {
         .ok()
         .map(|s| s.trim().to_owned());
     match e {
-        Errno::NOSYS => "io_uring_setup: ENOSYS (kernel too old or built without io_uring)".into(),
+        // qemu-user passes syscalls through but not io_uring's: the same ENOSYS.
+        Errno::NOSYS => "io_uring_setup: ENOSYS (kernel too old or built without io_uring, \
+                         or run by an emulator such as qemu-user)"
+            .into(),
         Errno::PERM => match disabled.as_deref() {
             Some("2") => "io_uring_setup: EPERM (sysctl kernel.io_uring_disabled=2)".into(),
             Some("1") => "io_uring_setup: EPERM (sysctl kernel.io_uring_disabled=1 and this \
