@@ -38,36 +38,23 @@ EXAMPLE_HOSTS = frozenset({"host", "localhost", "127.0.0.1", "[::1]", "example.c
 
 URL = re.compile(r"https?://[^\s)\]>\"'`]+")
 
-FILES = ("README.md", "CHANGELOG.md", "Cargo.toml", "pyproject.toml")
+FILES = ("README.md", "CHANGELOG.md", "Cargo.toml", "pyproject.toml", "mkdocs.yml")
 CRATE_FILES = ("README.md", "Cargo.toml")
-
-# Pages whose dead addresses another change removes (the README's git dependency line, the
-# changelog's compare and tag links): strict, so the mark must go once they are gone.
-PENDING: frozenset[str] = frozenset()
 
 pytestmark = pytest.mark.source_tree
 
 
 def _pages() -> list[Path]:
+    """The pages checked: the root's, each crate's and the documentation site's (those that
+    exist: a wheel's test tree has none of them, and then there is nothing to check)."""
     pages = [ROOT / name for name in FILES]
-    pages += sorted(p for c in sorted((ROOT / "crates").iterdir()) for p in _crate_files(c))
+    crates = ROOT / "crates"
+    if crates.is_dir():
+        pages += sorted(c / name for c in sorted(crates.iterdir()) for name in CRATE_FILES)
+    docs = ROOT / "docs"
+    if docs.is_dir():
+        pages += sorted(docs.rglob("*.md"))
     return [p for p in pages if p.is_file()]
-
-
-def _params() -> list[object]:
-    pending = pytest.mark.xfail(strict=True, reason="its github.com addresses go in another change")
-    return [
-        pytest.param(
-            p,
-            id=str(p.relative_to(ROOT)),
-            marks=[pending] if p.name in PENDING and p.parent == ROOT else [],
-        )
-        for p in _pages()
-    ]
-
-
-def _crate_files(crate: Path) -> list[Path]:
-    return [crate / name for name in CRATE_FILES]
 
 
 def _unknown(text: str) -> list[str]:
@@ -79,7 +66,7 @@ def _unknown(text: str) -> list[str]:
     return found
 
 
-@pytest.mark.parametrize("page", _params())
+@pytest.mark.parametrize("page", _pages(), ids=lambda p: str(p.relative_to(ROOT)))
 def test_every_address_is_on_a_known_site(page: Path) -> None:
     unknown = _unknown(page.read_text())
     assert not unknown, f"{page.relative_to(ROOT)} links where nothing is known to exist: {unknown}"
