@@ -155,6 +155,17 @@ def _failed(e: OSError, what: str) -> CopyError:
     return CopyError(e.errno or 0, f"{what}: {e.strerror or e}")
 
 
+def _stat_of(dst: str, follow: bool = False) -> os.stat_result | None:
+    """What is at ``dst`` now (``lstat``, or ``stat`` when ``follow``), None when nothing is;
+    any other failure is cp's ``cannot stat 'DST'``."""
+    try:
+        return os.stat(dst) if follow else os.lstat(dst)
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        raise _failed(e, f"cannot stat {dst!r}") from None
+
+
 def _human(n: float) -> str:
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
         if n < 1024 or unit == "TiB":
@@ -410,12 +421,7 @@ class Copier:
         first = self.links.get((st.st_dev, st.st_ino))
         if first is None:
             return False
-        try:
-            old = os.lstat(dst)
-        except FileNotFoundError:
-            old = None
-        except OSError as e:
-            raise _failed(e, f"cannot stat {dst!r}") from None
+        old = _stat_of(dst)
         if old is not None:
             if stat.S_ISDIR(old.st_mode):
                 raise CopyError(
@@ -440,12 +446,7 @@ class Copier:
         with ``-p`` its owner and times: after the entries, which change its mtime)."""
         if (st.st_dev, st.st_ino) in self.made_dirs:
             raise CopyError(errno.ELOOP, f"cannot copy a directory, {src!r}, into itself")
-        try:
-            old: os.stat_result | None = os.stat(dst)
-        except FileNotFoundError:
-            old = None
-        except OSError as e:
-            raise _failed(e, f"cannot stat {dst!r}") from None
+        old = _stat_of(dst, follow=True)
         if old is not None and not stat.S_ISDIR(old.st_mode):
             raise CopyError(
                 errno.ENOTDIR, f"cannot overwrite non-directory {dst!r} with directory {src!r}"
@@ -490,12 +491,7 @@ class Copier:
         it (an existing non-directory there is replaced)."""
         if self._linked(src, dst, st):
             return
-        try:
-            old = os.lstat(dst)
-        except FileNotFoundError:
-            old = None
-        except OSError as e:
-            raise _failed(e, f"cannot stat {dst!r}") from None
+        old = _stat_of(dst)
         if old is not None:
             if (old.st_dev, old.st_ino) == (st.st_dev, st.st_ino):
                 raise CopyError(errno.EINVAL, f"{src!r} and {dst!r} are the same file")
@@ -924,13 +920,8 @@ def _kind(dst: str, target: str, st: os.stat_result | None) -> str:
 
 def _resolve(dst: str) -> tuple[str, os.stat_result | None]:
     """The path to write (a symlink's final target) and what is there now (None: nothing)."""
-    try:
-        lst = os.lstat(dst)
-    except FileNotFoundError:
-        return dst, None
-    except OSError as e:
-        raise _failed(e, f"cannot stat {dst!r}") from None
-    if not stat.S_ISLNK(lst.st_mode):
+    lst = _stat_of(dst)
+    if lst is None or not stat.S_ISLNK(lst.st_mode):
         return dst, lst
     try:
         st = os.stat(dst)
