@@ -29,34 +29,33 @@ CP = shutil.which("cp")
 pytestmark = pytest.mark.skipif(CP is None, reason="no cp to compare with")
 
 
-def run(
-    *args: str, cwd: Path | None = None, stdin: str | None = None, prefix: tuple[str, ...] = ()
+def _command(
+    argv: list[str], cwd: Path | None, stdin: str | None, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [*prefix, FDKIT, "copy", *args],
+        argv,
         capture_output=True,
         text=True,
         timeout=60,
         check=False,
         cwd=cwd,
         input=stdin if stdin is not None else "",
+        env=env,
     )
+
+
+def run(
+    *args: str, cwd: Path | None = None, stdin: str | None = None, prefix: tuple[str, ...] = ()
+) -> subprocess.CompletedProcess[str]:
+    return _command([*prefix, FDKIT, "copy", *args], cwd, stdin)
 
 
 def cp(
     *args: str, cwd: Path | None = None, stdin: str | None = None, prefix: tuple[str, ...] = ()
 ) -> subprocess.CompletedProcess[str]:
     assert CP is not None
-    return subprocess.run(
-        [*prefix, "cp", *args],  # found on PATH: its messages start with "cp: "
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-        cwd=cwd,
-        input=stdin if stdin is not None else "",
-        env={**os.environ, "LC_ALL": "C"},
-    )
+    # "cp" found on PATH: its messages start with "cp: "; LC_ALL=C for its English words.
+    return _command([*prefix, "cp", *args], cwd, stdin, {**os.environ, "LC_ALL": "C"})
 
 
 def words(r: subprocess.CompletedProcess[str], prog: str) -> list[str]:

@@ -199,6 +199,15 @@ def get(port: int) -> bytes:
     return body
 
 
+def reaped(proc: subprocess.Popen[str]) -> None:
+    """Kills ``proc`` if it still runs, waits for it and closes its stderr pipe."""
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait()
+    assert proc.stderr is not None
+    proc.stderr.close()
+
+
 def stopped(proc: subprocess.Popen[str], sig: signal.Signals) -> int:
     proc.send_signal(sig)
     try:
@@ -224,11 +233,7 @@ def gunicorn() -> Iterator[subprocess.Popen[str]]:
     try:
         yield proc
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        assert proc.stderr is not None
-        proc.stderr.close()
+        reaped(proc)
 
 
 @pytest.mark.slow
@@ -265,8 +270,4 @@ def test_hypercorn_recipe_serves_on_fdkit_aio() -> None:
         assert body in (b"UringEventLoop io_uring\n", b"EpollEventLoop epoll\n"), body
         stopped(proc, signal.SIGINT)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        assert proc.stderr is not None
-        proc.stderr.close()
+        reaped(proc)
