@@ -347,8 +347,8 @@ class UringEventLoop(EventLoop):
             try:
                 fd = self._reactor.accept(lid)
             except OSError as exc:
-                self._remove_reader(sock.fileno())
                 if exc.errno in _OUT_OF_RESOURCES:
+                    self._remove_reader(sock.fileno())
                     self.call_exception_handler(
                         {
                             "message": "socket.accept() out of system resource",
@@ -370,10 +370,14 @@ class UringEventLoop(EventLoop):
                 if exc.errno == errno.EINVAL:
                     # No multishot accept here (or not listening): asyncio's readiness path,
                     # which meets the same kernel and answers as asyncio does.
+                    self._remove_reader(sock.fileno())
                     self._multishot_accept = False
                     self._start_serving(protocol_factory, sock, sslcontext, server, backlog, *rest)
                     return
-                raise  # the loop logs it, as asyncio's does
+                # The loop logs it, as asyncio's does. After one connection's error (EPROTO,
+                # EPERM, ...) the reactor goes on accepting; after one that would come back on
+                # every retry it has stopped, and the reader is never reported again.
+                raise
             if fd is None:
                 return
             conn, addr = _accepted_socket(sock, fd)

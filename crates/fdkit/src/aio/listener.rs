@@ -56,3 +56,74 @@ impl Listener {
         self.op.is_none() && !self.stopped && !self.held
     }
 }
+
+/// What an accept's error does, as asyncio's `_accept_connection` treats accept(2)'s errors.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum OnError {
+    /// Nothing to say: the queue was empty, the connection went away before it was accepted
+    /// (`ECONNABORTED`), a signal, or the accept was cancelled.
+    Ignore,
+    /// Handed to the loop, which raises it (asyncio logs it) and goes on accepting: an error of
+    /// one connection, which accept(2) says to treat as a retry (`EPROTO`, a network error
+    /// passed on by the kernel, `EPERM` from a firewall); the next connection may be fine.
+    Report,
+    /// Handed to the loop, and accepting stops until it listens again: out of fds or memory
+    /// (asyncio retries after a delay), `EINVAL` (not listening, or no multishot accept: the
+    /// loop falls back to readiness), or an error that would come back on every retry (the
+    /// fd is no listening socket any more), where accepting again would only spin.
+    Stop,
+}
+
+/// How an accept's `errno` is treated; see [`OnError`] and accept(2) ("Error handling").
+pub(super) fn on_error(errno: Errno) -> OnError {
+    match errno {
+        Errno::AGAIN | Errno::CONNABORTED | Errno::INTR | Errno::CANCELED => OnError::Ignore,
+        Errno::PROTO
+        | Errno::PERM
+        | Errno::NETDOWN
+        | Errno::NOPROTOOPT
+        | Errno::HOSTDOWN
+        | Errno::NONET
+        | Errno::HOSTUNREACH
+        | Errno::NETUNREACH
+        | Errno::TIMEDOUT => OnError::Report,
+        _ => OnError::Stop,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn errors_are_treated_as_asyncio_treats_accepts() {
+        use Errno as E;
+        let table: [(&[Errno], OnError); 3] = [
+            (
+                &[E::AGAIN, E::CONNABORTED, E::INTR, E::CANCELED],
+                OnError::Ignore,
+            ),
+            (
+                &[E::PROTO, E::PERM, E::NETDOWN, E::HOSTUNREACH],
+                OnError::Report,
+            ),
+            (
+                &[
+                    E::MFILE,
+                    E::NFILE,
+                    E::NOBUFS,
+                    E::NOMEM,
+                    E::INVAL,
+                    E::BADF,
+                    E::NOTSOCK,
+                ],
+                OnError::Stop,
+            ),
+        ];
+        for (errnos, want) in table {
+            for &e in errnos {
+                assert_eq!(on_error(e), want, "{e:?}");
+            }
+        }
+    }
+}

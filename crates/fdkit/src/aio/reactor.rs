@@ -1,7 +1,7 @@
 //! [`Reactor`]: readiness, streams and listeners over one [`Ring`]. See the module docs.
 
 use super::interest::Interest;
-use super::listener::{Listener, ListenerId, QUEUE_LIMIT};
+use super::listener::{self, Listener, ListenerId, OnError, QUEUE_LIMIT};
 use super::stream::{End, Received, Stream, StreamId};
 use crate::error::{Error, Result};
 use crate::uring::{Completion, OpKind, Ring, RingOptions};
@@ -454,9 +454,10 @@ impl Reactor {
     }
 
     /// Takes the oldest connection `listener` accepted (a close-on-exec, blocking socket), or
-    /// the error that stopped it accepting (`EMFILE`, `ENFILE`, `ENOBUFS`, `ENOMEM`, or
-    /// `EINVAL`: not listening, or no multishot accept on this kernel; [`listen`] again to
-    /// retry); None when nothing waits.
+    /// an accept's error: one that stopped it accepting (`EMFILE`, `ENFILE`, `ENOBUFS`,
+    /// `ENOMEM`, or `EINVAL`: not listening, or no multishot accept on this kernel; [`listen`]
+    /// again to retry), or one connection's (`EPROTO`, `EPERM`, ...: accepting goes on); None
+    /// when nothing waits.
     ///
     /// [`listen`]: Reactor::listen
     pub fn accept(&mut self, listener: ListenerId) -> Option<std::result::Result<OwnedFd, Errno>> {
@@ -518,16 +519,18 @@ impl Reactor {
             l.queue.push_back(Ok(fd));
             news = true;
         } else {
-            match c.error() {
-                None | Some(Errno::CANCELED) => {}
-                // The connection went away before it was accepted, or a signal: go on.
-                Some(
-                    Errno::AGAIN | Errno::CONNABORTED | Errno::INTR | Errno::PROTO | Errno::PERM,
-                ) => {}
-                Some(errno) => {
-                    l.stopped = true;
-                    l.queue.push_back(Err(errno));
-                    news = true;
+            if let Some(errno) = c.error() {
+                match listener::on_error(errno) {
+                    OnError::Ignore => {}
+                    OnError::Report => {
+                        l.queue.push_back(Err(errno));
+                        news = true;
+                    }
+                    OnError::Stop => {
+                        l.stopped = true;
+                        l.queue.push_back(Err(errno));
+                        news = true;
+                    }
                 }
             }
         }
