@@ -316,11 +316,26 @@ test-wheels-aarch64: $(WHEEL_AARCH64_STAMPS) ## the aarch64 wheel under qemu-use
 wheels: $(WHEEL_STAMPS) $(WHEEL_AARCH64_STAMPS) ## release wheels: x86-64 for CPython 3.11-3.13, aarch64 for 3.11 (manylinux2014)
 	@ls -l $(WHEEL_DIR)/*.whl
 
+# Each wheel's suite runs whole, except on the Python `make test` ran it on (the venv's, the
+# first of WHEEL_PYTHONS): there the same tests of the same code differ only by the build profile
+# (the other wheels test fat LTO) and by the install, so that wheel runs the tests of what
+# installing changes (WHEEL_INSTALL_TESTS: the distribution, the binding module, the CLI's entry
+# point, the examples, uvicorn finding the loop by name; none is `serial`). WHEEL_FULL=1 runs the
+# whole suite on every wheel.
+VENV_PYTHON_VERSION = $(shell $(PY) -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null)
+WHEEL_INSTALL_TESTS := tests/test_package.py tests/test_binding_module.py tests/test_cli.py \
+	tests/test_examples.py tests/test_aio_uvicorn.py tests/test_types.py
+
 .PHONY: test-wheels
 test-wheels: $(WHEEL_STAMPS) ## each wheel in a fresh venv of its Python, outside the tree: pytest on the installed fdkit
 	@set -o pipefail; failed=""; tmp=""; trap 'rm -rf "$$tmp"' EXIT; \
 	for ver in $(WHEEL_PYTHONS); do \
 	  tag=cp$$(echo $$ver | tr -d .); $(FIND_PYTHON); \
+	  tests=""; \
+	  if [ -z "$(WHEEL_FULL)" ] && [ "$$ver" = "$(VENV_PYTHON_VERSION)" ]; then \
+	    tests="$(WHEEL_INSTALL_TESTS)"; \
+	    echo "test-wheels: CPython $$ver ran the whole suite in make test: this wheel runs $$tests"; \
+	  fi; \
 	  whl=$$(ls $(WHEEL_DIR)/fdkit-*-$$tag-$$tag-*x86_64.whl); \
 	  tmp=$$(mktemp -d -t fdkit-wheel-$$tag.XXXXXX); chmod 755 "$$tmp"; \
 	  echo "test-wheels: $$whl in $$tmp/venv ($$py)"; \
@@ -331,8 +346,8 @@ test-wheels: $(WHEEL_STAMPS) ## each wheel in a fresh venv of its Python, outsid
 	  && ( cd "$$tmp" && env -u VIRTUAL_ENV -u PYTHONPATH \
 	       PATH="$$tmp/venv/bin:$(subst $(abspath $(VENV))/bin:,,$(PATH))" \
 	       venv/bin/python -m pytest -p no:cacheprovider -n $(PYTEST_JOBS) --dist loadfile \
-	         -m "not serial" $(PYTEST_ARGS) \
-	       && venv/bin/python -m pytest -p no:cacheprovider -m serial $(PYTEST_ARGS) ) \
+	         -m "not serial" $(PYTEST_ARGS) $$tests \
+	       && { [ -n "$$tests" ] || venv/bin/python -m pytest -p no:cacheprovider -m serial $(PYTEST_ARGS); } ) \
 	  || failed="$$failed $$ver"; \
 	  rm -rf "$$tmp"; \
 	done; \

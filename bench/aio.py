@@ -41,7 +41,7 @@ Rows: ``aio_W_vs_X`` (CPU) for each workload W and contender X (``uvloop``, ``as
 ``aio_W_p99_vs_X`` (HTTP) or ``aio_W_rate_vs_X`` (bytes), and for hello ``aio_hello_user_vs_X``
 and ``aio_hello_kernel_vs_X`` (not against the floor, whose user time is too small to sample).
 
-Modes: full (3 rounds of 2 s after a 1 s warm-up; 512 MiB echoed and 1 GiB sent per round),
+Modes: full (5 rounds of 2 s after a 1 s warm-up; 3 rounds of 512 MiB echoed and 1 GiB sent),
 ``--quick`` (one 1 s round; 64 MiB, 256 MiB), tiny (``FDKIT_BENCH_TINY``: serve's small Python
 load generator instead of wrk, a few MiB, and 4,000 hello requests: enough scheduler ticks to
 split user and kernel time).
@@ -265,7 +265,7 @@ class Plan:
 def _plan(quick: bool, contended: bool = False) -> Plan:
     plan = pick(
         quick,
-        Plan(64, 2, 3, 1, 0, 0, 512 * MiB, GiB, 3),
+        Plan(64, 2, 5, 1, 0, 0, 512 * MiB, GiB, 3),
         Plan(64, 1, 1, 0, 0, 0, 64 * MiB, 256 * MiB, 1),
         Plan(4, 0, 1, 0, 25, 1000, 4 * MiB, 4 * MiB, 1),
     )

@@ -48,7 +48,7 @@ has for rows that cannot run here); so are the floor's rows when gcc cannot buil
 server's answer is checked (status and body) before it is measured (the floor's on the 6 B file
 only), and wrk's non-2xx count and socket errors must be zero.
 
-Modes: full (64 and 256 connections, 3 rounds of 2 s after a 1 s warm-up round), ``--quick``
+Modes: full (64 and 256 connections, 5 rounds of 2 s after a 1 s warm-up round), ``--quick``
 (64 connections, the headline contenders only, one 1 s round), tiny (``FDKIT_BENCH_TINY``:
 a small Python load generator instead of wrk, a few hundred requests).
 """
@@ -520,7 +520,7 @@ class Plan:
 def _plan(quick: bool) -> Plan:
     return pick(
         quick,
-        Plan((64, 256), 2, 3, 1, True, 0),
+        Plan((64, 256), 2, 5, 1, True, 0),
         Plan((64,), 1, 1, 0, False, 0),
         Plan((4,), 0, 1, 0, True, 25),
     )

@@ -42,6 +42,11 @@ import bench as benchmarks  # noqa: E402
 from bench import _common, _endpoints, aio, atomic_pipe, report, serve, tour, zerocopy  # noqa: E402
 from bench._common import TINY_ENV, Result, is_rate  # noqa: E402
 
+# The harness is a tool of the source tree, not of the package: `make test` checks its contract
+# once; the runs against each installed wheel leave it out (the fdkit code it drives has tests
+# of its own there).
+pytestmark = pytest.mark.source_tree
+
 FIELDS = [
     "id",
     "bench",
@@ -868,7 +873,6 @@ def _fake_bin(
     return bin_
 
 
-@pytest.mark.source_tree
 def test_bench_never_runs_apt_get(tmp_path: Path) -> None:
     """With wrk missing, `python -m bench serve --quick` once ran `apt-get update` and
     `apt-get install` as root. A fake apt-get first on PATH must never be called; the run
@@ -929,7 +933,6 @@ def _missing_packages() -> list[str]:
     ]
 
 
-@pytest.mark.source_tree
 @pytest.mark.skipif(MAKE is None, reason="no make")
 def test_make_bench_tools_installs_what_is_missing_as_root(tmp_path: Path) -> None:
     proc = _bench_tools(_fake_bin(tmp_path, uid=0))
@@ -939,7 +942,6 @@ def test_make_bench_tools_installs_what_is_missing_as_root(tmp_path: Path) -> No
     assert calls == [f"apt-get install -y -qq --no-install-recommends {missing}"]
 
 
-@pytest.mark.source_tree
 @pytest.mark.skipif(MAKE is None, reason="no make")
 def test_make_bench_tools_as_a_user_uses_passwordless_sudo(tmp_path: Path) -> None:
     proc = _bench_tools(_fake_bin(tmp_path, uid=1000, sudo=True))
@@ -952,7 +954,6 @@ def test_make_bench_tools_as_a_user_uses_passwordless_sudo(tmp_path: Path) -> No
     ]
 
 
-@pytest.mark.source_tree
 @pytest.mark.skipif(MAKE is None, reason="no make")
 def test_make_bench_tools_as_a_user_only_prints_the_command(tmp_path: Path) -> None:
     proc = _bench_tools(_fake_bin(tmp_path, uid=1000))  # no usable sudo on this PATH
@@ -962,7 +963,6 @@ def test_make_bench_tools_as_a_user_only_prints_the_command(tmp_path: Path) -> N
     assert f"to install them run: sudo apt-get install -y {missing}" in proc.stdout
 
 
-@pytest.mark.source_tree
 @pytest.mark.skipif(MAKE is None, reason="no make")
 def test_make_bench_tools_without_apt_does_not_fail(tmp_path: Path) -> None:
     proc = _bench_tools(_fake_bin(tmp_path, uid=0, apt=False))
@@ -971,7 +971,6 @@ def test_make_bench_tools_without_apt_does_not_fail(tmp_path: Path) -> None:
     assert not (tmp_path / "calls").exists()
 
 
-@pytest.mark.source_tree
 @pytest.mark.skipif(MAKE is None, reason="no make")
 def test_make_bench_tools_with_the_tools_present_does_nothing(tmp_path: Path) -> None:
     proc = _bench_tools(_fake_bin(tmp_path, uid=0, tools=True))
@@ -980,7 +979,6 @@ def test_make_bench_tools_with_the_tools_present_does_nothing(tmp_path: Path) ->
     assert not (tmp_path / "calls").exists()
 
 
-@pytest.mark.source_tree
 @pytest.mark.skipif(MAKE is None, reason="no make")
 def test_make_test_does_not_need_bench_tools() -> None:
     """`make test` must work on a machine without apt: it does not depend on bench-tools,
@@ -1063,7 +1061,6 @@ def _imported_modules(path: Path) -> set[str]:
     return out
 
 
-@pytest.mark.source_tree
 def test_the_package_never_reaches_for_the_harness(tmp_path: Path) -> None:
     """The package carries no harness and no command that runs one: no module of python/fdkit
     imports `bench`, or looks for a source tree to import it from; installed alone (here: a
@@ -1555,7 +1552,6 @@ def test_tour_takes_no_names() -> None:
     assert "--tour takes no NAME" in bad.stderr
 
 
-@pytest.mark.source_tree
 @pytest.mark.skipif(MAKE is None, reason="no make")
 def test_make_demo_runs_the_tour() -> None:
     assert MAKE is not None
@@ -1578,7 +1574,6 @@ def test_make_demo_runs_the_tour() -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.source_tree
 @pytest.mark.timeout(600)
 def test_the_tour_runs_end_to_end() -> None:
     """`python -m bench --tour` (what `make demo` runs) at smoke-test size: the tour alone on

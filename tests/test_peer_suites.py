@@ -27,6 +27,10 @@ from peer_suites._report import (
 from peer_suites._run import RunResult, TestResult, collect, run, shards
 from peer_suites._suites import LOOPS, SUITES, Deselect, Suite
 
+# `make peer-tests` runs from the source tree: its harness is checked there, once, not against
+# each installed wheel.
+pytestmark = pytest.mark.source_tree
+
 FAKE_TESTS = """
 import os
 import re
