@@ -493,12 +493,7 @@ class Copier:
             return
         old = _stat_of(dst)
         if old is not None:
-            if (old.st_dev, old.st_ino) == (st.st_dev, st.st_ino):
-                raise CopyError(errno.EINVAL, f"{src!r} and {dst!r} are the same file")
-            if stat.S_ISDIR(old.st_mode):
-                raise CopyError(
-                    errno.EISDIR, f"cannot overwrite directory {dst!r} with non-directory"
-                )
+            _refuse_replacing(src, dst, st, old)
             if not self._may_replace(dst):
                 return
             _unlink(dst)
@@ -542,12 +537,7 @@ class Copier:
             return
         target, dst_st = _resolve(dst)
         if dst_st is not None:
-            if (dst_st.st_dev, dst_st.st_ino) == (st.st_dev, st.st_ino):
-                raise CopyError(errno.EINVAL, f"{src!r} and {dst!r} are the same file")
-            if stat.S_ISDIR(dst_st.st_mode):
-                raise CopyError(
-                    errno.EISDIR, f"cannot overwrite directory {dst!r} with non-directory"
-                )
+            _refuse_replacing(src, dst, st, dst_st)
             if stat.S_ISSOCK(dst_st.st_mode):
                 raise CopyError(errno.ENXIO, f"cannot write into {dst!r}: it is a socket")
             if not self._may_replace(dst):
@@ -889,6 +879,15 @@ def _unlink(path: str) -> None:
         pass
     except OSError as e:
         raise _failed(e, f"cannot remove {path!r}") from None
+
+
+def _refuse_replacing(src: str, dst: str, st: os.stat_result, old: os.stat_result) -> None:
+    """What cp refuses before it replaces ``dst`` (``old``: its stat) with a copy of ``src``
+    (``st``) that is not a directory: the same file, or a directory there."""
+    if (old.st_dev, old.st_ino) == (st.st_dev, st.st_ino):
+        raise CopyError(errno.EINVAL, f"{src!r} and {dst!r} are the same file")
+    if stat.S_ISDIR(old.st_mode):
+        raise CopyError(errno.EISDIR, f"cannot overwrite directory {dst!r} with non-directory")
 
 
 def _not_into_itself(src: str, dst: str) -> None:
