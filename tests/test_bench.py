@@ -134,6 +134,21 @@ HAVE_H2O = serve._which("h2o") is not None
 URING_OK = uring.available()[0]
 
 
+def _bench(
+    *args: str, timeout: float = 60, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``python -m bench ARGS`` from the repository root, as ``make bench`` runs it."""
+    return subprocess.run(
+        [sys.executable, "-m", "bench", *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+        check=False,
+    )
+
+
 def _serve_available(row_id: str) -> bool:
     """Whether the serve bench can produce ``row_id`` here (nginx, h2o installed; gcc for the
     C floor; io_uring)."""
@@ -414,15 +429,7 @@ def test_compile_c_caches(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> No
 
 def test_bench_script_prints_json() -> None:
     env = dict(os.environ, **{TINY_ENV: "1"})
-    proc = subprocess.run(
-        [sys.executable, "-m", "bench", "memory", "--json"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=env,
-        check=False,
-    )
+    proc = _bench("memory", "--json", env=env)
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
     assert [r["id"] for r in doc["results"]] == ["fd_memory"]
@@ -439,15 +446,7 @@ def test_bench_script_prints_json() -> None:
 )
 def test_zero_copy_scripts_print_json(script: str, ids: list[str]) -> None:
     env = dict(os.environ, **{TINY_ENV: "1"})
-    proc = subprocess.run(
-        [sys.executable, "-m", "bench", script, "--json"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=env,
-        check=False,
-    )
+    proc = _bench(script, "--json", env=env)
     assert proc.returncode == 0, proc.stderr
     got = [r["id"] for r in json.loads(proc.stdout)["results"]]
     for i in ids:
@@ -672,15 +671,7 @@ def test_serve_rows(results: dict[str, list[Result]]) -> None:
 @pytest.mark.slow
 def test_serve_script_prints_json() -> None:
     env = dict(os.environ, **{TINY_ENV: "1"})
-    proc = subprocess.run(
-        [sys.executable, "-m", "bench", "serve", "--json"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=env,
-        check=False,
-    )
+    proc = _bench("serve", "--json", env=env)
     assert proc.returncode == 0, proc.stderr
     got = [r["id"] for r in json.loads(proc.stdout)["results"]]
     for i in _expected_headlines("serve"):
@@ -880,30 +871,14 @@ def test_bench_never_runs_apt_get(tmp_path: Path) -> None:
     bin_ = _fake_bin(tmp_path)
     env = {k: v for k, v in os.environ.items() if k != TINY_ENV}
     env["PATH"] = str(bin_)  # no wrk here (nginx may still be found in /usr/sbin)
-    proc = subprocess.run(
-        [sys.executable, "-m", "bench", "serve", "--quick"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=env,
-        check=False,
-    )
+    proc = _bench("serve", "--quick", timeout=120, env=env)
     assert proc.returncode == 0, proc.stderr
     assert not (tmp_path / "calls").exists(), (tmp_path / "calls").read_text()
     sudo = "" if os.geteuid() == 0 else "sudo "
     assert f"wrk is not installed; `{sudo}apt-get install wrk`" in proc.stderr
     assert "skipped: serve_vs_nginx_6b," in proc.stdout
     assert "rows skipped" in proc.stdout.splitlines()[-1]
-    js = subprocess.run(
-        [sys.executable, "-m", "bench", "serve", "--quick", "--json"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=env,
-        check=False,
-    )
+    js = _bench("serve", "--quick", "--json", timeout=120, env=env)
     assert js.returncode == 0, js.stderr
     assert json.loads(js.stdout)["results"] == []
     assert not (tmp_path / "calls").exists()
@@ -1080,24 +1055,10 @@ def test_the_package_never_reaches_for_the_harness(tmp_path: Path) -> None:
 
 def test_python_dash_m_bench_is_the_same_front_end() -> None:
     """`python -m bench` from the repository root: --list, and one line for an unknown name."""
-    listed = subprocess.run(
-        [sys.executable, "-m", "bench", "--list"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    listed = _bench("--list")
     assert listed.returncode == 0, listed.stderr
     assert [ln.split()[0] for ln in listed.stdout.splitlines()] == list(benchmarks.BENCHES)
-    bad = subprocess.run(
-        [sys.executable, "-m", "bench", "no-such-bench"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    bad = _bench("no-such-bench")
     assert bad.returncode == 2
     assert bad.stdout == ""
     (line,) = bad.stderr.splitlines()
@@ -1248,14 +1209,7 @@ def test_aio_contended_ids_are_suffixed(
 def test_aio_contended_is_a_flag_of_the_aio_bench_only() -> None:
     """`python -m bench aio --contended` (what `make bench BENCH="aio --contended"` runs)
     takes the flag; a bench without that variant is one line on stderr and status 2."""
-    bad = subprocess.run(
-        [sys.executable, "-m", "bench", "accept", "aio", "--contended"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    bad = _bench("accept", "aio", "--contended")
     assert bad.returncode == 2
     assert bad.stdout == ""
     (line,) = bad.stderr.splitlines()
@@ -1540,14 +1494,7 @@ def test_tour_line_of_a_skipped_row_says_why() -> None:
 
 
 def test_tour_takes_no_names() -> None:
-    bad = subprocess.run(
-        [sys.executable, "-m", "bench", "--tour", "accept"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    bad = _bench("--tour", "accept")
     assert bad.returncode == 2
     assert "--tour takes no NAME" in bad.stderr
 
@@ -1579,15 +1526,7 @@ def test_the_tour_runs_end_to_end() -> None:
     """`python -m bench --tour` (what `make demo` runs) at smoke-test size: the tour alone on
     stdout, in shape; on stderr only its short progress lines."""
     env = dict(os.environ, **{TINY_ENV: "1"})
-    proc = subprocess.run(
-        [sys.executable, "-m", "bench", "--tour"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=580,
-        env=env,
-        check=False,
-    )
+    proc = _bench("--tour", timeout=580, env=env)
     assert proc.returncode == 0, proc.stderr
     _check_tour(proc.stdout)
     for line in proc.stderr.splitlines():
@@ -1603,16 +1542,12 @@ def test_quiet_drops_the_remarks_not_the_output() -> None:
     """`python -m bench -q` (what `fdkit bench -q` did): nothing on stderr while running, the
     output all there; an error still says so."""
     env = dict(os.environ, **{TINY_ENV: "1"})
-    cmd = [sys.executable, "-m", "bench", "-q"]
-    loud = subprocess.run([*cmd[:-1], "memory", "--json"], cwd=REPO, capture_output=True,
-                          text=True, timeout=60, env=env, check=False)  # fmt: skip
+    loud = _bench("memory", "--json", env=env)
     assert "smoke-test sizes" in loud.stderr  # a remark, which -q drops
-    quiet = subprocess.run([*cmd, "memory", "--json"], cwd=REPO, capture_output=True, text=True,
-                           timeout=60, env=env, check=False)  # fmt: skip
+    quiet = _bench("-q", "memory", "--json", env=env)
     assert quiet.returncode == 0, quiet.stderr
     assert quiet.stderr == ""
     assert [r["id"] for r in json.loads(quiet.stdout)["results"]] == ["fd_memory"]
-    bad = subprocess.run([*cmd, "no-such-bench"], cwd=REPO, capture_output=True, text=True,
-                         timeout=60, check=False)  # fmt: skip
+    bad = _bench("-q", "no-such-bench")
     assert bad.returncode == 2
     assert "unknown benchmark no-such-bench" in bad.stderr
