@@ -43,7 +43,7 @@ and ``aio_hello_kernel_vs_X`` (not against the floor, whose user time is too sma
 
 Modes: full (5 rounds of 2 s after a 1 s warm-up; 3 rounds of 512 MiB echoed and 1 GiB sent),
 ``--quick`` (one 1 s round; 64 MiB, 256 MiB), tiny (``FDKIT_BENCH_TINY``: serve's small Python
-load generator instead of wrk, a few MiB, and 4,000 hello requests: enough scheduler ticks to
+load generator instead of wrk, a few MiB, and 12,000 hello requests: enough scheduler ticks to
 split user and kernel time).
 
 ``--contended`` (``run(quick, contended=True)``): the same workloads with a CPU burner (a
@@ -267,7 +267,7 @@ def _plan(quick: bool, contended: bool = False) -> Plan:
         quick,
         Plan(64, 2, 5, 1, 0, 0, 512 * MiB, GiB, 3),
         Plan(64, 1, 1, 0, 0, 0, 64 * MiB, 256 * MiB, 1),
-        Plan(4, 0, 1, 0, 25, 1000, 4 * MiB, 4 * MiB, 1),
+        Plan(4, 0, 1, 0, 25, 3000, 4 * MiB, 4 * MiB, 1),
     )
     return dataclasses.replace(plan, variant=CONTENDED) if contended else plan
 
