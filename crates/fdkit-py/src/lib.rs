@@ -69,7 +69,7 @@ mod _fdkit {
     };
 
     #[pymodule_export]
-    use crate::aio::PyReactor;
+    use crate::aio::{install_write, LoopCore, PyReactor};
 
     #[pymodule_export]
     use crate::atomic_pipe::{AtomicPipe, AtomicPipeEnds, ProtocolError};

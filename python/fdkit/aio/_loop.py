@@ -14,12 +14,10 @@ import logging
 import os
 import selectors
 import socket
-import struct
-from asyncio import constants, events, trsock
-from asyncio.log import logger
 from typing import TYPE_CHECKING, Any, ClassVar, Self
 
-from fdkit.aio._transports import RingSocketTransport
+from fdkit.aio import _native
+from fdkit.aio._transports import SocketTransport
 
 if TYPE_CHECKING:  # annotations only: a loop's import need not load fdkit.types
     from fdkit.types import EngineName as Engine
@@ -166,6 +164,54 @@ class EventLoop(asyncio.SelectorEventLoop):
             return
         super()._close_self_pipe()  # type: ignore[misc]
 
+    def _make_socket_transport(
+        self, sock: Any, protocol: Any, waiter: Any = None, *, extra: Any = None, server: Any = None
+    ) -> Any:
+        self._ensure_fd_no_transport(sock)  # type: ignore[attr-defined]
+        return SocketTransport(self, sock, protocol, waiter, extra, server)
+
+    # The timer heap is the core's (``fdkit.aio._native``); asyncio's own methods that read or
+    # set these attributes (``__init__``, ``close``) see the same list and count.
+
+    @property
+    def _scheduled(self) -> list[Any]:
+        core = self.__dict__.get("_core")
+        if core is None:
+            return self.__dict__.setdefault("_scheduled_list", [])  # type: ignore[no-any-return]
+        return core.scheduled()  # type: ignore[no-any-return]
+
+    @_scheduled.setter
+    def _scheduled(self, value: list[Any]) -> None:
+        core = self.__dict__.get("_core")
+        if core is None:
+            self.__dict__["_scheduled_list"] = value
+        else:
+            core.set_scheduled(value)
+
+    @property
+    def _timer_cancelled_count(self) -> int:
+        core = self.__dict__.get("_core")
+        if core is None:
+            return self.__dict__.get("_timer_cancelled_count_", 0)  # type: ignore[no-any-return]
+        return core.cancelled_count  # type: ignore[no-any-return]
+
+    @_timer_cancelled_count.setter
+    def _timer_cancelled_count(self, value: int) -> None:
+        core = self.__dict__.get("_core")
+        if core is None:
+            self.__dict__["_timer_cancelled_count_"] = value
+        else:
+            core.cancelled_count = value
+
+    def call_at(self, when: Any, callback: Any, *args: Any, context: Any = None) -> Any:
+        return _native.python_call_at(self, when, callback, *args, context=context)
+
+    def close(self) -> None:
+        super().close()
+        core = self.__dict__.get("_core")
+        if core is not None:
+            core.clear()
+
     def __repr__(self) -> str:
         return (
             f"<{type(self).__name__} engine={self.engine} running={self.is_running()} "
@@ -195,17 +241,20 @@ class EpollEventLoop(EventLoop):
         if engine_name(engine) not in (None, "epoll"):
             raise ValueError(f"an EpollEventLoop runs on epoll, not {engine!r}")
         super().__init__(selectors.EpollSelector())
+        _native.install(self)
         if self.engine_reason is None:
             self.engine_reason = "EpollEventLoop was asked for"
 
 
 class UringEventLoop(EventLoop):
-    """asyncio's selector loop whose streams receive and whose servers accept through the
-    ring, one io_uring_enter(2) per iteration; readiness registrations stay in an epoll
-    instance the ring watches (see :mod:`fdkit.aio._selector`)."""
+    """asyncio's selector loop whose waits go through io_uring: while the epoll instance that
+    holds every registration has nothing ready, the ring waits for it (one-shot
+    ``IORING_OP_POLL_ADD`` on the epoll fd, with the iteration's timeout). Bytes and
+    connections are taken with recv(2) and accept(2) when asyncio would take them, never
+    earlier (see :mod:`fdkit.aio._selector`)."""
 
     engine: ClassVar[Engine] = "io_uring"
-    #: Reactor settings (ring entries, provided buffers and their size): tests shrink them.
+    #: Reactor settings (ring entries): tests shrink them.
     _reactor_options: ClassVar[dict[str, int]] = {}
 
     def __init__(self, *, engine: str | None = None) -> None:
@@ -224,205 +273,7 @@ class UringEventLoop(EventLoop):
         except BaseException:
             reactor.close()
             raise
-        # Streams and listeners by fd (their reactor ids), for asyncio's _remove_reader.
-        self._fd_streams: dict[int, int] = {}
-        self._fd_listeners: dict[int, int] = {}
-        self._multishot_accept = True
         super().__init__(selector)
-
-    # -- streams ----------------------------------------------------------------------------
-
-    def _make_socket_transport(
-        self, sock: Any, protocol: Any, waiter: Any = None, *, extra: Any = None, server: Any = None
-    ) -> Any:
-        return RingSocketTransport(self, sock, protocol, waiter, extra, server)
-
-    def _open_stream(self, fd: int) -> int:
-        self._check_closed()  # type: ignore[attr-defined]
-        sid: int = self._reactor.open_stream(fd)
-        self._fd_streams[fd] = sid
-        return sid
-
-    def _resume_stream(
-        self, sid: int, fd: int, callback: Any, args: tuple[Any, ...], context: Any = None
-    ) -> Any:
-        """asyncio's ``_add_reader`` for a stream: a Handle in the caller's context (or
-        ``context``), run when the ring has brought something."""
-        self._check_closed()  # type: ignore[attr-defined]
-        handle = events.Handle(callback, args, self, context)
-        old = self._selector.set_ring_reader(sid, fd, handle)  # type: ignore[attr-defined]
-        if old is not None:
-            old.cancel()
-        self._reactor.resume(sid)
-        return handle
-
-    def _close_stream(self, sid: int, fd: int) -> None:
-        if self._fd_streams.get(fd) == sid:
-            del self._fd_streams[fd]
-        if not self._reactor.closed:
-            handle = self._selector.clear_ring_reader(sid)  # type: ignore[attr-defined]
-            if handle is not None:
-                handle.cancel()
-            self._reactor.close_stream(sid)
-
-    def _remove_reader(self, fd: Any) -> bool:
-        if self.is_closed():
-            return False
-        removed = False
-        if isinstance(fd, int):
-            sid = self._fd_streams.get(fd)
-            if sid is not None:
-                # A paused stream is never reported: its key goes until resume sets a new one.
-                handle = self._selector.clear_ring_reader(sid)  # type: ignore[attr-defined]
-                self._reactor.pause(sid)
-                if handle is not None:
-                    handle.cancel()
-                    removed = True
-            lid = self._fd_listeners.pop(fd, None)
-            if lid is not None:
-                handle = self._selector.clear_ring_reader(lid)  # type: ignore[attr-defined]
-                self._reactor.stop_listening(lid)
-                if handle is not None:
-                    handle.cancel()
-                    removed = True
-        return bool(super()._remove_reader(fd)) or removed  # type: ignore[misc]
-
-    def _process_events(self, event_list: list[tuple[selectors.SelectorKey, int]]) -> None:
-        # asyncio's own (CPython 3.11-3.13), with _add_callback inlined: one Python call less
-        # per event, the same handles in the same order.
-        ready = self._ready  # type: ignore[attr-defined]
-        for key, mask in event_list:
-            fileobj, (reader, writer) = key.fileobj, key.data
-            if mask & _EVENT_READ and reader is not None:
-                if reader._cancelled:
-                    self._remove_reader(fileobj)
-                else:
-                    ready.append(reader)
-            if mask & _EVENT_WRITE and writer is not None:
-                if writer._cancelled:
-                    self._remove_writer(fileobj)  # type: ignore[attr-defined]
-                else:
-                    ready.append(writer)
-
-    # -- listeners --------------------------------------------------------------------------
-
-    def _start_serving(
-        self,
-        protocol_factory: Any,
-        sock: Any,
-        sslcontext: Any = None,
-        server: Any = None,
-        backlog: int = 100,
-        *rest: Any,
-        **kwargs: Any,
-    ) -> None:
-        fd = sock.fileno()
-        if not self._multishot_accept or kwargs or fd in self._fd_listeners:
-            super()._start_serving(  # type: ignore[misc]
-                protocol_factory, sock, sslcontext, server, backlog, *rest, **kwargs
-            )
-            return
-        # One multishot accept instead of readiness + accept(2) per connection; the Handle
-        # that takes the connections is made as asyncio's _add_reader makes its own.
-        self._check_closed()  # type: ignore[attr-defined]
-        lid: int = self._reactor.listen(fd)
-        args = (lid, protocol_factory, sock, sslcontext, server, backlog, *rest)
-        handle = events.Handle(self._ring_accept, args, self, None)
-        self._selector.set_ring_reader(lid, fd, handle)  # type: ignore[attr-defined]
-        self._fd_listeners[fd] = lid
-
-    def _ring_accept(
-        self,
-        lid: int,
-        protocol_factory: Any,
-        sock: Any,
-        sslcontext: Any = None,
-        server: Any = None,
-        backlog: int = 100,
-        *rest: Any,
-    ) -> None:
-        # asyncio's _accept_connection, with accept(2) replaced by taking what the ring
-        # accepted: at most ``backlog`` connections per run, each served by its own task.
-        for _ in range(backlog):
-            try:
-                fd = self._reactor.accept(lid)
-            except OSError as exc:
-                if exc.errno in _OUT_OF_RESOURCES:
-                    self._remove_reader(sock.fileno())
-                    self.call_exception_handler(
-                        {
-                            "message": "socket.accept() out of system resource",
-                            "exception": exc,
-                            "socket": trsock.TransportSocket(sock),
-                        }
-                    )
-                    self.call_later(
-                        constants.ACCEPT_RETRY_DELAY,
-                        self._start_serving,
-                        protocol_factory,
-                        sock,
-                        sslcontext,
-                        server,
-                        backlog,
-                        *rest,
-                    )
-                    return
-                if exc.errno == errno.EINVAL:
-                    # No multishot accept here (or not listening): asyncio's readiness path,
-                    # which meets the same kernel and answers as asyncio does.
-                    self._remove_reader(sock.fileno())
-                    self._multishot_accept = False
-                    self._start_serving(protocol_factory, sock, sslcontext, server, backlog, *rest)
-                    return
-                # The loop logs it, as asyncio's does. After one connection's error (EPROTO,
-                # EPERM, ...) the reactor goes on accepting; after one that would come back on
-                # every retry it has stopped, and the reader is never reported again.
-                raise
-            if fd is None:
-                return
-            conn, addr = _accepted_socket(sock, fd)
-            if self._debug:  # type: ignore[attr-defined]
-                logger.debug("%r got a new connection from %r: %r", server, addr, conn)
-            accept = self._accept_connection2(  # type: ignore[attr-defined]
-                protocol_factory, conn, {"peername": addr}, sslcontext, server, *rest
-            )
-            self.create_task(accept)
-
-    def close(self) -> None:
-        super().close()
-        self._fd_streams.clear()
-        self._fd_listeners.clear()
+        _native.install(self, reactor)
 
 
-def _accepted_socket(listener: socket.socket, fd: int) -> tuple[socket.socket, Any]:
-    """The connection the ring accepted on ``listener``, non-blocking, and its peer's address
-    as accept(2) would have given it. A connection reset before it was taken still has one:
-    getpeername(2) refuses a closed TCP socket, ``SO_PEERNAME`` does not."""
-    conn = socket.socket(listener.family, listener.type, listener.proto, fileno=fd)
-    conn.setblocking(False)
-    try:
-        return conn, conn.getpeername()
-    except OSError:
-        pass
-    return conn, _peer_address(conn)
-
-
-#: The size of the sockaddr SO_PEERNAME fills, by family: the kernel refuses (EINVAL) a
-#: buffer larger than the address it has. See socket(7).
-_SOCKADDR_SIZE = {socket.AF_INET: 16, socket.AF_INET6: 28}
-
-
-def _peer_address(conn: socket.socket) -> Any:
-    size = _SOCKADDR_SIZE.get(conn.family)
-    if size is None:
-        return "" if conn.family == socket.AF_UNIX else None
-    try:
-        raw = conn.getsockopt(socket.SOL_SOCKET, _SO_PEERNAME, size)
-    except OSError:
-        return None
-    if conn.family == socket.AF_INET:
-        port = struct.unpack_from("!H", raw, 2)[0]
-        return (socket.inet_ntop(socket.AF_INET, raw[4:8]), port)
-    port, flowinfo = struct.unpack_from("!HI", raw, 2)
-    scope_id = struct.unpack_from("=I", raw, 24)[0]
-    return (socket.inet_ntop(socket.AF_INET6, raw[8:24]), port, flowinfo, scope_id)

@@ -1,6 +1,12 @@
-//! `fdkit.aio`'s engine for Python: the `Reactor` class the event loop drives. See
-//! `fdkit::aio` for what it does; this is argument glue.
+//! `fdkit.aio`'s native parts for Python: the `LoopCore` that runs the loop's iteration on
+//! asyncio's own objects, the socket transport's read and write paths, and the `Reactor` the
+//! io_uring engine waits with. See `fdkit::aio` for the reactor itself.
 
+mod asyncio_objects;
+mod loop_core;
 mod reactor;
+mod socket_transport;
 
+pub use loop_core::LoopCore;
 pub use reactor::PyReactor;
+pub use socket_transport::install_write;

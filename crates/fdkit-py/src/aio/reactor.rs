@@ -64,6 +64,23 @@ impl PyReactor {
     }
 }
 
+impl PyReactor {
+    /// Waits (the GIL released) until the ring reports something or `timeout` passes: the
+    /// io_uring engine's wait for its epoll instance, whose readiness the loop then reads.
+    pub(crate) fn wait(&self, py: Python<'_>, timeout: Option<Duration>) -> PyResult<()> {
+        let mut g = self.lock()?;
+        let Some(e) = g.as_mut() else {
+            return Err(closed_error("Reactor"));
+        };
+        if e.reactor.forked() {
+            return Err(forked_error());
+        }
+        let r = &mut e.reactor;
+        without_gil(py, || r.poll(timeout)).map_err(core_error)?;
+        Ok(())
+    }
+}
+
 impl Drop for PyReactor {
     fn drop(&mut self) {
         let inner = self.inner.get_mut().unwrap_or_else(|p| p.into_inner());

@@ -26,8 +26,10 @@ mod interest;
 mod listener;
 mod reactor;
 mod stream;
+mod timers;
 
 pub use interest::Interest;
 pub use listener::ListenerId;
 pub use reactor::{Reactor, ReactorOptions, Ready};
 pub use stream::{Received, StreamId};
+pub use timers::TimerHeap;

@@ -1,0 +1,259 @@
+//! asyncio's own objects, as the native loop uses them: the `Handle` and `TimerHandle` classes
+//! (made and read through their slots, as their `__init__` and methods would), the functions a
+//! program may patch (`Handle._run`), the socket transport's read path, and the bound-method
+//! layout that says which callback a reader Handle holds.
+//!
+//! Everything is looked up once per process from the running interpreter's `asyncio`, and
+//! checked: where a Python version lays a class out otherwise than this file expects (another
+//! slot, a slot of another kind), [`AsyncioObjects::slots`] is None and the loop makes Handles
+//! by calling the class, as asyncio does, at Python's speed.
+
+use pyo3::ffi;
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyDict, PyTuple, PyType};
+
+/// The slots of `Handle` and `TimerHandle` (CPython 3.11-3.13's `events.py`), by byte offset in
+/// the object: `PyMemberDef` offsets of `T_OBJECT_EX` members.
+#[derive(Clone, Copy)]
+pub struct Slots {
+    pub callback: isize,
+    pub args: isize,
+    pub cancelled: isize,
+    pub loop_: isize,
+    pub source_traceback: isize,
+    pub repr: isize,
+    pub context: isize,
+    pub scheduled: isize,
+    pub when: isize,
+}
+
+/// `PyMethodObject` of CPython's `Include/cpython/classobject.h` (unchanged since 3.8): a bound
+/// method, read to tell which function a reader Handle calls on which object.
+#[repr(C)]
+struct PyMethodObject {
+    ob_base: ffi::PyObject,
+    im_func: *mut ffi::PyObject,
+    im_self: *mut ffi::PyObject,
+}
+
+/// The objects, once per process.
+pub struct AsyncioObjects {
+    pub handle_type: Py<PyType>,
+    pub timer_type: Py<PyType>,
+    /// `Handle._run` as asyncio defines it: when the class attribute is another object, a
+    /// program patched it (slow-callback detectors do) and every Handle runs through it.
+    pub handle_run: Py<PyAny>,
+    /// `types.MethodType`.
+    method_type: Py<PyType>,
+    /// `_SelectorSocketTransport._read_ready` and `._read_ready__data_received`.
+    pub read_ready: Py<PyAny>,
+    pub read_ready_data: Py<PyAny>,
+    /// `_SelectorSocketTransport.write`: what the native write falls back to.
+    pub transport_write: Py<PyAny>,
+    /// `socket.socket`: a transport's socket of exactly this class is read and written with
+    /// recv(2)/send(2) directly; a subclass's own `recv`/`send` are called, as asyncio calls them.
+    pub socket_type: Py<PyType>,
+    pub slots: Option<Slots>,
+}
+
+static OBJECTS: PyOnceLock<AsyncioObjects> = PyOnceLock::new();
+
+/// The objects (looked up on first use).
+pub fn objects(py: Python<'_>) -> PyResult<&AsyncioObjects> {
+    OBJECTS.get_or_try_init(py, || AsyncioObjects::load(py))
+}
+
+impl AsyncioObjects {
+    fn load(py: Python<'_>) -> PyResult<Self> {
+        let events = py.import("asyncio.events")?;
+        let handle_type = events.getattr("Handle")?.cast_into::<PyType>()?;
+        let timer_type = events.getattr("TimerHandle")?.cast_into::<PyType>()?;
+        let transport = py
+            .import("asyncio.selector_events")?
+            .getattr("_SelectorSocketTransport")?;
+        let slots = read_slots(py, &handle_type, &timer_type)?;
+        Ok(AsyncioObjects {
+            handle_run: class_dict_item(&handle_type, "_run")?,
+            handle_type: handle_type.unbind(),
+            timer_type: timer_type.unbind(),
+            method_type: py.import("types")?.getattr("MethodType")?.cast_into::<PyType>()?.unbind(),
+            read_ready: class_dict_item(&transport, "_read_ready")?,
+            read_ready_data: class_dict_item(&transport, "_read_ready__data_received")?,
+            transport_write: class_dict_item(&transport, "write")?,
+            socket_type: py.import("socket")?.getattr("socket")?.cast_into::<PyType>()?.unbind(),
+            slots,
+        })
+    }
+
+    /// `(function, self)` of a bound method; None for any other callable.
+    pub fn bound_method(&self, obj: &Bound<'_, PyAny>) -> Option<(*mut ffi::PyObject, *mut ffi::PyObject)> {
+        if !obj.get_type().is(self.method_type.bind(obj.py())) {
+            return None;
+        }
+        // SAFETY: `obj` is exactly `types.MethodType`, whose instances are `PyMethodObject`s;
+        // the pointers are borrowed from it and used while `obj` is alive.
+        let m = unsafe { &*obj.as_ptr().cast::<PyMethodObject>() };
+        Some((m.im_func, m.im_self))
+    }
+}
+
+/// `cls.__dict__[name]`: the object a class itself defines, not what an instance would see.
+fn class_dict_item(cls: &Bound<'_, PyAny>, name: &str) -> PyResult<Py<PyAny>> {
+    Ok(cls.getattr("__dict__")?.get_item(name)?.unbind())
+}
+
+/// The member offsets of Handle's and TimerHandle's slots, or None where the classes are not
+/// laid out as this file expects.
+fn read_slots(py: Python<'_>, handle: &Bound<'_, PyType>, timer: &Bound<'_, PyType>) -> PyResult<Option<Slots>> {
+    const HANDLE: [&str; 7] = [
+        "_callback",
+        "_args",
+        "_cancelled",
+        "_loop",
+        "_source_traceback",
+        "_repr",
+        "_context",
+    ];
+    const TIMER: [&str; 2] = ["_scheduled", "_when"];
+    let names = |cls: &Bound<'_, PyType>| -> PyResult<Vec<String>> {
+        let mut v: Vec<String> = cls.getattr("__slots__")?.try_iter()?.map(|s| s?.extract()).collect::<PyResult<_>>()?;
+        v.retain(|s| s != "__weakref__");
+        v.sort();
+        Ok(v)
+    };
+    let mut want: Vec<String> = HANDLE.iter().map(|s| (*s).to_owned()).collect();
+    want.sort();
+    let mut want_timer: Vec<String> = TIMER.iter().map(|s| (*s).to_owned()).collect();
+    want_timer.sort();
+    if names(handle)? != want || names(timer)? != want_timer {
+        return Ok(None);
+    }
+    let member_type = py.import("types")?.getattr("MemberDescriptorType")?;
+    let offset = |cls: &Bound<'_, PyType>, name: &str| -> PyResult<Option<isize>> {
+        let dict = cls.getattr("__dict__")?;
+        let desc = dict.get_item(name)?;
+        if !desc.get_type().is(&member_type) {
+            return Ok(None);
+        }
+        // SAFETY: `desc` is exactly `types.MemberDescriptorType`, a `PyMemberDescrObject`
+        // whose `d_member` points at the class's `PyMemberDef`, alive as long as the class.
+        let def = unsafe { &*(*desc.as_ptr().cast::<ffi::PyMemberDescrObject>()).d_member };
+        Ok((def.type_code == ffi::Py_T_OBJECT_EX).then_some(def.offset))
+    };
+    let mut got = [0isize; 9];
+    for (i, name) in HANDLE.iter().enumerate() {
+        match offset(handle, name)? {
+            Some(o) => got[i] = o,
+            None => return Ok(None),
+        }
+    }
+    for (i, name) in TIMER.iter().enumerate() {
+        match offset(timer, name)? {
+            Some(o) => got[7 + i] = o,
+            None => return Ok(None),
+        }
+    }
+    Ok(Some(Slots {
+        callback: got[0],
+        args: got[1],
+        cancelled: got[2],
+        loop_: got[3],
+        source_traceback: got[4],
+        repr: got[5],
+        context: got[6],
+        scheduled: got[7],
+        when: got[8],
+    }))
+}
+
+/// The object in slot `offset` of `obj` (a borrowed pointer; null when the slot is unset).
+///
+/// # Safety
+/// `obj` is an instance of a class whose `T_OBJECT_EX` member lives at `offset`.
+pub unsafe fn slot(obj: *mut ffi::PyObject, offset: isize) -> *mut ffi::PyObject {
+    // SAFETY: the caller's contract: the member is a `PyObject *` at that offset.
+    unsafe { *obj.cast::<u8>().offset(offset).cast::<*mut ffi::PyObject>() }
+}
+
+/// Stores `value` (a new reference is taken) in slot `offset` of `obj`, releasing the old one,
+/// as a `T_OBJECT_EX` member's setter does.
+///
+/// # Safety
+/// As [`slot`]; the GIL is held.
+pub unsafe fn set_slot(obj: *mut ffi::PyObject, offset: isize, value: *mut ffi::PyObject) {
+    // SAFETY: the caller's contract; the old value is released after the new one is in place,
+    // so a finalizer it runs sees the object already updated.
+    unsafe {
+        let field = obj.cast::<u8>().offset(offset).cast::<*mut ffi::PyObject>();
+        let old = *field;
+        ffi::Py_INCREF(value);
+        *field = value;
+        ffi::Py_XDECREF(old);
+    }
+}
+
+/// Whether `obj` is exactly `Handle` or `TimerHandle` (not a subclass, whose methods may differ).
+pub fn is_plain_handle(o: &AsyncioObjects, obj: &Bound<'_, PyAny>) -> bool {
+    let t = obj.get_type();
+    t.is(o.handle_type.bind(obj.py())) || t.is(o.timer_type.bind(obj.py()))
+}
+
+/// A new `Handle` (or, with `when`, a `TimerHandle`) as `Handle.__init__` makes it outside debug
+/// mode: `context` or a copy of the current one, no source traceback, not cancelled. A
+/// TimerHandle's `_scheduled` is set by the caller once it is in the heap (as `call_at` does).
+pub fn new_handle<'py>(
+    py: Python<'py>,
+    o: &AsyncioObjects,
+    callback: &Bound<'py, PyAny>,
+    args: &Bound<'py, PyTuple>,
+    loop_: &Bound<'py, PyAny>,
+    context: Option<&Bound<'py, PyAny>>,
+    when: Option<&Bound<'py, PyAny>>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let context = match context {
+        Some(c) if !c.is_none() => c.clone(),
+        // SAFETY: PyContext_CopyCurrent returns a new reference or null with an error set.
+        _ => unsafe { Bound::from_owned_ptr_or_err(py, ffi::PyContext_CopyCurrent())? },
+    };
+    let Some(s) = o.slots else {
+        return match when {
+            None => o.handle_type.bind(py).call1((callback, args, loop_, context)),
+            Some(w) => o.timer_type.bind(py).call1((w, callback, args, loop_, context)),
+        };
+    };
+    let cls = if when.is_some() { &o.timer_type } else { &o.handle_type };
+    let tp = cls.bind(py).as_type_ptr();
+    // SAFETY: tp_alloc of a heap class allocates a zeroed, tracked instance (a new reference or
+    // null with an error set); the slots it has are the ones `read_slots` checked, and each is
+    // given a value here before the object is seen by any Python code.
+    unsafe {
+        let alloc = (*tp).tp_alloc.unwrap_or(ffi::PyType_GenericAlloc);
+        let obj = Bound::from_owned_ptr_or_err(py, alloc(tp, 0))?;
+        let p = obj.as_ptr();
+        let none = py.None().into_ptr();
+        set_slot(p, s.context, context.as_ptr());
+        set_slot(p, s.loop_, loop_.as_ptr());
+        set_slot(p, s.callback, callback.as_ptr());
+        set_slot(p, s.args, args.as_ptr());
+        set_slot(p, s.cancelled, ffi::Py_False());
+        set_slot(p, s.repr, none);
+        set_slot(p, s.source_traceback, none);
+        ffi::Py_DECREF(none);
+        if let Some(w) = when {
+            set_slot(p, s.when, w.as_ptr());
+            set_slot(p, s.scheduled, ffi::Py_False());
+        }
+        Ok(obj)
+    }
+}
+
+/// A dict of keyword arguments holding `context` (None: empty), for a call that falls back to
+/// asyncio's Python method with the caller's arguments.
+pub fn context_kwargs<'py>(py: Python<'py>, context: Option<&Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyDict>> {
+    let kw = PyDict::new(py);
+    if let Some(c) = context {
+        kw.set_item(pyo3::intern!(py, "context"), c)?;
+    }
+    Ok(kw)
+}

@@ -1,0 +1,724 @@
+//! `LoopCore`: the per-iteration path of `fdkit.aio`'s event loop, native, on asyncio's own
+//! objects.
+//!
+//! asyncio's `BaseEventLoop._run_once`, `call_soon`, `call_at`, `call_later`, `time` and
+//! `_timer_handle_cancelled` do here what they do in CPython's `base_events.py`, step for step,
+//! without a Python frame: the ready queue stays the loop's own `collections.deque`
+//! (`loop._ready`), the Handles are asyncio's `Handle`/`TimerHandle` (made through their slots),
+//! the timer heap pops in `heapq`'s order ([`fdkit::aio::TimerHeap`]), readiness comes from the
+//! selector's own epoll instance and its own key map, and each Handle runs as `Handle._run`
+//! runs it: in its context, its exception handed to the loop's exception handler.
+//!
+//! What is rare takes asyncio's own Python path, so it behaves as asyncio's does by being
+//! asyncio's code: debug mode (slow-callback warnings, source tracebacks), a patched
+//! `Handle._run`, a Handle subclass, a `when` or `delay` that is not a plain number, a loop
+//! subclass that overrides one of these methods (the Python side then leaves that method alone).
+//!
+//! Nothing here holds a borrow of the core's state across a call into Python: a callback may
+//! call back into the core (a `call_soon` from a callback is the common case).
+
+use super::asyncio_objects::{self as aio, objects, AsyncioObjects};
+use super::reactor::PyReactor;
+use super::socket_transport;
+use crate::errors::os_error;
+use crate::gil::without_gil;
+use fdkit::aio::TimerHeap;
+use pyo3::exceptions::{PyKeyboardInterrupt, PyRuntimeError, PySystemExit, PyTypeError};
+use pyo3::ffi;
+use pyo3::intern;
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyFloat, PyInt, PyList, PyTuple};
+use pyo3::{PyTraverseError, PyVisit};
+use rustix::event::epoll;
+use rustix::io::Errno;
+use std::cell::UnsafeCell;
+use std::os::fd::{BorrowedFd, RawFd};
+use std::time::Duration;
+
+/// asyncio's `MAXIMUM_SELECT_TIMEOUT` (`base_events.py`).
+const MAXIMUM_SELECT_TIMEOUT: f64 = 24.0 * 3600.0;
+/// asyncio's `_MIN_SCHEDULED_TIMER_HANDLES` and `_MIN_CANCELLED_TIMER_HANDLES_FRACTION`.
+const MIN_SCHEDULED_TIMER_HANDLES: usize = 100;
+const MIN_CANCELLED_TIMER_HANDLES_FRACTION: f64 = 0.5;
+/// `selectors.EVENT_READ` and `selectors.EVENT_WRITE`.
+const EVENT_READ: u32 = 1;
+const EVENT_WRITE: u32 = 2;
+
+/// State only the loop's own calls touch, each in a scope that calls no Python.
+pub(super) struct GilCell<T>(UnsafeCell<T>);
+
+// SAFETY: the module is not free-threaded (`gil_used` stays true), every access is made with
+// the GIL held (a `Python` token is required), and no access spans a call into Python (which
+// could release the GIL or re-enter): two accesses never overlap.
+unsafe impl<T: Send> Sync for GilCell<T> {}
+
+impl<T> GilCell<T> {
+    pub(super) fn new(v: T) -> Self {
+        GilCell(UnsafeCell::new(v))
+    }
+
+    /// Runs `f` on the state. `f` must not call Python (nor drop a Python object: a finalizer
+    /// is Python).
+    pub(super) fn with<R>(&self, _py: Python<'_>, f: impl FnOnce(&mut T) -> R) -> R {
+        // SAFETY: see the `Sync` impl: the GIL is held and `f` does not re-enter.
+        f(unsafe { &mut *self.0.get() })
+    }
+}
+
+pub(super) struct State {
+    timers: TimerHeap<Py<PyAny>>,
+    /// asyncio's `_timer_cancelled_count`.
+    cancelled: usize,
+    events: Events,
+    /// What the native read path receives into (the bytes `data_received` gets are copied
+    /// out of it once).
+    pub(super) recv_buf: Vec<u8>,
+}
+
+/// epoll_wait(2)'s buffer.
+struct Events(Vec<epoll::Event>);
+
+// SAFETY: an `epoll::Event` is plain data (its `data` field may be read as a pointer, which
+// nothing here does); the buffer moves with the core, never shared.
+unsafe impl Send for Events {}
+
+/// The Python functions the rare paths call (`fdkit.aio._native`).
+struct Support {
+    /// `report_error(handle, exc)`: what `Handle._run` does with an exception.
+    report_error: Py<PyAny>,
+    /// `run_debug(loop, handle)`: `_run_once`'s debug-mode run of one Handle.
+    run_debug: Py<PyAny>,
+    /// asyncio's `BaseEventLoop.call_soon`, `.call_later` and fdkit's `EventLoop.call_at`.
+    call_soon: Py<PyAny>,
+    call_later: Py<PyAny>,
+    call_at: Py<PyAny>,
+    /// The socket transport class whose reads run natively.
+    transport_type: Py<PyAny>,
+}
+
+/// The native iteration of one event loop. Private to `fdkit.aio`.
+#[pyclass(frozen, module = "fdkit._fdkit", name = "LoopCore")]
+pub struct LoopCore {
+    loop_: Py<PyAny>,
+    support: Support,
+    /// The selector's epoll instance and its `_fd_to_key` dict (owned by the selector).
+    epfd: RawFd,
+    fd_to_key: Py<PyDict>,
+    /// The io_uring engine's ring, which waits while the epoll instance has nothing.
+    ring: Option<Py<PyReactor>>,
+    /// Whether `loop.time()` is asyncio's (`time.monotonic()`), read here without a call.
+    native_time: bool,
+    clock_resolution: f64,
+    state: GilCell<State>,
+}
+
+/// `time.monotonic()`, to the same double (`_PyTime_AsSecondsDouble`).
+fn monotonic() -> f64 {
+    let ts = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
+    let ns = ts.tv_sec as i64 * 1_000_000_000 + ts.tv_nsec as i64;
+    if ns % 1_000_000_000 == 0 {
+        (ns / 1_000_000_000) as f64
+    } else {
+        ns as f64 / 1e9
+    }
+}
+
+/// Whether an error is one `Handle._run` lets through (`SystemExit`, `KeyboardInterrupt`).
+fn passes_through(py: Python<'_>, e: &PyErr) -> bool {
+    e.is_instance_of::<PySystemExit>(py) || e.is_instance_of::<PyKeyboardInterrupt>(py)
+}
+
+/// A plain number `when`/`delay`: an exact `float` or `int` (anything else takes asyncio's path).
+fn plain_number(v: &Bound<'_, PyAny>) -> Option<f64> {
+    if v.is_exact_instance_of::<PyFloat>() || v.is_exact_instance_of::<PyInt>() {
+        v.extract::<f64>().ok()
+    } else {
+        None
+    }
+}
+
+impl LoopCore {
+    fn time_of(&self, lp: &Bound<'_, PyAny>) -> PyResult<f64> {
+        if self.native_time {
+            Ok(monotonic())
+        } else {
+            lp.call_method0(intern!(lp.py(), "time"))?.extract()
+        }
+    }
+
+    /// Drops Python objects outside any state scope (their finalizers may call back in).
+    fn release<T>(_py: Python<'_>, objs: T) {
+        drop(objs);
+    }
+
+    /// asyncio's clean-up of cancelled timers at the start of `_run_once`.
+    fn clean_timers(&self, py: Python<'_>, o: &AsyncioObjects) -> PyResult<()> {
+        let cancelled_of = |h: &Py<PyAny>| -> bool { is_cancelled(o, h.bind(py)) };
+        let (len, cancelled) = self.state.with(py, |s| (s.timers.len(), s.cancelled));
+        let mut removed: Vec<Py<PyAny>> = Vec::new();
+        if len > MIN_SCHEDULED_TIMER_HANDLES
+            && cancelled as f64 / len as f64 > MIN_CANCELLED_TIMER_HANDLES_FRACTION
+        {
+            // Reading `_cancelled` calls no Python for plain TimerHandles; a subclass's is read
+            // through getattr, before the state is touched.
+            let flags: Vec<bool> = self.state.with(py, |s| s.timers.iter().map(|(_, h)| h.clone_ref(py)).collect::<Vec<_>>())
+                .iter()
+                .map(cancelled_of)
+                .collect();
+            let mut i = 0;
+            self.state.with(py, |s| {
+                s.timers.retain_heapify(
+                    |_| {
+                        let keep = !flags[i];
+                        i += 1;
+                        keep
+                    },
+                    |h| removed.push(h),
+                );
+                s.cancelled = 0;
+            });
+        } else {
+            loop {
+                let head = self.state.with(py, |s| s.timers.peek().map(|(_, h)| h.clone_ref(py)));
+                match head {
+                    Some(h) if cancelled_of(&h) => {
+                        let popped = self.state.with(py, |s| {
+                            s.cancelled = s.cancelled.saturating_sub(1);
+                            s.timers.pop()
+                        });
+                        Self::release(py, h);
+                        if let Some((_, h)) = popped {
+                            removed.push(h);
+                        }
+                    }
+                    other => {
+                        Self::release(py, other);
+                        break;
+                    }
+                }
+            }
+        }
+        for h in &removed {
+            set_scheduled(o, h.bind(py), false)?;
+        }
+        Self::release(py, removed);
+        Ok(())
+    }
+
+    /// epoll_wait(2) on the selector's instance, as `select.epoll.poll` makes it (the timeout
+    /// rounded up to milliseconds, `EINTR` retried after the signal handlers, PEP 475).
+    fn epoll_wait(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<usize> {
+        let maxevents = self.fd_to_key.bind(py).len().max(1);
+        let deadline = timeout.map(|t| monotonic() + t.max(0.0));
+        let mut events = self.state.with(py, |s| std::mem::replace(&mut s.events, Events(Vec::new())));
+        events.0.clear();
+        events.0.reserve(maxevents);
+        let result = loop {
+            let ms: i64 = match deadline {
+                None => -1,
+                Some(d) => ((d - monotonic()).max(0.0) * 1e3).ceil() as i64,
+            };
+            let ts = (ms >= 0).then(|| rustix::event::Timespec {
+                tv_sec: ms / 1000,
+                tv_nsec: (ms % 1000) * 1_000_000,
+            });
+            let epfd = self.epfd;
+            let buf = &mut events;
+            let r = without_gil(py, move || {
+                // SAFETY: the selector owns `epfd` and closes it only in `close()`, after which
+                // the loop runs no iteration (asyncio refuses to run a closed loop).
+                let fd = unsafe { BorrowedFd::borrow_raw(epfd) };
+                // Exactly `maxevents`, as Python's epoll asks: fewer or more would split the
+                // ready fds between iterations otherwise than asyncio's loop does.
+                let spare = &mut buf.0.spare_capacity_mut()[..maxevents];
+                let n = epoll::wait(fd, spare, ts.as_ref()).map(|(init, _)| init.len())?;
+                // SAFETY: epoll_wait initialised the first `n` entries.
+                unsafe { buf.0.set_len(n) };
+                Ok(n)
+            });
+            match r {
+                Ok(n) => break Ok(n),
+                Err(Errno::INTR) => {
+                    if let Err(e) = py.check_signals() {
+                        break Err(e);
+                    }
+                }
+                Err(e) => break Err(os_error(e)),
+            }
+        };
+        self.state.with(py, |s| s.events = events);
+        result
+    }
+
+    /// The io_uring engine's wait: epoll first (what is ready costs one epoll_wait(2)); when
+    /// nothing is and the iteration may wait, the ring waits for the epoll instance.
+    fn ring_wait(&self, py: Python<'_>, ring: &Py<PyReactor>, timeout: Option<f64>) -> PyResult<usize> {
+        let n = self.epoll_wait(py, Some(0.0))?;
+        if n > 0 || timeout == Some(0.0) {
+            return Ok(n);
+        }
+        let limit = timeout.map(|t| Duration::from_secs_f64(t.max(0.0)));
+        ring.get().wait(py, limit)?;
+        py.check_signals()?;
+        self.epoll_wait(py, Some(0.0))
+    }
+
+    /// `EpollSelector.select`'s keys and masks, then `_process_events`: the Handles of what is
+    /// ready go on the ready queue (a cancelled one is removed, as asyncio removes it).
+    fn process_events(&self, py: Python<'_>, lp: &Bound<'_, PyAny>, ready: &Bound<'_, PyAny>, n: usize) -> PyResult<()> {
+        if n == 0 {
+            return Ok(());
+        }
+        let polled: Vec<(RawFd, u32)> = self.state.with(py, |s| {
+            s.events.0[..n]
+                .iter()
+                .map(|e| {
+                    let e = *e;
+                    // Python's epoll stores the fd in `data.fd`, the low 32 bits.
+                    ({ e.data }.u64() as u32 as i32, { e.flags }.bits())
+                })
+                .collect()
+        });
+        let map = self.fd_to_key.bind(py);
+        let mut keys: Vec<(Bound<'_, PyAny>, u32)> = Vec::with_capacity(n);
+        for (fd, flags) in polled {
+            let mut mask = 0;
+            if flags & !(libc_epollin()) != 0 {
+                mask |= EVENT_WRITE;
+            }
+            if flags & !(libc_epollout()) != 0 {
+                mask |= EVENT_READ;
+            }
+            if let Some(key) = map.get_item(fd)? {
+                if key.is_truthy()? {
+                    let want: u32 = key.get_item(2)?.extract()?;
+                    keys.push((key, mask & want));
+                }
+            }
+        }
+        let append = ready.getattr(intern!(py, "append"))?;
+        let o = objects(py)?;
+        for (key, mask) in keys {
+            let data = key.get_item(3)?;
+            let fileobj = key.get_item(0)?;
+            let (reader, writer) = (data.get_item(0)?, data.get_item(1)?);
+            if mask & EVENT_READ != 0 && !reader.is_none() {
+                if is_cancelled(o, &reader) {
+                    lp.call_method1(intern!(py, "_remove_reader"), (&fileobj,))?;
+                } else {
+                    append.call1((&reader,))?;
+                }
+            }
+            if mask & EVENT_WRITE != 0 && !writer.is_none() {
+                if is_cancelled(o, &writer) {
+                    lp.call_method1(intern!(py, "_remove_writer"), (&fileobj,))?;
+                } else {
+                    append.call1((&writer,))?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Runs one Handle as `Handle._run` does; `Err` only for what `_run` lets through.
+    fn run_handle(&self, py: Python<'_>, o: &AsyncioObjects, h: &Bound<'_, PyAny>) -> PyResult<()> {
+        let Some(s) = o.slots.filter(|_| aio::is_plain_handle(o, h)) else {
+            h.call_method0(intern!(py, "_run"))?;
+            return Ok(());
+        };
+        // SAFETY: `h` is exactly Handle or TimerHandle, whose slots `s` describes; each
+        // pointer is taken as a new reference before any Python runs (the callback may cancel
+        // its own Handle, which clears these slots).
+        let (ctx, cb, args) = unsafe {
+            let p = h.as_ptr();
+            let (c, f, a) = (aio::slot(p, s.context), aio::slot(p, s.callback), aio::slot(p, s.args));
+            if c.is_null() || f.is_null() || a.is_null() || ffi::PyContext_CheckExact(c) == 0 || ffi::PyTuple_CheckExact(a) == 0 {
+                drop(h.call_method0(intern!(py, "_run"))?);
+                return Ok(());
+            }
+            (
+                Bound::from_borrowed_ptr(py, c),
+                Bound::from_borrowed_ptr(py, f),
+                Bound::from_borrowed_ptr(py, a).cast_into_unchecked::<PyTuple>(),
+            )
+        };
+        let result = in_context(py, &ctx, || {
+            if let Some(tr) = self.native_reader(o, &cb) {
+                socket_transport::read_ready(py, o, &self.state, &tr)
+            } else {
+                cb.call1(&args).map(drop)
+            }
+        });
+        match result {
+            Ok(()) => Ok(()),
+            Err(e) if passes_through(py, &e) => Err(e),
+            Err(e) => {
+                let exc = e.into_value(py);
+                self.support.report_error.bind(py).call1((h, exc))?;
+                Ok(())
+            }
+        }
+    }
+
+    /// The transport whose `_read_ready` `cb` is, when it is one of fdkit's socket transports
+    /// (exactly its class: a subclass may override the read path).
+    fn native_reader<'py>(&self, o: &AsyncioObjects, cb: &Bound<'py, PyAny>) -> Option<Bound<'py, PyAny>> {
+        let (func, slf) = o.bound_method(cb)?;
+        if func != o.read_ready.as_ptr() {
+            return None;
+        }
+        // SAFETY: `slf` is the bound method's `__self__`, alive while `cb` is.
+        let tr = unsafe { Bound::from_borrowed_ptr(cb.py(), slf) };
+        tr.get_type().is(self.support.transport_type.bind(cb.py())).then_some(tr)
+    }
+
+    fn closed_check(&self, lp: &Bound<'_, PyAny>) -> PyResult<()> {
+        if lp.getattr(intern!(lp.py(), "_closed"))?.is_truthy()? {
+            return Err(PyRuntimeError::new_err("Event loop is closed"));
+        }
+        Ok(())
+    }
+
+    fn debug(&self, lp: &Bound<'_, PyAny>) -> PyResult<bool> {
+        lp.getattr(intern!(lp.py(), "_debug"))?.is_truthy()
+    }
+
+    fn schedule<'py>(
+        &self,
+        py: Python<'py>,
+        when: f64,
+        when_obj: &Bound<'py, PyAny>,
+        callback: &Bound<'py, PyAny>,
+        args: &Bound<'py, PyTuple>,
+        context: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let lp = self.loop_.bind(py);
+        let o = objects(py)?;
+        let timer = aio::new_handle(py, o, callback, args, lp, context, Some(when_obj))?;
+        let t = timer.clone().unbind();
+        self.state.with(py, |s| s.timers.push(when, t));
+        set_scheduled(o, &timer, true)?;
+        Ok(timer)
+    }
+}
+
+#[pymethods]
+impl LoopCore {
+    /// The core of ``loop``: ``selector`` is the loop's epoll selector, ``ring`` the io_uring
+    /// engine's reactor (None on epoll), ``support`` the module with the Python paths.
+    #[new]
+    #[pyo3(signature = (loop_, selector, ring, support))]
+    fn new(
+        py: Python<'_>,
+        loop_: &Bound<'_, PyAny>,
+        selector: &Bound<'_, PyAny>,
+        ring: Option<Py<PyReactor>>,
+        support: &Bound<'_, PyAny>,
+    ) -> PyResult<Self> {
+        objects(py)?;
+        let epfd: RawFd = selector
+            .getattr("_selector")?
+            .call_method0("fileno")?
+            .extract()?;
+        let fd_to_key = selector.getattr("_fd_to_key")?.cast_into::<PyDict>()?.unbind();
+        let base = py.import("asyncio.base_events")?.getattr("BaseEventLoop")?;
+        let native_time = loop_.get_type().getattr("time")?.is(&base.getattr("time")?);
+        Ok(LoopCore {
+            loop_: loop_.clone().unbind(),
+            support: Support {
+                report_error: support.getattr("report_error")?.unbind(),
+                run_debug: support.getattr("run_debug")?.unbind(),
+                call_soon: base.getattr("call_soon")?.unbind(),
+                call_later: base.getattr("call_later")?.unbind(),
+                call_at: support.getattr("python_call_at")?.unbind(),
+                transport_type: support.getattr("SocketTransport")?.unbind(),
+            },
+            epfd,
+            fd_to_key,
+            ring,
+            native_time,
+            clock_resolution: loop_.getattr("_clock_resolution")?.extract()?,
+            state: GilCell::new(State {
+                timers: TimerHeap::new(),
+                cancelled: 0,
+                events: Events(Vec::new()),
+                recv_buf: Vec::new(),
+            }),
+        })
+    }
+
+    /// asyncio's `BaseEventLoop.call_soon`.
+    #[pyo3(signature = (callback, *args, context = None))]
+    fn call_soon<'py>(
+        &self,
+        py: Python<'py>,
+        callback: &Bound<'py, PyAny>,
+        args: &Bound<'py, PyTuple>,
+        context: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let lp = self.loop_.bind(py);
+        self.closed_check(lp)?;
+        if self.debug(lp)? {
+            let all = prepend(py, &[lp.as_any(), callback], args)?;
+            return self.support.call_soon.bind(py).call(all, Some(&aio::context_kwargs(py, context)?));
+        }
+        let handle = aio::new_handle(py, objects(py)?, callback, args, lp, context, None)?;
+        lp.getattr(intern!(py, "_ready"))?
+            .call_method1(intern!(py, "append"), (&handle,))?;
+        Ok(handle)
+    }
+
+    /// asyncio's `BaseEventLoop.call_at`.
+    #[pyo3(signature = (when, callback, *args, context = None))]
+    fn call_at<'py>(
+        &self,
+        py: Python<'py>,
+        when: &Bound<'py, PyAny>,
+        callback: &Bound<'py, PyAny>,
+        args: &Bound<'py, PyTuple>,
+        context: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let lp = self.loop_.bind(py);
+        match plain_number(when) {
+            Some(w) if !self.debug(lp)? => {
+                self.closed_check(lp)?;
+                self.schedule(py, w, when, callback, args, context)
+            }
+            _ => {
+                let all = prepend(py, &[lp.as_any(), when, callback], args)?;
+                self.support.call_at.bind(py).call(all, Some(&aio::context_kwargs(py, context)?))
+            }
+        }
+    }
+
+    /// asyncio's `BaseEventLoop.call_later`.
+    #[pyo3(signature = (delay, callback, *args, context = None))]
+    fn call_later<'py>(
+        &self,
+        py: Python<'py>,
+        delay: &Bound<'py, PyAny>,
+        callback: &Bound<'py, PyAny>,
+        args: &Bound<'py, PyTuple>,
+        context: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let lp = self.loop_.bind(py);
+        if delay.is_none() {
+            return Err(PyTypeError::new_err("delay must not be None"));
+        }
+        match plain_number(delay) {
+            Some(d) if self.native_time && !self.debug(lp)? => {
+                let when = monotonic() + d;
+                self.closed_check(lp)?;
+                self.schedule(py, when, PyFloat::new(py, when).as_any(), callback, args, context)
+            }
+            _ => {
+                let all = prepend(py, &[lp.as_any(), delay, callback], args)?;
+                self.support.call_later.bind(py).call(all, Some(&aio::context_kwargs(py, context)?))
+            }
+        }
+    }
+
+    /// asyncio's `BaseEventLoop.time`: `time.monotonic()`.
+    fn time(&self) -> f64 {
+        monotonic()
+    }
+
+    /// asyncio's `BaseEventLoop._timer_handle_cancelled`.
+    fn timer_handle_cancelled(&self, py: Python<'_>, handle: &Bound<'_, PyAny>) -> PyResult<()> {
+        if handle.getattr(intern!(py, "_scheduled"))?.is_truthy()? {
+            self.state.with(py, |s| s.cancelled += 1);
+        }
+        Ok(())
+    }
+
+    /// Puts a TimerHandle made by asyncio's Python path in the heap (the caller sets its
+    /// `_scheduled`, as `call_at` does after `heappush`).
+    fn push_timer(&self, py: Python<'_>, timer: &Bound<'_, PyAny>) -> PyResult<()> {
+        let when: f64 = timer.getattr(intern!(py, "_when"))?.call_method0("__float__")?.extract()?;
+        let t = timer.clone().unbind();
+        self.state.with(py, |s| s.timers.push(when, t));
+        Ok(())
+    }
+
+    /// The heap as asyncio's `_scheduled` list would hold it.
+    fn scheduled<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let items: Vec<Py<PyAny>> = self.state.with(py, |s| s.timers.iter().map(|(_, h)| h.clone_ref(py)).collect());
+        PyList::new(py, items)
+    }
+
+    /// Replaces the heap with ``timers`` (asyncio's `__init__` and `close` set the list).
+    fn set_scheduled(&self, py: Python<'_>, timers: &Bound<'_, PyAny>) -> PyResult<()> {
+        let mut new = TimerHeap::new();
+        for t in timers.try_iter()? {
+            let t = t?;
+            let when: f64 = t.getattr(intern!(py, "_when"))?.call_method0("__float__")?.extract()?;
+            new.push(when, t.unbind());
+        }
+        let old = self.state.with(py, |s| std::mem::replace(&mut s.timers, new));
+        Self::release(py, old);
+        Ok(())
+    }
+
+    /// asyncio's `_timer_cancelled_count`.
+    #[getter]
+    fn get_cancelled_count(&self, py: Python<'_>) -> usize {
+        self.state.with(py, |s| s.cancelled)
+    }
+
+    #[setter]
+    fn set_cancelled_count(&self, py: Python<'_>, value: usize) {
+        self.state.with(py, |s| s.cancelled = value);
+    }
+
+    /// asyncio's `BaseEventLoop._run_once`: one full iteration.
+    fn run_once(&self, py: Python<'_>) -> PyResult<()> {
+        let o = objects(py)?;
+        let lp = self.loop_.bind(py);
+        self.clean_timers(py, o)?;
+
+        let ready = lp.getattr(intern!(py, "_ready"))?;
+        let head = self.state.with(py, |s| s.timers.peek().map(|(w, _)| *w));
+        let timeout = if ready.len()? > 0 || lp.getattr(intern!(py, "_stopping"))?.is_truthy()? {
+            Some(0.0)
+        } else if let Some(when) = head {
+            Some((when - self.time_of(lp)?).clamp(0.0, MAXIMUM_SELECT_TIMEOUT))
+        } else {
+            None
+        };
+
+        let n = match &self.ring {
+            Some(ring) => self.ring_wait(py, ring, timeout)?,
+            None => self.epoll_wait(py, timeout)?,
+        };
+        self.process_events(py, lp, &ready, n)?;
+
+        // 'later' callbacks that are due.
+        let end_time = self.time_of(lp)? + self.clock_resolution;
+        let append = ready.getattr(intern!(py, "append"))?;
+        loop {
+            let due = self.state.with(py, |s| match s.timers.peek() {
+                Some((w, _)) if *w < end_time => s.timers.pop().map(|(_, h)| h),
+                _ => None,
+            });
+            let Some(h) = due else { break };
+            let h = h.into_bound(py);
+            set_scheduled(o, &h, false)?;
+            append.call1((&h,))?;
+        }
+
+        // This is the only place where callbacks are called; those they schedule run at the
+        // next iteration.
+        let ntodo = ready.len()?;
+        if ntodo == 0 {
+            return Ok(());
+        }
+        let popleft = ready.getattr(intern!(py, "popleft"))?;
+        let handle_type = o.handle_type.bind(py);
+        let timer_type = o.timer_type.bind(py);
+        let run_name = intern!(py, "_run");
+        let patched = !handle_type.getattr(run_name)?.is(o.handle_run.bind(py))
+            || !timer_type.getattr(run_name)?.is(o.handle_run.bind(py));
+        for _ in 0..ntodo {
+            let h = popleft.call0()?;
+            if is_cancelled(o, &h) {
+                continue;
+            }
+            if self.debug(lp)? {
+                self.support.run_debug.bind(py).call1((lp, &h))?;
+            } else if patched {
+                h.call_method0(run_name)?;
+            } else {
+                self.run_handle(py, o, &h)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Takes every timer out (asyncio's `close()` clears its list).
+    fn clear(&self, py: Python<'_>) {
+        let old = self.state.with(py, |s| s.timers.drain());
+        Self::release(py, old);
+    }
+
+    fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
+        visit.call(&self.loop_)?;
+        visit.call(&self.fd_to_key)?;
+        let s = &self.support;
+        for f in [&s.report_error, &s.run_debug, &s.call_soon, &s.call_later, &s.call_at, &s.transport_type] {
+            visit.call(f)?;
+        }
+        if let Some(r) = &self.ring {
+            visit.call(r)?;
+        }
+        // SAFETY: the collector runs with the GIL held and never inside a state scope (those
+        // call no Python, so nothing in them can start a collection).
+        let st = unsafe { &*self.state.0.get() };
+        for (_, h) in st.timers.iter() {
+            visit.call(h)?;
+        }
+        Ok(())
+    }
+
+    fn __clear__(&self) {
+        // The timers hold the loop; the loop's dict (cleared by the collector) holds this.
+        // SAFETY: as in __traverse__; the Handles are dropped after the state is left.
+        let old = unsafe { (*self.state.0.get()).timers.drain() };
+        drop(old);
+    }
+}
+
+/// `handle._cancelled`, through the slot for plain Handles.
+fn is_cancelled(o: &AsyncioObjects, h: &Bound<'_, PyAny>) -> bool {
+    if let Some(s) = o.slots.filter(|_| aio::is_plain_handle(o, h)) {
+        // SAFETY: `h` is exactly Handle or TimerHandle, laid out as `s` says.
+        let v = unsafe { aio::slot(h.as_ptr(), s.cancelled) };
+        return !v.is_null() && v != unsafe { ffi::Py_False() } && v != unsafe { ffi::Py_None() };
+    }
+    h.getattr(intern!(h.py(), "_cancelled"))
+        .and_then(|v| v.is_truthy())
+        .unwrap_or(false)
+}
+
+/// `timer._scheduled = value`.
+fn set_scheduled(o: &AsyncioObjects, h: &Bound<'_, PyAny>, value: bool) -> PyResult<()> {
+    if let Some(s) = o.slots.filter(|_| h.get_type().is(o.timer_type.bind(h.py()))) {
+        // SAFETY: `h` is exactly TimerHandle, laid out as `s` says; the GIL is held.
+        unsafe {
+            let v = if value { ffi::Py_True() } else { ffi::Py_False() };
+            aio::set_slot(h.as_ptr(), s.scheduled, v);
+        }
+        return Ok(());
+    }
+    h.setattr(intern!(h.py(), "_scheduled"), value)
+}
+
+/// Runs `f` inside `ctx` as `Context.run` does (entered, then exited whatever `f` returns).
+fn in_context(py: Python<'_>, ctx: &Bound<'_, PyAny>, f: impl FnOnce() -> PyResult<()>) -> PyResult<()> {
+    // SAFETY: `ctx` is exactly a `contextvars.Context` (checked by the caller), alive for the
+    // call; Enter fails (an error set) when the context is already entered, as `run` does.
+    if unsafe { ffi::PyContext_Enter(ctx.as_ptr()) } < 0 {
+        return Err(PyErr::fetch(py));
+    }
+    let r = f();
+    // SAFETY: exits the context entered above, on this thread.
+    if unsafe { ffi::PyContext_Exit(ctx.as_ptr()) } < 0 {
+        let e = PyErr::fetch(py);
+        return r.and(Err(e));
+    }
+    r
+}
+
+/// `(*first, *rest)`: the arguments of a fall-back call to asyncio's Python method.
+fn prepend<'py>(py: Python<'py>, first: &[&Bound<'py, PyAny>], rest: &Bound<'py, PyTuple>) -> PyResult<Bound<'py, PyTuple>> {
+    let mut all: Vec<Bound<'py, PyAny>> = first.iter().map(|b| (*b).clone()).collect();
+    all.extend(rest.iter());
+    PyTuple::new(py, all)
+}
+
+fn libc_epollin() -> u32 {
+    epoll::EventFlags::IN.bits()
+}
+
+fn libc_epollout() -> u32 {
+    epoll::EventFlags::OUT.bits()
+}

@@ -1,0 +1,245 @@
+//! The socket transport's hot paths, native: what asyncio's `_SelectorSocketTransport` does
+//! in `_read_ready__data_received` (recv(2), then `protocol.data_received`) and in `write`
+//! (send(2) at once while nothing is buffered), on the transport object itself, reading and
+//! setting the same attributes asyncio's code reads and sets (CPython 3.11-3.13's
+//! `selector_events.py`).
+//!
+//! Each path does natively only its common case and hands anything else to asyncio's own
+//! method with the same arguments: a socket of a subclass (its own `recv`/`send` are called,
+//! as asyncio calls them), a protocol that reads into its own buffer, data that is not `bytes`,
+//! a transport that has buffered data, lost its connection, is at EOF or is sending a file. So a
+//! transport behaves as asyncio's does, and its class is asyncio's (fdkit's subclass adds
+//! nothing a program sees but `write` being a built-in method).
+
+use super::asyncio_objects::AsyncioObjects;
+use super::loop_core::{GilCell, State};
+use crate::errors::os_error;
+use crate::gil::without_gil;
+use pyo3::exceptions::{PyKeyboardInterrupt, PySystemExit};
+use pyo3::ffi;
+use pyo3::intern;
+use pyo3::panic::PanicException;
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyType};
+use rustix::io::Errno;
+use rustix::net::{RecvFlags, SendFlags};
+use std::cell::UnsafeCell;
+use std::os::fd::{BorrowedFd, RawFd};
+use std::os::raw::c_char;
+
+fn passes_through(py: Python<'_>, e: &PyErr) -> bool {
+    e.is_instance_of::<PySystemExit>(py) || e.is_instance_of::<PyKeyboardInterrupt>(py)
+}
+
+/// `transport._fatal_error(exc, message)`; `Err` for what asyncio lets through.
+fn fatal(py: Python<'_>, tr: &Bound<'_, PyAny>, e: PyErr, message: &str) -> PyResult<()> {
+    if passes_through(py, &e) {
+        return Err(e);
+    }
+    tr.call_method1(intern!(py, "_fatal_error"), (e.into_value(py), message))?;
+    Ok(())
+}
+
+/// A syscall on the transport's socket with the GIL released, retried after `EINTR` once the
+/// signal handlers ran (as the socket module does, PEP 475): the outer `Err` is a handler's
+/// exception.
+fn on_socket<T: Send>(
+    py: Python<'_>,
+    mut call: impl FnMut() -> Result<T, Errno> + Send,
+) -> PyResult<Result<T, Errno>> {
+    loop {
+        match without_gil(py, &mut call) {
+            Err(Errno::INTR) => py.check_signals()?,
+            other => return Ok(other),
+        }
+    }
+}
+
+/// asyncio's `_SelectorSocketTransport._read_ready` for the transport `tr`.
+pub(super) fn read_ready(
+    py: Python<'_>,
+    o: &AsyncioObjects,
+    state: &GilCell<State>,
+    tr: &Bound<'_, PyAny>,
+) -> PyResult<()> {
+    let cb = tr.getattr(intern!(py, "_read_ready_cb"))?;
+    match o.bound_method(&cb) {
+        Some((func, slf)) if func == o.read_ready_data.as_ptr() && slf == tr.as_ptr() => {}
+        _ => return cb.call0().map(drop),
+    }
+    // `_read_ready__data_received`.
+    if tr.getattr(intern!(py, "_conn_lost"))?.is_truthy()? {
+        return Ok(());
+    }
+    let sock = tr.getattr(intern!(py, "_sock"))?;
+    if !sock.get_type().is(o.socket_type.bind(py)) {
+        return tr
+            .call_method0(intern!(py, "_read_ready__data_received"))
+            .map(drop);
+    }
+    let fd: RawFd = tr.getattr(intern!(py, "_sock_fd"))?.extract()?;
+    let max: usize = tr.getattr(intern!(py, "max_size"))?.extract()?;
+    let mut buf = state.with(py, |s| std::mem::take(&mut s.recv_buf));
+    if buf.len() < max {
+        buf.resize(max, 0);
+    }
+    let got = on_socket(py, || {
+        // SAFETY: `fd` is the transport's socket, open while the transport holds it (the
+        // read Handle runs only while the transport is registered for reading).
+        let sock = unsafe { BorrowedFd::borrow_raw(fd) };
+        rustix::net::recv(sock, &mut buf[..max], RecvFlags::empty()).map(|(n, _)| n)
+    });
+    let data = match &got {
+        Ok(Ok(n)) if *n > 0 => Some(PyBytes::new(py, &buf[..*n])),
+        _ => None,
+    };
+    state.with(py, |s| s.recv_buf = buf);
+    let msg = "Fatal read error on socket transport";
+    match got {
+        Err(e) => return fatal(py, tr, e, msg),
+        Ok(Err(Errno::AGAIN)) => return Ok(()),
+        Ok(Err(e)) => return fatal(py, tr, os_error(e), msg),
+        Ok(Ok(_)) => {}
+    }
+    let Some(data) = data else {
+        return tr.call_method0(intern!(py, "_read_ready__on_eof")).map(drop);
+    };
+    let protocol = tr.getattr(intern!(py, "_protocol"))?;
+    match protocol.call_method1(intern!(py, "data_received"), (data,)) {
+        Ok(_) => Ok(()),
+        Err(e) => fatal(
+            py,
+            tr,
+            e,
+            "Fatal error: protocol.data_received() call failed.",
+        ),
+    }
+}
+
+/// asyncio's `_SelectorSocketTransport.write(data)` for the transport `tr`: `bytes` sent at
+/// once while nothing is buffered; the rest (partial send, `EAGAIN`) buffered by the
+/// transport's `_write_rest`, as asyncio buffers it; anything else asyncio's own `write`.
+fn write(py: Python<'_>, o: &AsyncioObjects, tr: &Bound<'_, PyAny>, data: &Bound<'_, PyAny>) -> PyResult<Option<()>> {
+    let Ok(bytes) = data.cast_exact::<PyBytes>() else {
+        return Ok(None);
+    };
+    let payload = bytes.as_bytes();
+    if payload.is_empty()
+        || tr.getattr(intern!(py, "_eof"))?.is_truthy()?
+        || !tr.getattr(intern!(py, "_empty_waiter"))?.is_none()
+        || tr.getattr(intern!(py, "_conn_lost"))?.is_truthy()?
+        || tr.getattr(intern!(py, "_buffer"))?.len()? != 0
+    {
+        return Ok(None);
+    }
+    let sock = tr.getattr(intern!(py, "_sock"))?;
+    if !sock.get_type().is(o.socket_type.bind(py)) {
+        return Ok(None);
+    }
+    let fd: RawFd = tr.getattr(intern!(py, "_sock_fd"))?.extract()?;
+    let sent = on_socket(py, || {
+        // SAFETY: `fd` is the transport's socket, open while its connection is not lost
+        // (checked above); `payload` is immutable bytes kept alive by `data`.
+        let sock = unsafe { BorrowedFd::borrow_raw(fd) };
+        rustix::net::send(sock, payload, SendFlags::empty())
+    });
+    let msg = "Fatal write error on socket transport";
+    let n = match sent {
+        Err(e) => return fatal(py, tr, e, msg).map(Some),
+        Ok(Err(Errno::AGAIN)) => 0,
+        Ok(Err(e)) => return fatal(py, tr, os_error(e), msg).map(Some),
+        Ok(Ok(n)) => n,
+    };
+    if n < payload.len() {
+        tr.call_method1(intern!(py, "_write_rest"), (data, n))?;
+    }
+    Ok(Some(()))
+}
+
+/// The `PyMethodDef` of the `write` built-in each native transport gets.
+struct MethodDef(UnsafeCell<ffi::PyMethodDef>);
+
+// SAFETY: CPython only reads the definition; it is never written after its static
+// initialisation.
+unsafe impl Sync for MethodDef {}
+
+static WRITE_DEF: MethodDef = MethodDef(UnsafeCell::new(ffi::PyMethodDef {
+    ml_name: c"write".as_ptr() as *const c_char,
+    ml_meth: ffi::PyMethodDefPointer {
+        PyCFunctionFastWithKeywords: write_trampoline,
+    },
+    ml_flags: ffi::METH_FASTCALL | ffi::METH_KEYWORDS,
+    ml_doc: c"write(data)\n--\n\nasyncio's Transport.write: send data (bytes-like) on the transport.".as_ptr()
+        as *const c_char,
+}));
+
+/// `write(*args, **kwargs)` of transport `slf` (the descriptor checked its class): the native path for one positional `bytes`,
+/// asyncio's `write` (the class's) for every other call.
+unsafe extern "C" fn write_trampoline(
+    slf: *mut ffi::PyObject,
+    args: *const *mut ffi::PyObject,
+    nargs: ffi::Py_ssize_t,
+    kwnames: *mut ffi::PyObject,
+) -> *mut ffi::PyObject {
+    // SAFETY: CPython calls a METH_FASTCALL function with the GIL held.
+    let py = unsafe { Python::assume_attached() };
+    let run = || -> PyResult<Py<PyAny>> {
+        // SAFETY: `slf` is the transport the built-in is bound to, alive during the call.
+        let tr = unsafe { Bound::from_borrowed_ptr(py, slf) };
+        let o = super::asyncio_objects::objects(py)?;
+        if nargs == 1 && kwnames.is_null() {
+            // SAFETY: CPython passes `nargs` valid borrowed references in `args`.
+            let data = unsafe { Bound::from_borrowed_ptr(py, *args) };
+            if write(py, o, &tr, &data)?.is_some() {
+                return Ok(py.None());
+            }
+        }
+        // asyncio's own write.
+        let func = o.transport_write.bind(py);
+        let nkw = if kwnames.is_null() {
+            0
+        } else {
+            // SAFETY: `kwnames` is a tuple of the keyword names when not null.
+            unsafe { ffi::PyTuple_GET_SIZE(kwnames) }
+        };
+        let mut all: Vec<*mut ffi::PyObject> = Vec::with_capacity(1 + (nargs + nkw) as usize);
+        all.push(slf);
+        for i in 0..(nargs + nkw) {
+            // SAFETY: the positional then keyword values, `nargs + len(kwnames)` of them.
+            all.push(unsafe { *args.offset(i) });
+        }
+        // SAFETY: `all` holds borrowed references alive for the call; the result is a new
+        // reference or null with an error set.
+        unsafe {
+            Bound::from_owned_ptr_or_err(
+                py,
+                ffi::PyObject_Vectorcall(func.as_ptr(), all.as_ptr(), (1 + nargs) as usize, kwnames),
+            )
+            .map(Bound::unbind)
+        }
+    };
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(run)) {
+        Ok(Ok(obj)) => obj.into_ptr(),
+        Ok(Err(e)) => {
+            e.restore(py);
+            std::ptr::null_mut()
+        }
+        Err(_) => {
+            PanicException::new_err("fdkit's transport write panicked").restore(py);
+            std::ptr::null_mut()
+        }
+    }
+}
+
+/// Makes ``cls.write`` the native write: a method descriptor, as ``list.append`` is, so that
+/// ``transport.write(data)`` is one C call and the transport holds no reference to itself.
+#[pyfunction]
+pub fn install_write(cls: &Bound<'_, PyType>) -> PyResult<()> {
+    let py = cls.py();
+    // SAFETY: WRITE_DEF is a static, valid for the life of the process; `cls` is a type, which
+    // the descriptor keeps a reference to and checks each `self` against.
+    let descr = unsafe {
+        Bound::from_owned_ptr_or_err(py, ffi::PyDescr_NewMethod(cls.as_type_ptr(), WRITE_DEF.0.get()))?
+    };
+    cls.setattr(intern!(py, "write"), descr)
+}
