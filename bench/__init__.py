@@ -71,6 +71,7 @@ BENCHES: dict[str, Bench] = dict(
             "asyncio event loops under load, CPU per request: fdkit.aio vs uvloop, ...",
             contended=True,
         ),
+        _bench("aio_anatomy", "Python calls per hello request: fdkit.aio's engines, asyncio, ..."),
     ]
 )
 

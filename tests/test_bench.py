@@ -39,7 +39,17 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 import bench as benchmarks  # noqa: E402
-from bench import _common, _endpoints, aio, atomic_pipe, report, serve, tour, zerocopy  # noqa: E402
+from bench import (  # noqa: E402
+    _common,
+    _endpoints,
+    aio,
+    aio_anatomy,
+    atomic_pipe,
+    report,
+    serve,
+    tour,
+    zerocopy,
+)
 from bench._common import TINY_ENV, Result, is_rate  # noqa: E402
 
 # The harness is a tool of the source tree, not of the package: `make test` checks its contract
@@ -60,6 +70,28 @@ FIELDS = [
     "goal",
 ]
 HAVE_GCC = shutil.which("gcc") is not None or shutil.which("cc") is not None
+# The goals of issue 23 for fdkit.aio's io_uring engine (rows aio_W_vs_X, ids kept from issues
+# 11 and 16); the epoll engine's rows (aio_epoll_W_vs_X) have each 0.05 lower.
+AIO_URING_GOALS = {
+    "aio_hello_user_vs_uvloop": 1.25,
+    "aio_hello_user_vs_rloop": 1.2,
+    "aio_hello_vs_uvloop": 1.1,
+    "aio_hello_vs_rloop": 1.05,
+    "aio_hello_vs_floor": 0.85,
+    "aio_uvicorn_vs_uvloop": 1.1,
+    "aio_uvicorn_vs_rloop": 1.1,
+    "aio_streams_vs_uvloop": 1.5,
+    "aio_streams_vs_epoll_engine": 1.0,
+    "aio_sendfile_vs_asyncio": 1.0,
+    "aio_hello_p99_vs_uvloop": 1.0,
+}
+
+
+def _epoll_id(row_id: str) -> str:
+    """The epoll engine's row of the io_uring engine's ``row_id``."""
+    return "aio_epoll_" + row_id.removeprefix("aio_")
+
+
 # bench -> its headline ids; the *_vs_c ones need gcc.
 HEADLINES = {
     "accept": ["accept_cpu", "accept_vs_c"],
@@ -100,21 +132,18 @@ HEADLINES = {
         "serve_vs_nginx_2w_4k",
         "ring_hello_vs_asyncio",
     ],
-    # each needs its contender here (importable, or gcc for the C floor): see _aio_available
+    # each needs its contender here (importable, or gcc for the C floor; io_uring for the
+    # io_uring engine's rows): see _aio_available
     "aio": [
-        "aio_hello_vs_uvloop",
-        "aio_hello_vs_asyncio",
-        "aio_hello_p99_vs_uvloop",
-        "aio_hello_user_vs_uvloop",
-        "aio_hello_vs_floor",
-        "aio_uvicorn_vs_uvloop",
-        "aio_streams_vs_uvloop",
-        "aio_sendfile_vs_asyncio",
+        *AIO_URING_GOALS,
+        "aio_hello_vs_asyncio",  # its goal is retired (_common.RETIRED_GOALS)
         "aio_hello_vs_epoll_engine",
         "aio_uvicorn_vs_epoll_engine",
-        "aio_streams_vs_epoll_engine",
         "aio_sendfile_vs_epoll_engine",
+        *(_epoll_id(i) for i in AIO_URING_GOALS if not i.endswith("_vs_epoll_engine")),
     ],
+    # fdkit.aio's engines: no Python call of the loop's beside the protocol's own
+    "aio_anatomy": ["aio_hello_py_calls_per_req", "aio_epoll_hello_py_calls_per_req"],
 }
 # the --contended run's rows with a goal: the io_uring engine against the epoll engine
 AIO_CONTENDED_HEADLINES = [f"aio_{w}_vs_epoll_engine_contended" for w in aio.WORKLOADS]
@@ -163,28 +192,43 @@ def _serve_available(row_id: str) -> bool:
     return URING_OK or row_id.startswith("serve_epoll")
 
 
-# fdkit.aio runs on io_uring here, so that it has its epoll engine to be compared with
-AIO_ON_URING = URING_OK and os.environ.get("FDKIT_AIO_ENGINE", "") != "epoll"
-
-
 def _aio_lacking(row_id: str) -> list[str]:
     """What the aio bench lacks here to produce ``row_id`` at smoke size (no wrk needed then):
-    the contender it names (a module, gcc for the C floor, io_uring for fdkit.aio's other
-    engine to compare with), and uvicorn with httptools for the uvicorn rows."""
+    io_uring for the io_uring engine's rows (``aio_W_vs_X``; the epoll engine's are
+    ``aio_epoll_W_vs_X``), the contender the row names (a module, gcc for the C floor), and
+    uvicorn with httptools for the uvicorn rows."""
     other = row_id.removesuffix(aio.CONTENDED).rsplit("_vs_", 1)[1]
     needs = list(aio.UVICORN_NEEDS) if "_uvicorn" in row_id else []
     lacking = []
+    if not row_id.startswith("aio_epoll_") and not URING_OK:
+        lacking.append("io_uring")
     if other == aio.FLOOR:
         lacking += [] if HAVE_GCC else ["gcc"]
     else:
         needs.append(aio.MODULES[other])
-    if other == "epoll_engine" and not AIO_ON_URING:
-        lacking.append("io_uring")
     return lacking + aio.missing(needs)
 
 
 def _aio_available(row_id: str) -> bool:
     return not _aio_lacking(row_id)
+
+
+def _anatomy_key(row_id: str) -> str:
+    """The loop an aio_anatomy row measures (a key of bench.aio)."""
+    (key,) = [k for k in aio_anatomy.LOOPS if row_id.startswith(aio_anatomy.ID_HEAD[k] + "_hello_")]
+    return key
+
+
+def _anatomy_lacking(row_id: str) -> list[str]:
+    """What the aio_anatomy bench lacks here to produce ``row_id``: its loop, and io_uring for
+    the io_uring engine's."""
+    key = _anatomy_key(row_id)
+    lacking = ["io_uring"] if key == "fdkit" and not URING_OK else []
+    return lacking + aio.missing([aio.MODULES[key]])
+
+
+def _anatomy_available(row_id: str) -> bool:
+    return not _anatomy_lacking(row_id)
 
 
 def _expected_headlines(bench: str) -> list[str]:
@@ -194,6 +238,7 @@ def _expected_headlines(bench: str) -> list[str]:
         if (HAVE_GCC or not i.endswith("_vs_c"))
         and (bench != "serve" or _serve_available(i))
         and (bench != "aio" or _aio_available(i))
+        and (bench != "aio_anatomy" or _anatomy_available(i))
     ]
 
 
@@ -1113,8 +1158,9 @@ def test_make_bench_json_prints_the_document_alone(tmp_path: Path) -> None:
 @pytest.mark.slow
 @pytest.mark.parametrize("row_id", HEADLINES["aio"])
 def test_aio_headline_ids(results: dict[str, list[Result]], row_id: str) -> None:
-    """Each id of issues 11 and 16 comes out once at smoke size, or its contender is not here
-    (`make bench` installs requirements-bench.txt; `make test` does not) and this says so."""
+    """Each id of issues 11, 16 and 23 comes out once at smoke size, or its contender is not
+    here (`make bench` installs requirements-bench.txt; `make test` does not) and this says
+    so."""
     if lacking := _aio_lacking(row_id):
         pytest.skip(f"{', '.join(lacking)} not here: {aio.install_hint(lacking)}")
     ids = [r.id for r in results["aio"]]
@@ -1125,50 +1171,66 @@ def test_aio_headline_ids(results: dict[str, list[Result]], row_id: str) -> None
 
 @pytest.mark.slow
 def test_aio_rows(results: dict[str, list[Result]]) -> None:
-    """Every row is fdkit.aio against one other loop, in the unit of its workload; the
-    asyncio rows (the stdlib: always here) come out for every workload."""
+    """Every row is one of fdkit.aio's engines against one other loop, in the unit of its
+    workload; the asyncio rows (the stdlib: always here) come out for every workload, the
+    epoll engine's always, the io_uring engine's where io_uring runs."""
     rows = results["aio"]
     ids = [r.id for r in rows]
     assert set(ids) <= set(aio.planned_ids())
+    assert len(ids) == len(set(ids))
     _check_aio_rows(rows)
-    stdlib = ["aio_hello_vs_asyncio", "aio_streams_vs_asyncio", "aio_sendfile_vs_asyncio"]
+    workloads = ["hello", "streams", "sendfile"]
     if not aio.missing(aio.UVICORN_NEEDS):
-        stdlib.append("aio_uvicorn_vs_asyncio")
+        workloads.append("uvicorn")
+    stdlib = [f"aio_epoll_{w}_vs_asyncio" for w in workloads]
+    stdlib += [f"aio_{w}_vs_asyncio" for w in workloads] if URING_OK else []
     assert set(stdlib) <= set(ids)
-    (sendfile,) = [r for r in rows if r.id == "aio_sendfile_vs_asyncio"]
-    assert "(native)" in sendfile.baseline_name  # asyncio's own os.sendfile path
+    for row_id in ("aio_sendfile_vs_asyncio", "aio_epoll_sendfile_vs_asyncio"):
+        for sendfile in [r for r in rows if r.id == row_id]:
+            assert "(native)" in sendfile.baseline_name  # asyncio's own os.sendfile path
+            assert "(native)" in sendfile.case  # and fdkit.aio's engine's
 
 
 def _check_aio_rows(rows: list[Result], variant: str = "") -> None:
-    """Each row's unit fits its kind, its case names fdkit's engine, its baseline the other."""
+    """Each row's unit fits its kind, its case names the engine it measures (io_uring for
+    ``aio_W_vs_X``, epoll for ``aio_epoll_W_vs_X``), its baseline the other contender."""
     units = {"": ("us/req", "s/GiB"), "_rps": ("req/s",), "_p99": ("ms p99",)}
     units |= {"_rate": ("MiB/s",), "_user": ("us/req",), "_kernel": ("us/req",)}
     for r in rows:
         assert r.id.endswith(variant), r
         row_id = r.id.removesuffix(variant)
-        kind = re.sub(r"^aio_(hello|uvicorn|streams|sendfile)(.*)_vs_\w+$", r"\2", row_id)
+        m = re.fullmatch(r"aio_(epoll_)?(hello|uvicorn|streams|sendfile)(.*)_vs_(\w+)", row_id)
+        assert m is not None, r
+        subject = "epoll_engine" if m[1] else "fdkit"
+        kind, other = m[3], m[4]
+        assert other != subject, r
         assert r.unit in units[kind], r
-        assert r.case.startswith("fdkit.aio ("), r.case  # names the engine it ran on
-        assert r.baseline_name.startswith(aio.LABELS[row_id.rsplit("_vs_", 1)[1]]), r
+        assert r.case.startswith(f"fdkit.aio ({aio.ENGINE[subject]}), "), r.case
+        assert r.baseline_name.startswith(aio.LABELS[other]), r
         if kind in ("_user", "_kernel"):
-            assert row_id.startswith("aio_hello_"), r  # the split is the hello workload's
+            assert m[2] == "hello", r  # the split is the hello workload's
 
 
 @pytest.mark.slow
 def test_aio_user_and_kernel_split_add_up(results: dict[str, list[Result]]) -> None:
     """The hello workload's CPU per request is read apart into user and kernel time, which
-    add up to it, for fdkit and for each loop it is compared with."""
+    add up to it, for each of fdkit.aio's engines and each loop it is compared with."""
     rows = {r.id: r for r in results["aio"]}
-    for other in aio.OTHERS:
-        if f"aio_hello_user_vs_{other}" not in rows:
-            assert not _aio_available(f"aio_hello_vs_{other}"), other
-            continue
-        cpu, user = rows[f"aio_hello_vs_{other}"], rows[f"aio_hello_user_vs_{other}"]
-        kernel = rows[f"aio_hello_kernel_vs_{other}"]
-        for side in ("fdkit", "baseline"):
-            total = getattr(user, side) + getattr(kernel, side)
-            assert math.isclose(total, getattr(cpu, side), rel_tol=1e-9), (side, other)
-    assert not [i for i in rows if i.startswith("aio_hello_user_vs_floor")]
+    for subject in aio.SUBJECTS:
+        for other in aio.others("hello", subject):
+            ids = aio.row_ids("hello", other, "", subject)
+            if other == aio.FLOOR:  # no split against the floor
+                assert not [i for i in ids if "_user_" in i or "_kernel_" in i], ids
+                continue
+            cpu_id, user_id, kernel_id = ids[0], ids[3], ids[4]
+            if user_id not in rows:
+                assert not _aio_available(cpu_id), cpu_id
+                continue
+            cpu, user, kernel = rows[cpu_id], rows[user_id], rows[kernel_id]
+            for side in ("fdkit", "baseline"):
+                total = getattr(user, side) + getattr(kernel, side)
+                assert math.isclose(total, getattr(cpu, side), rel_tol=1e-9), (side, cpu_id)
+    assert not [i for i in rows if re.match(r"aio_(epoll_)?hello_(user|kernel)_vs_floor", i)]
 
 
 @pytest.fixture(scope="module")
@@ -1202,8 +1264,9 @@ def test_aio_contended_ids_are_suffixed(
     for row_id in AIO_CONTENDED_HEADLINES:
         assert ids.count(row_id) == (1 if _aio_available(row_id) else 0), row_id
     quiet = {r.id.removesuffix(aio.CONTENDED) for r in aio_contended}
-    assert "aio_hello_vs_asyncio" in quiet
-    assert "aio_streams_vs_asyncio" in quiet
+    assert {"aio_epoll_hello_vs_asyncio", "aio_epoll_streams_vs_asyncio"} <= quiet
+    if URING_OK:
+        assert {"aio_hello_vs_asyncio", "aio_streams_vs_asyncio"} <= quiet
 
 
 def test_aio_contended_is_a_flag_of_the_aio_bench_only() -> None:
@@ -1273,6 +1336,13 @@ def test_aio_split_rows_left_out_when_no_tick_sampled_them() -> None:
     (sk,) = _common.take_skipped()
     assert sk.ids == ("aio_hello_user_vs_uvloop", "aio_hello_kernel_vs_uvloop")
     assert "no user/kernel split" in sk.reason
+    figs["epoll_engine"] = figs.pop("fdkit")  # the same for the epoll engine's rows
+    rows = aio._http_rows("hello", "case", figs, "uvloop", "", "epoll_engine")
+    assert [r.id for r in rows] == ["aio_epoll_hello_vs_uvloop", "aio_epoll_hello_rps_vs_uvloop",
+                                    "aio_epoll_hello_p99_vs_uvloop"]  # fmt: skip
+    assert [r.goal for r in rows] == [1.05, None, 0.95]
+    (sk,) = _common.take_skipped()
+    assert sk.ids == ("aio_epoll_hello_user_vs_uvloop", "aio_epoll_hello_kernel_vs_uvloop")
 
 
 @pytest.mark.skipif(not HAVE_GCC, reason="no gcc for the C floor server")
@@ -1312,17 +1382,99 @@ def test_aio_floor_server_answers_as_the_python_hello_server(tmp_path: Path) -> 
     assert server.proc.returncode == 0
 
 
-def test_aio_epoll_engine_contender_is_fdkit_aio_on_epoll() -> None:
-    """fdkit.aio's epoll engine runs the same program as fdkit.aio with FDKIT_AIO_ENGINE=epoll
-    in its environment, and must say it runs on epoll."""
-    assert aio._child_loop("epoll_engine") == "fdkit"
-    env = aio._child_env("epoll_engine")
-    assert env is not None
-    assert env["FDKIT_AIO_ENGINE"] == "epoll"
-    assert aio._child_env("fdkit") is None
-    aio._check_loop("epoll_engine", "loop fdkit.aio._loop.EpollEventLoop epoll\n", "hello server")
+def test_aio_engines_are_fdkit_aio_each_on_its_engine() -> None:
+    """fdkit.aio's two contenders run the same program, with FDKIT_AIO_ENGINE=io_uring or
+    FDKIT_AIO_ENGINE=epoll in its environment, and each must say it runs on that engine (the
+    io_uring engine's rows never measure a loop that fell back to epoll)."""
+    uring, epoll = "loop fdkit.aio._loop.UringEventLoop io_uring\n", (
+        "loop fdkit.aio._loop.EpollEventLoop epoll\n")  # fmt: skip
+    for key, engine in (("fdkit", "io_uring"), ("epoll_engine", "epoll")):
+        assert aio._child_loop(key) == "fdkit"
+        env = aio._child_env(key)
+        assert env is not None
+        assert env["FDKIT_AIO_ENGINE"] == engine
+    aio._check_loop("epoll_engine", epoll, "hello server")
+    aio._check_loop("fdkit", uring, "hello server")
     with pytest.raises(RuntimeError, match="the io_uring engine, not epoll"):
-        aio._check_loop("epoll_engine", "loop fdkit.aio._loop.UringEventLoop io_uring\n", "x")
+        aio._check_loop("epoll_engine", uring, "x")
+    with pytest.raises(RuntimeError, match="the epoll engine, not io_uring"):
+        aio._check_loop("fdkit", epoll, "x")
+    assert aio._child_env("uvloop") is None
+
+
+def test_aio_ids_per_engine_keep_the_old_ones_and_the_issue_goals() -> None:
+    """The io_uring engine's rows keep the ids the bench always had (a contract: aio_W_vs_X),
+    the epoll engine's are aio_epoll_W_vs_X against the same contenders but itself; the goals
+    are issue 23's table, 0.05 lower for the epoll engine, and every goal names a row."""
+    old = [f"aio_{w}{k}_vs_{o}" for w in ("hello", "uvicorn") for o in ("uvloop", "asyncio",
+           "rloop", "epoll_engine") for k in ("", "_rps", "_p99")]  # fmt: skip
+    old += [f"aio_hello{k}_vs_{o}" for o in ("uvloop", "asyncio", "rloop", "epoll_engine")
+            for k in ("_user", "_kernel")]  # fmt: skip
+    old += [f"aio_hello{k}_vs_floor" for k in ("", "_rps", "_p99")]
+    old += [f"aio_{w}{k}_vs_{o}" for w in ("streams", "sendfile") for o in ("uvloop", "asyncio",
+            "rloop", "epoll_engine") for k in ("", "_rate")]  # fmt: skip
+    planned = aio.planned_ids()
+    assert len(planned) == len(set(planned))
+    uring = [i for i in planned if not i.startswith("aio_epoll_")]
+    assert sorted(uring) == sorted(old)
+    epoll = [i for i in planned if i.startswith("aio_epoll_")]
+    assert sorted(epoll) == sorted(_epoll_id(i) for i in old if "_vs_epoll_engine" not in i)
+    for row_id, goal in AIO_URING_GOALS.items():
+        assert aio.GOALS[row_id] == goal, row_id
+        if not row_id.endswith("_vs_epoll_engine"):
+            assert aio.GOALS[_epoll_id(row_id)] == pytest.approx(goal - 0.05), row_id
+    for row_id in aio.GOALS:
+        assert row_id.removesuffix(aio.CONTENDED) in planned, row_id
+    assert not [i for i in aio.GOALS if i.startswith("aio_epoll_") and i.endswith("_contended")]
+    assert set(aio.planned_ids(variant=aio.CONTENDED)) == {i + aio.CONTENDED for i in planned}
+
+
+def test_aio_rows_of_a_missing_contender_are_listed_once() -> None:
+    """A contender left out takes the rows that need it: an engine's own rows and the rows
+    against it; a row two causes take is listed once."""
+    _common.take_skipped()
+    aio._left_out("streams", {"fdkit": "it hung", "uvloop": "it failed"})
+    uring, uvloop = _common.take_skipped()
+    assert set(uring.ids) == {i for i in aio.planned_ids(["streams"]) if not i.startswith(
+        "aio_epoll_")}  # fmt: skip
+    assert uvloop.ids == ("aio_epoll_streams_vs_uvloop", "aio_epoll_streams_rate_vs_uvloop")
+    assert uring.reason == "fdkit.aio (io_uring): it hung"
+    aio._left_out("sendfile", {"epoll_engine": "no"})
+    (sk,) = _common.take_skipped()
+    assert set(sk.ids) == {"aio_sendfile_vs_epoll_engine", "aio_sendfile_rate_vs_epoll_engine"} | {
+        i for i in aio.planned_ids(["sendfile"]) if i.startswith("aio_epoll_")}  # fmt: skip
+
+
+def test_aio_without_io_uring_the_epoll_engine_rows_remain(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Where the io_uring engine cannot run (a seccomp profile that denies io_uring), its rows
+    are skipped saying why and the epoll engine's are measured against every other loop."""
+    monkeypatch.setattr(aio, "uring_unavailable", lambda: "io_uring_setup: EPERM")
+    monkeypatch.setattr(aio, "missing", lambda names: [n for n in names if n == "uvloop"])
+    _common.take_skipped()
+    assert aio._available("hello") == ["epoll_engine", "rloop", "asyncio"]
+    uring, uvloop = _common.take_skipped()
+    assert set(uring.ids) == {i for i in aio.planned_ids(["hello"]) if not i.startswith(
+        "aio_epoll_")}  # fmt: skip
+    assert uring.reason == "fdkit.aio's io_uring engine cannot run here: io_uring_setup: EPERM"
+    assert set(uvloop.ids) == set(aio.row_ids("hello", "uvloop", "", "epoll_engine"))
+    figs = {k: {"cpu": 2.0, "rate": 1.0, "p99": 1.0, "user": 1.0, "kernel": 1.0}
+            for k in ("epoll_engine", "rloop", "asyncio", aio.FLOOR)}  # fmt: skip
+    assert aio._measured(figs) == [("epoll_engine", "asyncio"), ("epoll_engine", "rloop"),
+                                   ("epoll_engine", aio.FLOOR)]  # fmt: skip
+
+
+@pytest.mark.skipif(not URING_OK, reason="no io_uring here")
+def test_aio_io_uring_probe() -> None:
+    """The probe of the io_uring engine runs a loop as its programs do: None where io_uring
+    runs; else the last line the program wrote (the error that says why)."""
+    assert aio.uring_unavailable.__wrapped__() is None
+
+
+def test_aio_io_uring_probe_says_why_it_failed(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(aio, "PROBE", "raise OSError('io_uring is denied here')")
+    assert aio.uring_unavailable.__wrapped__() == "OSError: io_uring is denied here"
 
 
 def test_aio_missing_contender_is_skipped_with_the_install_command(
@@ -1331,13 +1483,15 @@ def test_aio_missing_contender_is_skipped_with_the_install_command(
     # Only uvloop missing, whatever this environment has installed (a clean clone has none of
     # requirements-bench.txt: the real check would name rloop too).
     monkeypatch.setattr(aio, "missing", lambda names: [n for n in names if n == "uvloop"])
+    monkeypatch.setattr(aio, "uring_unavailable", lambda: None)
     _common.take_skipped()
     keys = aio._available("hello")
     assert "uvloop" not in keys
-    assert keys[0] == "fdkit"
+    assert keys[:2] == ["fdkit", "epoll_engine"]
     (sk,) = _common.take_skipped()
     assert sk.bench == "aio"
-    assert sk.ids == tuple(aio.row_ids("hello", "uvloop"))
+    assert sk.ids == (*aio.row_ids("hello", "uvloop"),
+                      *aio.row_ids("hello", "uvloop", "", "epoll_engine"))  # fmt: skip
     assert "uvloop is not installed" in sk.reason
     assert "-m pip install uvloop==0.23.0`" in sk.reason  # the pin of requirements-bench.txt
     assert "uvloop is not installed" in capsys.readouterr().err
@@ -1414,6 +1568,96 @@ def test_aio_child_without_its_loop_exits_saying_so() -> None:
     )
     assert proc.returncode != 0
     assert "unknown loop 'no-such-loop'" in proc.stderr
+
+
+# ---------------------------------------------------------------------- aio_anatomy
+
+
+@pytest.mark.slow
+def test_aio_anatomy_rows(results: dict[str, list[Result]]) -> None:
+    """Two rows per loop here (every call; Python functions only), each the loop's figure
+    against the protocol's own share of it: one data_received a request (one request in flight
+    on each connection), never more than the whole; asyncio's loop, written in Python, makes
+    calls of its own. Only fdkit.aio's engines' calls rows carry a goal."""
+    rows = {r.id: r for r in results["aio_anatomy"]}
+    assert len(rows) == len(results["aio_anatomy"])
+    assert set(rows) <= set(aio_anatomy.planned_ids())
+    for key in aio_anatomy.LOOPS:
+        calls_id, frames_id = (aio_anatomy.row_id(key, kind) for kind in aio_anatomy.KINDS)
+        if not _anatomy_available(calls_id):
+            assert calls_id not in rows
+            assert frames_id not in rows
+            continue
+        calls, frames = rows[calls_id], rows[frames_id]
+        for r in (calls, frames):
+            assert r.unit == "calls/req"
+            assert r.case.startswith(aio.LABELS[key] + ", "), r.case
+            assert r.baseline_name == aio_anatomy.OWN
+            assert 0 < r.baseline <= r.fdkit, r
+        assert frames.baseline == pytest.approx(1.0, abs=0.05)  # Hello.data_received
+        assert frames.fdkit <= calls.fdkit
+        assert frames.baseline <= calls.baseline
+        assert calls.goal == (1.0 if key in aio.SUBJECTS else None)
+        assert frames.goal is None
+    if "asyncio_hello_py_calls_per_req" in rows:
+        assert rows["asyncio_hello_py_frames_per_req"].ratio < 0.5  # _run_once, Handle._run...
+
+
+def test_aio_anatomy_counts_the_protocols_calls_apart() -> None:
+    """CallCounter (what hello-calls installs with sys.setprofile) counts calls of Python
+    functions by callee and calls of C functions by caller; per_request splits them between
+    the protocol's module (bench/child/aio_servers.py) and the rest (the loop's)."""
+    from bench.child import aio_servers
+
+    class Transport:  # the loop's, here: this module's
+        def write(self, data: bytes) -> None:
+            self.last = data  # no call
+
+    hello = aio_servers.Hello()
+    hello.tr = Transport()  # type: ignore[assignment]
+    counter = aio_servers.CallCounter()
+    before = counter.snapshot()
+    sys.setprofile(counter)
+    try:
+        for _ in range(10):
+            hello.data_received(aio_servers.REQUEST)
+    finally:
+        sys.setprofile(None)
+    after = counter.snapshot()
+    json.dumps(after)  # what the program answers, one line
+    calls = aio_anatomy.per_request(before, after, 10)
+    assert calls.own_py == 1.0  # data_received
+    assert calls.loop_py == 1.0  # Transport.write
+    assert calls.own_c >= 2.0  # bytes.count, bytes.rfind, len
+    assert calls.loop_c == pytest.approx(0.1)  # sys.setprofile(None), once, from here
+    assert calls.busiest[0][0].endswith("Transport.write")
+    assert calls.calls == calls.own_calls + calls.loop_py + calls.loop_c
+
+
+def test_aio_anatomy_per_request_takes_the_difference() -> None:
+    own = "/x/bench/child/aio_servers.py"
+    before = {"own": own, "py": {f"{own}:1:Hello.data_received": 5, "/a/events.py:9:H._run": 7},
+              "c": {f"{own}:1:Hello.data_received": 10}}  # fmt: skip
+    after = {"own": own, "py": {f"{own}:1:Hello.data_received": 105, "/a/events.py:9:H._run": 207,
+             "/a/loop.py:3:L.select": 50}, "c": {f"{own}:1:Hello.data_received": 310,
+             "/a/events.py:9:H._run": 100}}  # fmt: skip
+    calls = aio_anatomy.per_request(before, after, 100)
+    assert (calls.own_py, calls.own_c, calls.loop_py, calls.loop_c) == (1.0, 3.0, 2.5, 1.0)
+    assert calls.calls == 7.5
+    assert calls.frames == 3.5
+    assert calls.busiest == (("a/events.py:H._run", 2.0), ("C calls from a/events.py:H._run", 1.0),
+                             ("a/loop.py:L.select", 0.5))  # fmt: skip
+    with pytest.raises(aio.Failed, match="the server answered"):
+        aio_anatomy._counts("error unknown command 'x'")
+
+
+def test_aio_anatomy_ids() -> None:
+    assert aio_anatomy.planned_ids() == [
+        f"{head}_hello_py_{kind}_per_req"
+        for head in ("aio", "aio_epoll", "asyncio", "uvloop", "rloop")
+        for kind in ("calls", "frames")
+    ]
+    assert set(aio_anatomy.GOALS) == set(HEADLINES["aio_anatomy"])
 
 
 # ------------------------------------------------------------------ the tour (make demo)

@@ -24,11 +24,21 @@ named by ``LOOP``: ``fdkit`` (``fdkit.aio.new_event_loop``), ``uvloop``, ``rloop
     The hello workload's floor: no event loop of Python's, the C epoll server ``serve`` of the
     shared object LIB (``bench/c/epoll_hello.c``, compiled by the bench) called through ctypes
     on a listener made here; the same replies as ``hello``. Prints ``loop c.epoll -``.
+``python aio_servers.py hello-calls LOOP HOST PORT``
+    The ``hello`` server counting the calls its loop's thread makes (:class:`CallCounter`,
+    installed with ``sys.setprofile`` once it listens, removed when it stops). Command
+    ``calls`` on stdin answers ``calls JSON``: the counts so far (:meth:`CallCounter.snapshot`);
+    the server stops when its stdin closes (or on SIGTERM).
+``python aio_servers.py hello-client``
+    The load of ``hello-calls``, plain Python (``selectors``, no event loop of the bench's):
+    command ``connect HOST PORT C`` opens C keep-alive connections (``connected C``); ``run N``
+    sends N ``GET /`` requests over them, one in flight on each connection as wrk keeps them,
+    and checks every answer is ``HELLO`` (``done N SECONDS``). Exits when its stdin closes.
 
-Every program first prints ``loop MODULE.CLASS ENGINE`` (``ENGINE`` is ``loop.engine`` where
-the loop has one, else ``-``); the servers then print ``listening HOST PORT``. A server stops
-on SIGTERM (exit status 0); a command program when its stdin closes. A loop that cannot be
-imported ends the program with status 3 and one line on stderr.
+Every loop program first prints ``loop MODULE.CLASS ENGINE`` (``ENGINE`` is ``loop.engine``
+where the loop has one, else ``-``); the servers then print ``listening HOST PORT``. A server
+stops on SIGTERM (exit status 0); a command program when its stdin closes. A loop that cannot
+be imported ends the program with status 3 and one line on stderr.
 """
 
 from __future__ import annotations
@@ -37,11 +47,16 @@ import asyncio
 import contextlib
 import ctypes
 import importlib
+import json
 import os
+import selectors
 import signal
 import socket
 import sys
+import threading
+import time
 from collections.abc import Callable, Coroutine
+from types import CodeType, FrameType
 from typing import Any, cast
 
 TERM = b"\r\n\r\n"
@@ -50,6 +65,8 @@ HELLO = (
     b"Content-Length: 6\r\nConnection: keep-alive\r\n\r\nhallo\n"
 )
 CHUNK = 64 * 1024
+REQUEST = b"GET / HTTP/1.1\r\nHost: bench\r\n\r\n"
+CLIENT_TIMEOUT = 30.0  # seconds hello-client waits for an answer before it gives up
 LOOPS = ("fdkit", "uvloop", "rloop", "asyncio")
 MODULES = {"fdkit": "fdkit.aio", "uvloop": "uvloop", "rloop": "rloop", "asyncio": "asyncio"}
 
@@ -105,6 +122,54 @@ class Hello(asyncio.Protocol):
             self.tr.close()
 
 
+class CallCounter:
+    """The calls made in the thread it is installed in (``sys.setprofile(counter)``): every
+    call of a Python function (a ``call`` event, what cProfile counts as a call: also a
+    function called by C or Rust code, and a generator or coroutine resumed), by its code
+    object; and every call of a C function from Python code (``c_call``), by the calling
+    code. The hook's own work is not counted (a profile function is not profiled); it slows
+    the thread down, so the figures are counts, not times."""
+
+    def __init__(self) -> None:
+        self.py: dict[CodeType, int] = {}
+        self.c: dict[CodeType, int] = {}
+
+    def __call__(self, frame: FrameType, event: str, arg: object) -> None:
+        if event == "call":
+            code = frame.f_code
+            self.py[code] = self.py.get(code, 0) + 1
+        elif event == "c_call":
+            code = frame.f_code
+            self.c[code] = self.c.get(code, 0) + 1
+
+    def snapshot(self) -> dict[str, Any]:
+        """``{"own": FILE, "py": {NAME: N}, "c": {NAME: N}}``: the counts so far, NAME being
+        ``FILE:LINE:QUALNAME`` of the code (the called function's for ``py``, the caller's
+        for ``c``), FILE this module's file for the protocol's own functions. Safe from
+        another thread (each dict is copied by one C call, under the GIL)."""
+        py, c = dict(self.py), dict(self.c)
+        return {"own": __file__, "py": _by_name(py), "c": _by_name(c)}
+
+
+def _by_name(counts: dict[CodeType, int]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for code, n in counts.items():
+        name = f"{code.co_filename}:{code.co_firstlineno}:{code.co_qualname}"
+        out[name] = out.get(name, 0) + n
+    return out
+
+
+def answer_calls(counter: CallCounter, done: Callable[[], None]) -> None:
+    """The command thread of ``hello-calls``: ``calls`` answers the counts; at the end of
+    stdin ``done`` runs (it stops the server)."""
+    for line in iter(sys.stdin.readline, ""):
+        if line.split() == ["calls"]:
+            say("calls " + json.dumps(counter.snapshot()))
+        else:
+            say(f"error unknown command {line.strip()!r}")
+    done()
+
+
 async def echo(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
     """The echo server's connection: write back what comes, until EOF."""
     try:
@@ -117,8 +182,9 @@ async def echo(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> No
         writer.close()
 
 
-async def serve(mode: str, host: str, port: int) -> None:
-    """Serve until SIGTERM."""
+async def serve(mode: str, host: str, port: int, counter: CallCounter | None = None) -> None:
+    """Serve until SIGTERM; with ``counter``, count the calls of the loop's thread while
+    serving (and serve until stdin closes too: see :func:`answer_calls`)."""
     loop = asyncio.get_running_loop()
     say(f"loop {describe(loop)}")
     stop: asyncio.Future[None] = loop.create_future()
@@ -135,7 +201,20 @@ async def serve(mode: str, host: str, port: int) -> None:
     else:
         server = await asyncio.start_server(echo, host, port, backlog=4096, reuse_address=True)
     say(f"listening {host} {port}")
-    await stop
+    if counter is None:
+        await stop
+    else:
+
+        def done() -> None:  # stdin closed: stop serving (unless it has already stopped)
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(finish)
+
+        threading.Thread(target=answer_calls, args=(counter, done), daemon=True).start()
+        sys.setprofile(counter)
+        try:
+            await stop
+        finally:
+            sys.setprofile(None)
     server.close()
 
 
@@ -178,6 +257,68 @@ async def echo_once(host: str, port: int, n: int, check: bool) -> None:
         writer.close()
         with contextlib.suppress(ConnectionError):
             await writer.wait_closed()
+
+
+def hello_requests(socks: list[socket.socket], n: int) -> None:
+    """``n`` hello requests over ``socks``, one in flight on each connection (a new one as
+    each answer comes, as wrk keeps them), every answer checked to be ``HELLO``."""
+    sel = selectors.DefaultSelector()
+    pending = {s.fileno(): bytearray() for s in socks}
+    sent = answered = 0
+    try:
+        for s in socks[:n]:
+            s.sendall(REQUEST)
+            sent += 1
+            sel.register(s, selectors.EVENT_READ)
+        while answered < n:
+            events = sel.select(CLIENT_TIMEOUT)
+            if not events:
+                raise TimeoutError(f"no answer within {CLIENT_TIMEOUT:g} s ({answered} of {n})")
+            for key, _ in events:
+                s = cast(socket.socket, key.fileobj)
+                buf = pending[key.fd]
+                data = s.recv(1 << 16)
+                if not data:
+                    raise ConnectionError(f"the server closed a connection ({answered} of {n})")
+                buf += data
+                while len(buf) >= len(HELLO):
+                    if buf[: len(HELLO)] != HELLO:
+                        raise ValueError(f"the server answered {bytes(buf[:80])!r}")
+                    del buf[: len(HELLO)]
+                    answered += 1
+                    if sent < n:
+                        s.sendall(REQUEST)
+                        sent += 1
+    finally:
+        sel.close()
+
+
+def hello_client() -> None:
+    """The ``hello-client`` program (see the module docstring)."""
+    socks: list[socket.socket] = []
+    try:
+        for line in iter(sys.stdin.readline, ""):
+            words = line.split()
+            try:
+                if words[:1] == ["connect"]:
+                    host, port, count = words[1], int(words[2]), int(words[3])
+                    for _ in range(count):
+                        s = socket.create_connection((host, port), timeout=CLIENT_TIMEOUT)
+                        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                        socks.append(s)
+                    say(f"connected {len(socks)}")
+                elif words[:1] == ["run"] and socks:
+                    n = int(words[1])
+                    t0 = time.perf_counter()
+                    hello_requests(socks, n)
+                    say(f"done {n} {time.perf_counter() - t0:.3f}")
+                else:
+                    say(f"error unknown command {line.strip()!r}")
+            except (OSError, ValueError) as e:
+                say(f"error {type(e).__name__}: {e}".replace("\n", " "))
+    finally:
+        for s in socks:
+            s.close()
 
 
 class Closing(asyncio.Protocol):
@@ -247,10 +388,16 @@ def main(argv: list[str]) -> None:
     if argv[0] == "floor":
         floor(argv[1], argv[2], int(argv[3]))
         return
+    if argv[0] == "hello-client":
+        hello_client()
+        return
     mode, factory = argv[0], loop_factory(argv[1])
     if mode in ("hello", "echo"):
         with asyncio.Runner(loop_factory=factory) as runner:
             runner.run(serve(mode, argv[2], int(argv[3])))
+    elif mode == "hello-calls":
+        with asyncio.Runner(loop_factory=factory) as runner:
+            runner.run(serve("hello", argv[2], int(argv[3]), CallCounter()))
     elif mode == "echo-client":
 
         async def one_echo(words: list[str]) -> str:
@@ -269,7 +416,10 @@ def main(argv: list[str]) -> None:
 
         commands(factory, one_sendfile)
     else:
-        raise SystemExit(f"unknown mode {mode!r} (hello, echo, echo-client, sendfile or floor)")
+        raise SystemExit(
+            f"unknown mode {mode!r} (hello, hello-calls, hello-client, echo, "
+            "echo-client, sendfile or floor)"
+        )
 
 
 if __name__ == "__main__":
