@@ -13,7 +13,7 @@ async def main() -> None:
     assert isinstance(loop, fdkit.aio.EventLoop)
     print(type(loop).__name__, loop.engine)  # UringEventLoop io_uring (EpollEventLoop epoll)
 
-    # Plain asyncio: streams, servers, tasks. Bytes arrive by multishot recv on the ring.
+    # Plain asyncio: streams, servers, tasks. The ring sleeps while nothing is ready.
     async def shout(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         writer.write((await reader.readline()).upper())
         await writer.drain()

@@ -179,9 +179,8 @@ def test_4000_concurrent_connections_fd_count_back_to_baseline(loop: Loop) -> No
 @each_loop
 def test_all_bytes_waiting_at_once_on_many_streams(loop: Loop) -> None:
     """200 streams whose peers each sent 200 kB (and EOF) before the loop looked: 40 MB waiting
-    at once, more than any pool of receive buffers holds (the io_uring engine's provided buffers
-    run out and must be re-provided). Every stream gets its own bytes, whole and in order,
-    then EOF."""
+    at once, more than any pool of receive buffers would hold. Every stream gets its own bytes,
+    whole and in order, then EOF."""
 
     class Sink(asyncio.Protocol):
         def __init__(self) -> None:

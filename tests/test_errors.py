@@ -1140,7 +1140,7 @@ def test_a_closed_reactor_says_so_as_every_closed_object_does() -> None:
         pytest.skip(f"io_uring unavailable: {reason}")
     reactor = Reactor()
     reactor.close()
-    for call in (lambda: reactor.poll(0), reactor.in_flight, reactor.fileno):
+    for call in (lambda: reactor.wait(0, 0), reactor.in_flight, reactor.fileno):
         with pytest.raises(ValueError, match="I/O operation on a closed Reactor"):
             call()
     reactor.close()  # idempotent

@@ -25,8 +25,10 @@ if TYPE_CHECKING:  # annotations only: a loop's import need not load fdkit.types
 #: Every spelling of an engine that fdkit accepts, and the name it stands for.
 ENGINE_NAMES: dict[str, Engine] = {"io_uring": "io_uring", "uring": "io_uring", "epoll": "epoll"}
 
-#: The oldest kernel the io_uring engine runs on: multishot receive (6.0); provided-buffer
-#: rings and multishot accept came in 5.19.
+#: The oldest kernel the io_uring engine runs on. Its ring only polls the epoll instance
+#: (``IORING_OP_POLL_ADD``, 5.1), cancels that poll (``IORING_OP_ASYNC_CANCEL``, 5.5) and waits
+#: with a timeout in one io_uring_enter(2) (``IORING_FEAT_EXT_ARG``, 5.11); 6.0 is kept as the
+#: floor it has been run on.
 MIN_KERNEL = (6, 0)
 
 _EVENT_READ, _EVENT_WRITE = selectors.EVENT_READ, selectors.EVENT_WRITE
@@ -69,14 +71,14 @@ def _kernel_version() -> tuple[int, int]:
 
 
 def _make_reactor(options: dict[str, int]) -> tuple[Any, str | None]:
-    """A reactor proven usable (set up, registered, entered), or None and the reason."""
+    """A reactor proven usable (set up, a no-op entered and reaped), or None and the reason."""
     from fdkit import uring
     from fdkit._fdkit import Reactor
 
     if _kernel_version() < MIN_KERNEL:
         return None, (
-            f"the io_uring engine needs Linux {MIN_KERNEL[0]}.{MIN_KERNEL[1]} (multishot "
-            f"receive); this kernel is {os.uname().release}"
+            f"the io_uring engine needs Linux {MIN_KERNEL[0]}.{MIN_KERNEL[1]}; "
+            f"this kernel is {os.uname().release}"
         )
     ok, reason = uring.available()
     if not ok:
@@ -203,7 +205,11 @@ class EventLoop(asyncio.SelectorEventLoop):
         else:
             core.cancelled_count = value
 
-    def call_at(self, when: Any, callback: Any, *args: Any, context: Any = None) -> Any:
+    def call_at(  # type: ignore[override]
+        self, when: Any, callback: Any, *args: Any, context: Any = None
+    ) -> asyncio.TimerHandle:
+        # asyncio's own, with the heap the core's (the core's call_at takes this path in
+        # debug mode and for a ``when`` that is not a plain number).
         return _native.python_call_at(self, when, callback, *args, context=context)
 
     def close(self) -> None:
@@ -275,5 +281,3 @@ class UringEventLoop(EventLoop):
             raise
         super().__init__(selector)
         _native.install(self, reactor)
-
-

@@ -13,15 +13,25 @@ for the Python version running, with the timer heap being the core's.
 
 from __future__ import annotations
 
+import contextvars
 import sys
-from asyncio import base_events, events, format_helpers
+from asyncio import base_events, events, format_helpers, selector_events
 from asyncio.log import logger
+from types import FrameType, TracebackType
 from typing import Any
 
 from fdkit._fdkit import LoopCore
 from fdkit.aio._transports import SocketTransport
 
-__all__ = ["SocketTransport", "install", "python_call_at", "report_error", "run_debug"]
+__all__ = [
+    "SocketTransport",
+    "install",
+    "python_call_at",
+    "read_error",
+    "report_error",
+    "run_debug",
+    "write_error",
+]
 
 _DEBUG_FORMAT = sys.version_info >= (3, 13)  # _format_callback_source(..., debug=)
 
@@ -60,27 +70,155 @@ def install(loop: Any, ring: Any = None) -> LoopCore:
     return core
 
 
-def report_error(handle: events.Handle, exc: BaseException) -> None:
+def _run_frame() -> tuple[FrameType, int, int] | None:
+    """A frame of asyncio's ``Handle._run`` (with its instruction and line at the callback's
+    call), caught once from a Handle whose callback raises: the traceback of an exception a
+    callback raises under the core starts at the callback, and is given this entry first, so
+    that it reads, and prints, as it does on asyncio's loop."""
+
+    class _Probe:
+        tb: TracebackType | None = None
+
+        def get_debug(self) -> bool:
+            return False
+
+        def call_exception_handler(self, context: dict[str, Any]) -> None:
+            self.tb = context["exception"].__traceback__
+
+    def _raise() -> None:
+        raise LookupError
+
+    probe = _Probe()
+    events.Handle(_raise, (), probe, contextvars.Context())._run()  # type: ignore[arg-type]
+    tb = probe.tb
+    if tb is None or tb.tb_frame.f_code is not events.Handle._run.__code__:
+        return None
+    tb.tb_frame.clear()
+    return tb.tb_frame, tb.tb_lasti, tb.tb_lineno
+
+
+_RUN_FRAME = _run_frame()
+
+
+def _read_frames() -> dict[bool, tuple[FrameType, int, int]]:
+    """Frames of asyncio's ``_SelectorSocketTransport._read_ready__data_received`` at its
+    ``recv`` call (key True) and at its ``data_received`` call (key False), caught as
+    :func:`_run_frame` catches ``Handle._run``'s: asyncio's traceback of a read error or of an
+    exception from ``data_received`` starts in that method."""
+    got: dict[bool, tuple[FrameType, int, int]] = {}
+    code = selector_events._SelectorSocketTransport._read_ready__data_received.__code__  # type: ignore[attr-defined]
+    for failing_recv in (True, False):
+
+        class _Sock:
+            def recv(self, n: int, fail: bool = failing_recv) -> bytes:
+                if fail:
+                    raise ConnectionResetError
+                return b"x"
+
+        class _Protocol:
+            def data_received(self, data: bytes) -> None:
+                raise LookupError
+
+        class _Transport:
+            _conn_lost = 0
+            max_size = 1
+            _sock = _Sock()
+            _protocol = _Protocol()
+            tb: TracebackType | None = None
+
+            def _fatal_error(self, exc: BaseException, message: str) -> None:
+                self.tb = exc.__traceback__
+
+        tr = _Transport()
+        selector_events._SelectorSocketTransport._read_ready__data_received(tr)  # type: ignore[attr-defined]
+        if tr.tb is not None and tr.tb.tb_frame.f_code is code:
+            tr.tb.tb_frame.clear()
+            got[failing_recv] = (tr.tb.tb_frame, tr.tb.tb_lasti, tr.tb.tb_lineno)
+    return got
+
+
+_READ_FRAMES = _read_frames()
+
+
+def _write_frame() -> tuple[FrameType, int, int] | None:
+    """A frame of asyncio's ``_SelectorSocketTransport.write`` at its ``send`` call (see
+    :func:`_read_frames`)."""
+
+    class _Sock:
+        def send(self, data: bytes) -> int:
+            raise ConnectionResetError
+
+    class _Transport:
+        _eof = False
+        _empty_waiter = None
+        _conn_lost = 0
+        _buffer = b""
+        _sock = _Sock()
+        tb: TracebackType | None = None
+
+        def _fatal_error(self, exc: BaseException, message: str) -> None:
+            self.tb = exc.__traceback__
+
+    tr = _Transport()
+    write = selector_events._SelectorSocketTransport.write  # type: ignore[attr-defined]
+    write(tr, b"x")
+    if tr.tb is None or tr.tb.tb_frame.f_code is not write.__code__:
+        return None
+    tr.tb.tb_frame.clear()
+    return tr.tb.tb_frame, tr.tb.tb_lasti, tr.tb.tb_lineno
+
+
+_WRITE_FRAME = _write_frame()
+
+
+def write_error(transport: Any, exc: BaseException) -> None:
+    """asyncio's ``write`` on ``exc`` from send(2): ``_fatal_error``, the traceback starting in
+    ``write`` as asyncio's does."""
+    if _WRITE_FRAME is not None:
+        frame, lasti, lineno = _WRITE_FRAME
+        exc.__traceback__ = TracebackType(exc.__traceback__, frame, lasti, lineno)
+    transport._fatal_error(exc, "Fatal write error on socket transport")
+
+
+def read_error(transport: Any, exc: BaseException, in_recv: bool) -> None:
+    """asyncio's ``_read_ready__data_received`` on ``exc`` (from recv(2) when ``in_recv``, else
+    from ``data_received``): the transport's ``_fatal_error`` with asyncio's message, the
+    traceback starting where asyncio's starts."""
+    where = _READ_FRAMES.get(in_recv)
+    if where is not None:
+        frame, lasti, lineno = where
+        exc.__traceback__ = TracebackType(exc.__traceback__, frame, lasti, lineno)
+    if in_recv:
+        transport._fatal_error(exc, "Fatal read error on socket transport")
+    else:
+        transport._fatal_error(exc, "Fatal error: protocol.data_received() call failed.")
+
+
+def report_error(handle: Any, exc: BaseException) -> None:
     """What ``Handle._run`` does with ``exc``, raised by ``handle``'s callback."""
+    fmt: Any = format_helpers._format_callback_source
+    if _RUN_FRAME is not None:
+        frame, lasti, lineno = _RUN_FRAME
+        exc.__traceback__ = TracebackType(exc.__traceback__, frame, lasti, lineno)
     if _DEBUG_FORMAT:
-        cb = format_helpers._format_callback_source(  # type: ignore[call-arg]
-            handle._callback,  # type: ignore[attr-defined]
-            handle._args,  # type: ignore[attr-defined]
-            debug=handle._loop.get_debug(),  # type: ignore[attr-defined]
+        cb = fmt(
+            handle._callback,
+            handle._args,
+            debug=handle._loop.get_debug(),
         )
     else:
-        cb = format_helpers._format_callback_source(
-            handle._callback,  # type: ignore[attr-defined]
-            handle._args,  # type: ignore[attr-defined]
+        cb = fmt(
+            handle._callback,
+            handle._args,
         )
     context: dict[str, Any] = {
         "message": f"Exception in callback {cb}",
         "exception": exc,
         "handle": handle,
     }
-    if handle._source_traceback:  # type: ignore[attr-defined]
-        context["source_traceback"] = handle._source_traceback  # type: ignore[attr-defined]
-    handle._loop.call_exception_handler(context)  # type: ignore[attr-defined]
+    if handle._source_traceback:
+        context["source_traceback"] = handle._source_traceback
+    handle._loop.call_exception_handler(context)
 
 
 def run_debug(loop: Any, handle: events.Handle) -> None:
@@ -110,9 +248,9 @@ def python_call_at(
     if loop._debug:
         loop._check_thread()
         loop._check_callback(callback, "call_at")
-    timer = events.TimerHandle(when, callback, args, loop, context)
+    timer: Any = events.TimerHandle(when, callback, args, loop, context)
     if timer._source_traceback:
         del timer._source_traceback[-1]
     loop._core.push_timer(timer)
     timer._scheduled = True
-    return timer
+    return timer  # type: ignore[no-any-return]

@@ -4,9 +4,10 @@ Every registration (``add_reader``/``add_writer``, the transports' reads and wri
 listeners) lives in an epoll instance, so it keeps epoll's semantics exactly: a closed fd leaves
 the set and never feeds a later owner of its number, a regular file or a closed fd is refused
 with epoll_ctl(2)'s error, and nothing is read or accepted before asyncio's callback asks for
-it. The ring watches that instance's fd: the loop's core reads what is ready with
-epoll_wait(2) (no wait), and only when nothing is does the ring wait for the instance with the
-iteration's timeout.
+it. The ring only waits for that instance's fd: the loop's core reads what is ready with
+epoll_wait(2) (no wait), and only when nothing is does the ring wait for the instance to become
+readable, with the iteration's timeout (one io_uring_enter(2); the one-shot poll it arms is
+taken back before the wait returns, so nothing of the ring is armed between waits).
 
 ``select()`` is the same, for a caller of the selector's own API.
 """
@@ -18,8 +19,6 @@ from typing import Any
 
 from fdkit._fdkit import Reactor
 
-_EVENT_READ = selectors.EVENT_READ
-
 
 class RingSelector(selectors.EpollSelector):
     """An epoll selector whose waits are made by ``reactor``'s ring."""
@@ -27,13 +26,12 @@ class RingSelector(selectors.EpollSelector):
     def __init__(self, reactor: Reactor) -> None:
         super().__init__()
         self._reactor = reactor
-        reactor.set_interest(self._selector.fileno(), _EVENT_READ, None)  # type: ignore[attr-defined]
 
     def select(self, timeout: float | None = None) -> list[tuple[selectors.SelectorKey, int]]:
         ready: list[Any] = super().select(0)
         if ready or (timeout is not None and timeout <= 0):
             return ready
-        self._reactor.poll(timeout)
+        self._reactor.wait(self._selector.fileno(), timeout)  # type: ignore[attr-defined]
         return super().select(0)
 
     def close(self) -> None:

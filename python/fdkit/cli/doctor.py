@@ -175,7 +175,7 @@ def _aio_engine() -> dict[str, Any]:
 
 def _aio_line(aio: dict[str, Any]) -> str:
     if aio["engine"] == "io_uring":
-        return "fdkit.aio         io_uring  (multishot recv and accept on provided buffers)"
+        return "fdkit.aio         io_uring  (waits through the ring; registrations in epoll)"
     if aio["engine"] is None:
         return f"fdkit.aio         NO LOOP   {aio['reason']}"
     return f"fdkit.aio         epoll     {aio['reason']}"

@@ -11,7 +11,8 @@
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyDict, PyTuple, PyType};
+use pyo3::types::{PyDict, PyModule, PyTuple, PyType};
+use std::os::fd::RawFd;
 
 /// The slots of `Handle` and `TimerHandle` (CPython 3.11-3.13's `events.py`), by byte offset in
 /// the object: `PyMemberDef` offsets of `T_OBJECT_EX` members.
@@ -42,8 +43,10 @@ pub struct AsyncioObjects {
     pub handle_type: Py<PyType>,
     pub timer_type: Py<PyType>,
     /// `Handle._run` as asyncio defines it: when the class attribute is another object, a
-    /// program patched it (slow-callback detectors do) and every Handle runs through it.
-    pub handle_run: Py<PyAny>,
+    /// program patched it (slow-callback detectors do) and every Handle runs through it. None
+    /// when it was patched before fdkit first looked (its code is not asyncio's): every Handle
+    /// then runs through whatever `_run` is.
+    pub handle_run: Option<Py<PyAny>>,
     /// `types.MethodType`.
     method_type: Py<PyType>,
     /// `_SelectorSocketTransport._read_ready` and `._read_ready__data_received`.
@@ -55,6 +58,78 @@ pub struct AsyncioObjects {
     /// recv(2)/send(2) directly; a subclass's own `recv`/`send` are called, as asyncio calls them.
     pub socket_type: Py<PyType>,
     pub slots: Option<Slots>,
+    /// Where `_socket.socket` keeps its fd and its timeout, when this interpreter's layout was
+    /// proven at load (see [`read_sock_layout`]).
+    pub sock_layout: Option<SockLayout>,
+}
+
+/// Byte offsets in `_socket.socket`'s C struct (`PySocketSockObject`: `sock_fd`, then family,
+/// type and proto, then `sock_timeout` in nanoseconds, -1 for blocking).
+#[derive(Clone, Copy)]
+pub struct SockLayout {
+    fd: isize,
+    timeout: isize,
+}
+
+impl SockLayout {
+    /// The fd a socket's `recv` and `send` would use (-1 once closed) when the socket is in
+    /// non-blocking mode (timeout 0.0); None when it waits (asyncio's Python path then runs,
+    /// with the socket's own timeout handling).
+    pub fn nonblocking_fd(&self, sock: &Bound<'_, PyAny>) -> Option<RawFd> {
+        // SAFETY: `sock` is an instance of `socket.socket` (the caller checked its class), a
+        // `PySocketSockObject` whose fields sit at the offsets `read_sock_layout` proved.
+        unsafe {
+            let p = sock.as_ptr().cast::<u8>();
+            let timeout = *p.offset(self.timeout).cast::<i64>();
+            (timeout == 0).then(|| *p.offset(self.fd).cast::<i32>())
+        }
+    }
+}
+
+/// Finds `sock_fd` and `sock_timeout` in `_socket.socket`'s struct, and proves them on a real
+/// socket: its fd right after the object header (where every CPython since 3.0 has it), and the
+/// one 8-byte field after family, type and proto that reads 0, then 1.5 s in nanoseconds, then
+/// a negative time as the timeout is set to 0.0, 1.5 and None (CPython 3.11 has an error-handler pointer
+/// before it). None where any of it does not hold: the attribute path is then taken.
+fn read_sock_layout(py: Python<'_>) -> PyResult<Option<SockLayout>> {
+    let socket = py.import("socket")?;
+    let sock = socket
+        .getattr("socket")?
+        .call1((socket.getattr("AF_INET")?, socket.getattr("SOCK_STREAM")?))?;
+    let head = std::mem::size_of::<ffi::PyObject>() as isize;
+    // SAFETY: reading the type's basic size.
+    let basic = unsafe { (*sock.get_type().as_type_ptr()).tp_basicsize };
+    let read_i64 = |off: isize| -> i64 {
+        // SAFETY: `off + 8 <= tp_basicsize` of this live object (the loop below bounds it).
+        unsafe { *sock.as_ptr().cast::<u8>().offset(off).cast::<i64>() }
+    };
+    let fd: i32 = sock.call_method0("fileno")?.extract()?;
+    // SAFETY: the header is followed by at least the fd (`basic` is checked first).
+    let fd_ok = basic >= head + 4
+        && unsafe { *sock.as_ptr().cast::<u8>().offset(head).cast::<i32>() } == fd;
+    let mut found = None;
+    if fd_ok {
+        let mut candidates: Vec<isize> = (head + 16..=basic - 8).step_by(8).collect();
+        // None (blocking) is stored as a negative time (-1 s in CPython 3.11-3.13).
+        type Check = fn(i64) -> bool;
+        let checks: [(Option<f64>, Check); 3] = [
+            (Some(0.0), |v| v == 0),
+            (Some(1.5), |v| v == 1_500_000_000),
+            (None, |v| v < 0),
+        ];
+        for (secs, holds) in checks {
+            sock.call_method1("settimeout", (secs,))?;
+            candidates.retain(|&off| holds(read_i64(off)));
+        }
+        if let [off] = candidates[..] {
+            found = Some(SockLayout {
+                fd: head,
+                timeout: off,
+            });
+        }
+    }
+    sock.call_method0("close")?;
+    Ok(found)
 }
 
 static OBJECTS: PyOnceLock<AsyncioObjects> = PyOnceLock::new();
@@ -74,20 +149,32 @@ impl AsyncioObjects {
             .getattr("_SelectorSocketTransport")?;
         let slots = read_slots(py, &handle_type, &timer_type)?;
         Ok(AsyncioObjects {
-            handle_run: class_dict_item(&handle_type, "_run")?,
+            handle_run: asyncios_own_run(&events, &handle_type)?,
             handle_type: handle_type.unbind(),
             timer_type: timer_type.unbind(),
-            method_type: py.import("types")?.getattr("MethodType")?.cast_into::<PyType>()?.unbind(),
+            method_type: py
+                .import("types")?
+                .getattr("MethodType")?
+                .cast_into::<PyType>()?
+                .unbind(),
             read_ready: class_dict_item(&transport, "_read_ready")?,
             read_ready_data: class_dict_item(&transport, "_read_ready__data_received")?,
             transport_write: class_dict_item(&transport, "write")?,
-            socket_type: py.import("socket")?.getattr("socket")?.cast_into::<PyType>()?.unbind(),
+            socket_type: py
+                .import("socket")?
+                .getattr("socket")?
+                .cast_into::<PyType>()?
+                .unbind(),
             slots,
+            sock_layout: read_sock_layout(py)?,
         })
     }
 
     /// `(function, self)` of a bound method; None for any other callable.
-    pub fn bound_method(&self, obj: &Bound<'_, PyAny>) -> Option<(*mut ffi::PyObject, *mut ffi::PyObject)> {
+    pub fn bound_method(
+        &self,
+        obj: &Bound<'_, PyAny>,
+    ) -> Option<(*mut ffi::PyObject, *mut ffi::PyObject)> {
         if !obj.get_type().is(self.method_type.bind(obj.py())) {
             return None;
         }
@@ -98,6 +185,23 @@ impl AsyncioObjects {
     }
 }
 
+/// `Handle._run` when it is asyncio's own function (its code from `asyncio/events.py`, named
+/// `Handle._run`), not a replacement a program installed before fdkit looked.
+fn asyncios_own_run(
+    events: &Bound<'_, PyModule>,
+    handle: &Bound<'_, PyType>,
+) -> PyResult<Option<Py<PyAny>>> {
+    let run = class_dict_item(handle, "_run")?;
+    let code = match run.bind(events.py()).getattr("__code__") {
+        Ok(c) => c,
+        Err(_) => return Ok(None),
+    };
+    let file: String = code.getattr("co_filename")?.extract()?;
+    let name: String = code.getattr("co_qualname")?.extract()?;
+    let events_file: String = events.getattr("__file__")?.extract()?;
+    Ok((file == events_file && name == "Handle._run").then_some(run))
+}
+
 /// `cls.__dict__[name]`: the object a class itself defines, not what an instance would see.
 fn class_dict_item(cls: &Bound<'_, PyAny>, name: &str) -> PyResult<Py<PyAny>> {
     Ok(cls.getattr("__dict__")?.get_item(name)?.unbind())
@@ -105,7 +209,11 @@ fn class_dict_item(cls: &Bound<'_, PyAny>, name: &str) -> PyResult<Py<PyAny>> {
 
 /// The member offsets of Handle's and TimerHandle's slots, or None where the classes are not
 /// laid out as this file expects.
-fn read_slots(py: Python<'_>, handle: &Bound<'_, PyType>, timer: &Bound<'_, PyType>) -> PyResult<Option<Slots>> {
+fn read_slots(
+    py: Python<'_>,
+    handle: &Bound<'_, PyType>,
+    timer: &Bound<'_, PyType>,
+) -> PyResult<Option<Slots>> {
     const HANDLE: [&str; 7] = [
         "_callback",
         "_args",
@@ -117,7 +225,11 @@ fn read_slots(py: Python<'_>, handle: &Bound<'_, PyType>, timer: &Bound<'_, PyTy
     ];
     const TIMER: [&str; 2] = ["_scheduled", "_when"];
     let names = |cls: &Bound<'_, PyType>| -> PyResult<Vec<String>> {
-        let mut v: Vec<String> = cls.getattr("__slots__")?.try_iter()?.map(|s| s?.extract()).collect::<PyResult<_>>()?;
+        let mut v: Vec<String> = cls
+            .getattr("__slots__")?
+            .try_iter()?
+            .map(|s| s?.extract())
+            .collect::<PyResult<_>>()?;
         v.retain(|s| s != "__weakref__");
         v.sort();
         Ok(v)
@@ -218,11 +330,21 @@ pub fn new_handle<'py>(
     };
     let Some(s) = o.slots else {
         return match when {
-            None => o.handle_type.bind(py).call1((callback, args, loop_, context)),
-            Some(w) => o.timer_type.bind(py).call1((w, callback, args, loop_, context)),
+            None => o
+                .handle_type
+                .bind(py)
+                .call1((callback, args, loop_, context)),
+            Some(w) => o
+                .timer_type
+                .bind(py)
+                .call1((w, callback, args, loop_, context)),
         };
     };
-    let cls = if when.is_some() { &o.timer_type } else { &o.handle_type };
+    let cls = if when.is_some() {
+        &o.timer_type
+    } else {
+        &o.handle_type
+    };
     let tp = cls.bind(py).as_type_ptr();
     // SAFETY: tp_alloc of a heap class allocates a zeroed, tracked instance (a new reference or
     // null with an error set); the slots it has are the ones `read_slots` checked, and each is
@@ -250,7 +372,10 @@ pub fn new_handle<'py>(
 
 /// A dict of keyword arguments holding `context` (None: empty), for a call that falls back to
 /// asyncio's Python method with the caller's arguments.
-pub fn context_kwargs<'py>(py: Python<'py>, context: Option<&Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyDict>> {
+pub fn context_kwargs<'py>(
+    py: Python<'py>,
+    context: Option<&Bound<'py, PyAny>>,
+) -> PyResult<Bound<'py, PyDict>> {
     let kw = PyDict::new(py);
     if let Some(c) = context {
         kw.set_item(pyo3::intern!(py, "context"), c)?;

@@ -94,6 +94,8 @@ struct Support {
     call_at: Py<PyAny>,
     /// The socket transport class whose reads run natively.
     transport_type: Py<PyAny>,
+    /// `read_error(transport, exc, in_recv)`: asyncio's handling of a read path's exception.
+    pub(super) read_error: Py<PyAny>,
 }
 
 /// The native iteration of one event loop. Private to `fdkit.aio`.
@@ -153,7 +155,7 @@ impl LoopCore {
 
     /// asyncio's clean-up of cancelled timers at the start of `_run_once`.
     fn clean_timers(&self, py: Python<'_>, o: &AsyncioObjects) -> PyResult<()> {
-        let cancelled_of = |h: &Py<PyAny>| -> bool { is_cancelled(o, h.bind(py)) };
+        let cancelled_of = |h: &Py<PyAny>| -> PyResult<bool> { is_cancelled(o, h.bind(py)) };
         let (len, cancelled) = self.state.with(py, |s| (s.timers.len(), s.cancelled));
         let mut removed: Vec<Py<PyAny>> = Vec::new();
         if len > MIN_SCHEDULED_TIMER_HANDLES
@@ -161,12 +163,22 @@ impl LoopCore {
         {
             // Reading `_cancelled` calls no Python for plain TimerHandles; a subclass's is read
             // through getattr, before the state is touched.
-            let flags: Vec<bool> = self.state.with(py, |s| s.timers.iter().map(|(_, h)| h.clone_ref(py)).collect::<Vec<_>>())
+            let flags: Vec<bool> = self
+                .state
+                .with(py, |s| {
+                    s.timers
+                        .iter()
+                        .map(|(_, h)| h.clone_ref(py))
+                        .collect::<Vec<_>>()
+                })
                 .iter()
                 .map(cancelled_of)
-                .collect();
+                .collect::<PyResult<_>>()?;
             let mut i = 0;
             self.state.with(py, |s| {
+                if s.timers.len() != flags.len() {
+                    return; // a `__bool__` changed the heap: clean up at the next iteration
+                }
                 s.timers.retain_heapify(
                     |_| {
                         let keep = !flags[i];
@@ -179,9 +191,15 @@ impl LoopCore {
             });
         } else {
             loop {
-                let head = self.state.with(py, |s| s.timers.peek().map(|(_, h)| h.clone_ref(py)));
+                let head = self
+                    .state
+                    .with(py, |s| s.timers.peek().map(|(_, h)| h.clone_ref(py)));
+                let cancelled = match &head {
+                    Some(h) => cancelled_of(h)?,
+                    None => false,
+                };
                 match head {
-                    Some(h) if cancelled_of(&h) => {
+                    Some(h) if cancelled => {
                         let popped = self.state.with(py, |s| {
                             s.cancelled = s.cancelled.saturating_sub(1);
                             s.timers.pop()
@@ -210,7 +228,9 @@ impl LoopCore {
     fn epoll_wait(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<usize> {
         let maxevents = self.fd_to_key.bind(py).len().max(1);
         let deadline = timeout.map(|t| monotonic() + t.max(0.0));
-        let mut events = self.state.with(py, |s| std::mem::replace(&mut s.events, Events(Vec::new())));
+        let mut events = self
+            .state
+            .with(py, |s| std::mem::replace(&mut s.events, Events(Vec::new())));
         events.0.clear();
         events.0.reserve(maxevents);
         let result = loop {
@@ -252,20 +272,31 @@ impl LoopCore {
 
     /// The io_uring engine's wait: epoll first (what is ready costs one epoll_wait(2)); when
     /// nothing is and the iteration may wait, the ring waits for the epoll instance.
-    fn ring_wait(&self, py: Python<'_>, ring: &Py<PyReactor>, timeout: Option<f64>) -> PyResult<usize> {
+    fn ring_wait(
+        &self,
+        py: Python<'_>,
+        ring: &Py<PyReactor>,
+        timeout: Option<f64>,
+    ) -> PyResult<usize> {
         let n = self.epoll_wait(py, Some(0.0))?;
         if n > 0 || timeout == Some(0.0) {
             return Ok(n);
         }
         let limit = timeout.map(|t| Duration::from_secs_f64(t.max(0.0)));
-        ring.get().wait(py, limit)?;
+        ring.get().wait(py, self.epfd, limit)?;
         py.check_signals()?;
         self.epoll_wait(py, Some(0.0))
     }
 
     /// `EpollSelector.select`'s keys and masks, then `_process_events`: the Handles of what is
     /// ready go on the ready queue (a cancelled one is removed, as asyncio removes it).
-    fn process_events(&self, py: Python<'_>, lp: &Bound<'_, PyAny>, ready: &Bound<'_, PyAny>, n: usize) -> PyResult<()> {
+    fn process_events(
+        &self,
+        py: Python<'_>,
+        lp: &Bound<'_, PyAny>,
+        ready: &Bound<'_, PyAny>,
+        n: usize,
+    ) -> PyResult<()> {
         if n == 0 {
             return Ok(());
         }
@@ -280,7 +311,9 @@ impl LoopCore {
                 .collect()
         });
         let map = self.fd_to_key.bind(py);
-        let mut keys: Vec<(Bound<'_, PyAny>, u32)> = Vec::with_capacity(n);
+        // The keys and masks first, as `select()` returns them, then the Handles: a reader
+        // removed while the Handles are queued does not change which keys were ready.
+        let mut keys: Vec<(Bound<'_, PyTuple>, u32)> = Vec::with_capacity(n);
         for (fd, flags) in polled {
             let mut mask = 0;
             if flags & !(libc_epollin()) != 0 {
@@ -290,7 +323,9 @@ impl LoopCore {
                 mask |= EVENT_READ;
             }
             if let Some(key) = map.get_item(fd)? {
-                if key.is_truthy()? {
+                // A SelectorKey is a namedtuple: (fileobj, fd, events, data).
+                let key = key.cast_into::<PyTuple>()?;
+                if !key.is_empty() {
                     let want: u32 = key.get_item(2)?.extract()?;
                     keys.push((key, mask & want));
                 }
@@ -299,19 +334,18 @@ impl LoopCore {
         let append = ready.getattr(intern!(py, "append"))?;
         let o = objects(py)?;
         for (key, mask) in keys {
-            let data = key.get_item(3)?;
-            let fileobj = key.get_item(0)?;
+            let data = key.get_item(3)?.cast_into::<PyTuple>()?;
             let (reader, writer) = (data.get_item(0)?, data.get_item(1)?);
             if mask & EVENT_READ != 0 && !reader.is_none() {
-                if is_cancelled(o, &reader) {
-                    lp.call_method1(intern!(py, "_remove_reader"), (&fileobj,))?;
+                if is_cancelled(o, &reader)? {
+                    lp.call_method1(intern!(py, "_remove_reader"), (key.get_item(0)?,))?;
                 } else {
                     append.call1((&reader,))?;
                 }
             }
             if mask & EVENT_WRITE != 0 && !writer.is_none() {
-                if is_cancelled(o, &writer) {
-                    lp.call_method1(intern!(py, "_remove_writer"), (&fileobj,))?;
+                if is_cancelled(o, &writer)? {
+                    lp.call_method1(intern!(py, "_remove_writer"), (key.get_item(0)?,))?;
                 } else {
                     append.call1((&writer,))?;
                 }
@@ -331,8 +365,17 @@ impl LoopCore {
         // its own Handle, which clears these slots).
         let (ctx, cb, args) = unsafe {
             let p = h.as_ptr();
-            let (c, f, a) = (aio::slot(p, s.context), aio::slot(p, s.callback), aio::slot(p, s.args));
-            if c.is_null() || f.is_null() || a.is_null() || ffi::PyContext_CheckExact(c) == 0 || ffi::PyTuple_CheckExact(a) == 0 {
+            let (c, f, a) = (
+                aio::slot(p, s.context),
+                aio::slot(p, s.callback),
+                aio::slot(p, s.args),
+            );
+            if c.is_null()
+                || f.is_null()
+                || a.is_null()
+                || ffi::PyContext_CheckExact(c) == 0
+                || ffi::PyTuple_CheckExact(a) == 0
+            {
                 drop(h.call_method0(intern!(py, "_run"))?);
                 return Ok(());
             }
@@ -344,7 +387,13 @@ impl LoopCore {
         };
         let result = in_context(py, &ctx, || {
             if let Some(tr) = self.native_reader(o, &cb) {
-                socket_transport::read_ready(py, o, &self.state, &tr)
+                socket_transport::read_ready(
+                    py,
+                    o,
+                    &self.state,
+                    self.support.read_error.bind(py),
+                    &tr,
+                )
             } else {
                 cb.call1(&args).map(drop)
             }
@@ -362,14 +411,20 @@ impl LoopCore {
 
     /// The transport whose `_read_ready` `cb` is, when it is one of fdkit's socket transports
     /// (exactly its class: a subclass may override the read path).
-    fn native_reader<'py>(&self, o: &AsyncioObjects, cb: &Bound<'py, PyAny>) -> Option<Bound<'py, PyAny>> {
+    fn native_reader<'py>(
+        &self,
+        o: &AsyncioObjects,
+        cb: &Bound<'py, PyAny>,
+    ) -> Option<Bound<'py, PyAny>> {
         let (func, slf) = o.bound_method(cb)?;
         if func != o.read_ready.as_ptr() {
             return None;
         }
         // SAFETY: `slf` is the bound method's `__self__`, alive while `cb` is.
         let tr = unsafe { Bound::from_borrowed_ptr(cb.py(), slf) };
-        tr.get_type().is(self.support.transport_type.bind(cb.py())).then_some(tr)
+        tr.get_type()
+            .is(self.support.transport_type.bind(cb.py()))
+            .then_some(tr)
     }
 
     fn closed_check(&self, lp: &Bound<'_, PyAny>) -> PyResult<()> {
@@ -420,7 +475,10 @@ impl LoopCore {
             .getattr("_selector")?
             .call_method0("fileno")?
             .extract()?;
-        let fd_to_key = selector.getattr("_fd_to_key")?.cast_into::<PyDict>()?.unbind();
+        let fd_to_key = selector
+            .getattr("_fd_to_key")?
+            .cast_into::<PyDict>()?
+            .unbind();
         let base = py.import("asyncio.base_events")?.getattr("BaseEventLoop")?;
         let native_time = loop_.get_type().getattr("time")?.is(&base.getattr("time")?);
         Ok(LoopCore {
@@ -432,6 +490,7 @@ impl LoopCore {
                 call_later: base.getattr("call_later")?.unbind(),
                 call_at: support.getattr("python_call_at")?.unbind(),
                 transport_type: support.getattr("SocketTransport")?.unbind(),
+                read_error: support.getattr("read_error")?.unbind(),
             },
             epfd,
             fd_to_key,
@@ -460,7 +519,11 @@ impl LoopCore {
         self.closed_check(lp)?;
         if self.debug(lp)? {
             let all = prepend(py, &[lp.as_any(), callback], args)?;
-            return self.support.call_soon.bind(py).call(all, Some(&aio::context_kwargs(py, context)?));
+            return self
+                .support
+                .call_soon
+                .bind(py)
+                .call(all, Some(&aio::context_kwargs(py, context)?));
         }
         let handle = aio::new_handle(py, objects(py)?, callback, args, lp, context, None)?;
         lp.getattr(intern!(py, "_ready"))?
@@ -486,7 +549,10 @@ impl LoopCore {
             }
             _ => {
                 let all = prepend(py, &[lp.as_any(), when, callback], args)?;
-                self.support.call_at.bind(py).call(all, Some(&aio::context_kwargs(py, context)?))
+                self.support
+                    .call_at
+                    .bind(py)
+                    .call(all, Some(&aio::context_kwargs(py, context)?))
             }
         }
     }
@@ -509,11 +575,21 @@ impl LoopCore {
             Some(d) if self.native_time && !self.debug(lp)? => {
                 let when = monotonic() + d;
                 self.closed_check(lp)?;
-                self.schedule(py, when, PyFloat::new(py, when).as_any(), callback, args, context)
+                self.schedule(
+                    py,
+                    when,
+                    PyFloat::new(py, when).as_any(),
+                    callback,
+                    args,
+                    context,
+                )
             }
             _ => {
                 let all = prepend(py, &[lp.as_any(), delay, callback], args)?;
-                self.support.call_later.bind(py).call(all, Some(&aio::context_kwargs(py, context)?))
+                self.support
+                    .call_later
+                    .bind(py)
+                    .call(all, Some(&aio::context_kwargs(py, context)?))
             }
         }
     }
@@ -534,7 +610,10 @@ impl LoopCore {
     /// Puts a TimerHandle made by asyncio's Python path in the heap (the caller sets its
     /// `_scheduled`, as `call_at` does after `heappush`).
     fn push_timer(&self, py: Python<'_>, timer: &Bound<'_, PyAny>) -> PyResult<()> {
-        let when: f64 = timer.getattr(intern!(py, "_when"))?.call_method0("__float__")?.extract()?;
+        let when: f64 = timer
+            .getattr(intern!(py, "_when"))?
+            .call_method0("__float__")?
+            .extract()?;
         let t = timer.clone().unbind();
         self.state.with(py, |s| s.timers.push(when, t));
         Ok(())
@@ -542,7 +621,9 @@ impl LoopCore {
 
     /// The heap as asyncio's `_scheduled` list would hold it.
     fn scheduled<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
-        let items: Vec<Py<PyAny>> = self.state.with(py, |s| s.timers.iter().map(|(_, h)| h.clone_ref(py)).collect());
+        let items: Vec<Py<PyAny>> = self.state.with(py, |s| {
+            s.timers.iter().map(|(_, h)| h.clone_ref(py)).collect()
+        });
         PyList::new(py, items)
     }
 
@@ -551,10 +632,15 @@ impl LoopCore {
         let mut new = TimerHeap::new();
         for t in timers.try_iter()? {
             let t = t?;
-            let when: f64 = t.getattr(intern!(py, "_when"))?.call_method0("__float__")?.extract()?;
+            let when: f64 = t
+                .getattr(intern!(py, "_when"))?
+                .call_method0("__float__")?
+                .extract()?;
             new.push(when, t.unbind());
         }
-        let old = self.state.with(py, |s| std::mem::replace(&mut s.timers, new));
+        let old = self
+            .state
+            .with(py, |s| std::mem::replace(&mut s.timers, new));
         Self::release(py, old);
         Ok(())
     }
@@ -616,11 +702,16 @@ impl LoopCore {
         let handle_type = o.handle_type.bind(py);
         let timer_type = o.timer_type.bind(py);
         let run_name = intern!(py, "_run");
-        let patched = !handle_type.getattr(run_name)?.is(o.handle_run.bind(py))
-            || !timer_type.getattr(run_name)?.is(o.handle_run.bind(py));
+        let patched = match &o.handle_run {
+            Some(own) => {
+                !handle_type.getattr(run_name)?.is(own.bind(py))
+                    || !timer_type.getattr(run_name)?.is(own.bind(py))
+            }
+            None => true,
+        };
         for _ in 0..ntodo {
             let h = popleft.call0()?;
-            if is_cancelled(o, &h) {
+            if is_cancelled(o, &h)? {
                 continue;
             }
             if self.debug(lp)? {
@@ -644,7 +735,15 @@ impl LoopCore {
         visit.call(&self.loop_)?;
         visit.call(&self.fd_to_key)?;
         let s = &self.support;
-        for f in [&s.report_error, &s.run_debug, &s.call_soon, &s.call_later, &s.call_at, &s.transport_type] {
+        for f in [
+            &s.report_error,
+            &s.run_debug,
+            &s.call_soon,
+            &s.call_later,
+            &s.call_at,
+            &s.transport_type,
+            &s.read_error,
+        ] {
             visit.call(f)?;
         }
         if let Some(r) = &self.ring {
@@ -667,24 +766,35 @@ impl LoopCore {
     }
 }
 
-/// `handle._cancelled`, through the slot for plain Handles.
-fn is_cancelled(o: &AsyncioObjects, h: &Bound<'_, PyAny>) -> bool {
+/// `handle._cancelled`, through the slot for plain Handles (asyncio keeps a bool there; any
+/// other value is asked for its truth, as `if handle._cancelled:` does).
+fn is_cancelled(o: &AsyncioObjects, h: &Bound<'_, PyAny>) -> PyResult<bool> {
     if let Some(s) = o.slots.filter(|_| aio::is_plain_handle(o, h)) {
-        // SAFETY: `h` is exactly Handle or TimerHandle, laid out as `s` says.
+        // SAFETY: `h` is exactly Handle or TimerHandle, laid out as `s` says; the value is
+        // borrowed from it (taken as a new reference before any Python runs).
         let v = unsafe { aio::slot(h.as_ptr(), s.cancelled) };
-        return !v.is_null() && v != unsafe { ffi::Py_False() } && v != unsafe { ffi::Py_None() };
+        if !v.is_null() {
+            // SAFETY: a live object borrowed from the slot.
+            let v = unsafe { Bound::from_borrowed_ptr(h.py(), v) };
+            return v.is_truthy();
+        }
     }
-    h.getattr(intern!(h.py(), "_cancelled"))
-        .and_then(|v| v.is_truthy())
-        .unwrap_or(false)
+    h.getattr(intern!(h.py(), "_cancelled"))?.is_truthy()
 }
 
 /// `timer._scheduled = value`.
 fn set_scheduled(o: &AsyncioObjects, h: &Bound<'_, PyAny>, value: bool) -> PyResult<()> {
-    if let Some(s) = o.slots.filter(|_| h.get_type().is(o.timer_type.bind(h.py()))) {
+    if let Some(s) = o
+        .slots
+        .filter(|_| h.get_type().is(o.timer_type.bind(h.py())))
+    {
         // SAFETY: `h` is exactly TimerHandle, laid out as `s` says; the GIL is held.
         unsafe {
-            let v = if value { ffi::Py_True() } else { ffi::Py_False() };
+            let v = if value {
+                ffi::Py_True()
+            } else {
+                ffi::Py_False()
+            };
             aio::set_slot(h.as_ptr(), s.scheduled, v);
         }
         return Ok(());
@@ -693,7 +803,11 @@ fn set_scheduled(o: &AsyncioObjects, h: &Bound<'_, PyAny>, value: bool) -> PyRes
 }
 
 /// Runs `f` inside `ctx` as `Context.run` does (entered, then exited whatever `f` returns).
-fn in_context(py: Python<'_>, ctx: &Bound<'_, PyAny>, f: impl FnOnce() -> PyResult<()>) -> PyResult<()> {
+fn in_context(
+    py: Python<'_>,
+    ctx: &Bound<'_, PyAny>,
+    f: impl FnOnce() -> PyResult<()>,
+) -> PyResult<()> {
     // SAFETY: `ctx` is exactly a `contextvars.Context` (checked by the caller), alive for the
     // call; Enter fails (an error set) when the context is already entered, as `run` does.
     if unsafe { ffi::PyContext_Enter(ctx.as_ptr()) } < 0 {
@@ -709,7 +823,11 @@ fn in_context(py: Python<'_>, ctx: &Bound<'_, PyAny>, f: impl FnOnce() -> PyResu
 }
 
 /// `(*first, *rest)`: the arguments of a fall-back call to asyncio's Python method.
-fn prepend<'py>(py: Python<'py>, first: &[&Bound<'py, PyAny>], rest: &Bound<'py, PyTuple>) -> PyResult<Bound<'py, PyTuple>> {
+fn prepend<'py>(
+    py: Python<'py>,
+    first: &[&Bound<'py, PyAny>],
+    rest: &Bound<'py, PyTuple>,
+) -> PyResult<Bound<'py, PyTuple>> {
     let mut all: Vec<Bound<'py, PyAny>> = first.iter().map(|b| (*b).clone()).collect();
     all.extend(rest.iter());
     PyTuple::new(py, all)

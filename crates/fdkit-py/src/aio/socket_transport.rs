@@ -14,7 +14,6 @@
 use super::asyncio_objects::AsyncioObjects;
 use super::loop_core::{GilCell, State};
 use crate::errors::os_error;
-use crate::gil::without_gil;
 use pyo3::exceptions::{PyKeyboardInterrupt, PySystemExit};
 use pyo3::ffi;
 use pyo3::intern;
@@ -24,31 +23,35 @@ use pyo3::types::{PyBytes, PyType};
 use rustix::io::Errno;
 use rustix::net::{RecvFlags, SendFlags};
 use std::cell::UnsafeCell;
-use std::os::fd::{BorrowedFd, RawFd};
+use std::os::fd::BorrowedFd;
 use std::os::raw::c_char;
 
 fn passes_through(py: Python<'_>, e: &PyErr) -> bool {
     e.is_instance_of::<PySystemExit>(py) || e.is_instance_of::<PyKeyboardInterrupt>(py)
 }
 
-/// `transport._fatal_error(exc, message)`; `Err` for what asyncio lets through.
-fn fatal(py: Python<'_>, tr: &Bound<'_, PyAny>, e: PyErr, message: &str) -> PyResult<()> {
+/// asyncio's handling of an exception from send(2) in `write` (`fdkit.aio._native.write_error`:
+/// the transport's `_fatal_error`, the traceback as asyncio's); `Err` for what asyncio lets
+/// through.
+fn write_failed(py: Python<'_>, tr: &Bound<'_, PyAny>, e: PyErr) -> PyResult<()> {
     if passes_through(py, &e) {
         return Err(e);
     }
-    tr.call_method1(intern!(py, "_fatal_error"), (e.into_value(py), message))?;
-    Ok(())
+    py.import(intern!(py, "fdkit.aio._native"))?
+        .getattr(intern!(py, "write_error"))?
+        .call1((tr, e.into_value(py)))
+        .map(drop)
 }
 
-/// A syscall on the transport's socket with the GIL released, retried after `EINTR` once the
-/// signal handlers ran (as the socket module does, PEP 475): the outer `Err` is a handler's
-/// exception.
-fn on_socket<T: Send>(
+/// A syscall on a non-blocking socket, made with the GIL held (it cannot wait), retried after
+/// `EINTR` once the signal handlers ran, as the socket module does (PEP 475): the outer `Err`
+/// is a handler's exception.
+fn nonblocking<T>(
     py: Python<'_>,
-    mut call: impl FnMut() -> Result<T, Errno> + Send,
+    mut call: impl FnMut() -> Result<T, Errno>,
 ) -> PyResult<Result<T, Errno>> {
     loop {
-        match without_gil(py, &mut call) {
+        match call() {
             Err(Errno::INTR) => py.check_signals()?,
             other => return Ok(other),
         }
@@ -60,8 +63,17 @@ pub(super) fn read_ready(
     py: Python<'_>,
     o: &AsyncioObjects,
     state: &GilCell<State>,
+    read_error: &Bound<'_, PyAny>,
     tr: &Bound<'_, PyAny>,
 ) -> PyResult<()> {
+    // An exception of the read path goes to `read_error` (the transport's `_fatal_error`,
+    // its traceback as asyncio's), except what asyncio lets through.
+    let failed = |e: PyErr, in_recv: bool| -> PyResult<()> {
+        if passes_through(py, &e) {
+            return Err(e);
+        }
+        read_error.call1((tr, e.into_value(py), in_recv)).map(drop)
+    };
     let cb = tr.getattr(intern!(py, "_read_ready_cb"))?;
     match o.bound_method(&cb) {
         Some((func, slf)) if func == o.read_ready_data.as_ptr() && slf == tr.as_ptr() => {}
@@ -72,20 +84,28 @@ pub(super) fn read_ready(
         return Ok(());
     }
     let sock = tr.getattr(intern!(py, "_sock"))?;
-    if !sock.get_type().is(o.socket_type.bind(py)) {
+    let fd = match o.sock_layout {
+        Some(l) if sock.get_type().is(o.socket_type.bind(py)) => l.nonblocking_fd(&sock),
+        _ => None,
+    };
+    let Some(fd) = fd else {
+        // A socket subclass (its own recv), a socket with a timeout, or no proven layout:
+        // asyncio's own read path.
         return tr
             .call_method0(intern!(py, "_read_ready__data_received"))
             .map(drop);
-    }
-    let fd: RawFd = tr.getattr(intern!(py, "_sock_fd"))?.extract()?;
+    };
     let max: usize = tr.getattr(intern!(py, "max_size"))?.extract()?;
     let mut buf = state.with(py, |s| std::mem::take(&mut s.recv_buf));
     if buf.len() < max {
         buf.resize(max, 0);
     }
-    let got = on_socket(py, || {
-        // SAFETY: `fd` is the transport's socket, open while the transport holds it (the
-        // read Handle runs only while the transport is registered for reading).
+    // The socket is non-blocking: recv(2) returns at once, so the GIL stays held for it.
+    let got = nonblocking(py, || {
+        if fd < 0 {
+            return Err(Errno::BADF); // a closed socket: what its recv would raise
+        }
+        // SAFETY: `fd` is the socket's own open fd, as its `recv` would use it.
         let sock = unsafe { BorrowedFd::borrow_raw(fd) };
         rustix::net::recv(sock, &mut buf[..max], RecvFlags::empty()).map(|(n, _)| n)
     });
@@ -94,32 +114,33 @@ pub(super) fn read_ready(
         _ => None,
     };
     state.with(py, |s| s.recv_buf = buf);
-    let msg = "Fatal read error on socket transport";
     match got {
-        Err(e) => return fatal(py, tr, e, msg),
+        Err(e) => return failed(e, true),
         Ok(Err(Errno::AGAIN)) => return Ok(()),
-        Ok(Err(e)) => return fatal(py, tr, os_error(e), msg),
+        Ok(Err(e)) => return failed(os_error(e), true),
         Ok(Ok(_)) => {}
     }
     let Some(data) = data else {
-        return tr.call_method0(intern!(py, "_read_ready__on_eof")).map(drop);
+        return tr
+            .call_method0(intern!(py, "_read_ready__on_eof"))
+            .map(drop);
     };
     let protocol = tr.getattr(intern!(py, "_protocol"))?;
     match protocol.call_method1(intern!(py, "data_received"), (data,)) {
         Ok(_) => Ok(()),
-        Err(e) => fatal(
-            py,
-            tr,
-            e,
-            "Fatal error: protocol.data_received() call failed.",
-        ),
+        Err(e) => failed(e, false),
     }
 }
 
 /// asyncio's `_SelectorSocketTransport.write(data)` for the transport `tr`: `bytes` sent at
 /// once while nothing is buffered; the rest (partial send, `EAGAIN`) buffered by the
 /// transport's `_write_rest`, as asyncio buffers it; anything else asyncio's own `write`.
-fn write(py: Python<'_>, o: &AsyncioObjects, tr: &Bound<'_, PyAny>, data: &Bound<'_, PyAny>) -> PyResult<Option<()>> {
+fn write(
+    py: Python<'_>,
+    o: &AsyncioObjects,
+    tr: &Bound<'_, PyAny>,
+    data: &Bound<'_, PyAny>,
+) -> PyResult<Option<()>> {
     let Ok(bytes) = data.cast_exact::<PyBytes>() else {
         return Ok(None);
     };
@@ -133,21 +154,26 @@ fn write(py: Python<'_>, o: &AsyncioObjects, tr: &Bound<'_, PyAny>, data: &Bound
         return Ok(None);
     }
     let sock = tr.getattr(intern!(py, "_sock"))?;
-    if !sock.get_type().is(o.socket_type.bind(py)) {
+    let fd = match o.sock_layout {
+        Some(l) if sock.get_type().is(o.socket_type.bind(py)) => l.nonblocking_fd(&sock),
+        _ => None,
+    };
+    let Some(fd) = fd else {
         return Ok(None);
-    }
-    let fd: RawFd = tr.getattr(intern!(py, "_sock_fd"))?.extract()?;
-    let sent = on_socket(py, || {
-        // SAFETY: `fd` is the transport's socket, open while its connection is not lost
-        // (checked above); `payload` is immutable bytes kept alive by `data`.
+    };
+    let sent = nonblocking(py, || {
+        if fd < 0 {
+            return Err(Errno::BADF); // a closed socket: what its send would raise
+        }
+        // SAFETY: `fd` is the socket's own open fd, as its `send` would use it; `payload` is
+        // immutable bytes kept alive by `data`.
         let sock = unsafe { BorrowedFd::borrow_raw(fd) };
         rustix::net::send(sock, payload, SendFlags::empty())
     });
-    let msg = "Fatal write error on socket transport";
     let n = match sent {
-        Err(e) => return fatal(py, tr, e, msg).map(Some),
+        Err(e) => return write_failed(py, tr, e).map(Some),
         Ok(Err(Errno::AGAIN)) => 0,
-        Ok(Err(e)) => return fatal(py, tr, os_error(e), msg).map(Some),
+        Ok(Err(e)) => return write_failed(py, tr, os_error(e)).map(Some),
         Ok(Ok(n)) => n,
     };
     if n < payload.len() {
@@ -169,8 +195,9 @@ static WRITE_DEF: MethodDef = MethodDef(UnsafeCell::new(ffi::PyMethodDef {
         PyCFunctionFastWithKeywords: write_trampoline,
     },
     ml_flags: ffi::METH_FASTCALL | ffi::METH_KEYWORDS,
-    ml_doc: c"write(data)\n--\n\nasyncio's Transport.write: send data (bytes-like) on the transport.".as_ptr()
-        as *const c_char,
+    ml_doc:
+        c"write(data)\n--\n\nasyncio's Transport.write: send data (bytes-like) on the transport."
+            .as_ptr() as *const c_char,
 }));
 
 /// `write(*args, **kwargs)` of transport `slf` (the descriptor checked its class): the native path for one positional `bytes`,
@@ -213,7 +240,12 @@ unsafe extern "C" fn write_trampoline(
         unsafe {
             Bound::from_owned_ptr_or_err(
                 py,
-                ffi::PyObject_Vectorcall(func.as_ptr(), all.as_ptr(), (1 + nargs) as usize, kwnames),
+                ffi::PyObject_Vectorcall(
+                    func.as_ptr(),
+                    all.as_ptr(),
+                    (1 + nargs) as usize,
+                    kwnames,
+                ),
             )
             .map(Bound::unbind)
         }
@@ -239,7 +271,10 @@ pub fn install_write(cls: &Bound<'_, PyType>) -> PyResult<()> {
     // SAFETY: WRITE_DEF is a static, valid for the life of the process; `cls` is a type, which
     // the descriptor keeps a reference to and checks each `self` against.
     let descr = unsafe {
-        Bound::from_owned_ptr_or_err(py, ffi::PyDescr_NewMethod(cls.as_type_ptr(), WRITE_DEF.0.get()))?
+        Bound::from_owned_ptr_or_err(
+            py,
+            ffi::PyDescr_NewMethod(cls.as_type_ptr(), WRITE_DEF.0.get()),
+        )?
     };
     cls.setattr(intern!(py, "write"), descr)
 }

@@ -1,35 +1,22 @@
-//! The engine under `fdkit.aio`, the asyncio event loop: a [`Reactor`] that waits for what
-//! the loop waits for through one io_uring, one io_uring_enter(2) per loop iteration.
+//! The engine under `fdkit.aio`, the asyncio event loop: a [`Reactor`] that waits through one
+//! io_uring, and asyncio's timer heap ([`TimerHeap`]).
 //!
-//! The reactor **waits and reaps; it never calls its user**. [`Reactor::poll`] submits what
-//! changed, waits, files each completion where it belongs, and returns what is ready: the
-//! loop then takes the bytes ([`Reactor::recv`]) or the connections ([`Reactor::accept`]) when
-//! it runs the callback that wants them, as asyncio's loop calls recv(2) and accept(2) when it
-//! runs its reader callbacks. So everything asyncio decides between two callbacks (a pause, a
-//! close, an exception, a callback replaced) holds for the next one.
+//! The io_uring engine keeps every registration (`add_reader`/`add_writer`, the transports'
+//! reads and writes, the listeners) in an epoll instance, so that they keep epoll's semantics
+//! exactly: a closed fd leaves the set, a regular file is refused, and nothing is read or
+//! accepted before asyncio's callback asks for it (bytes and connections stay in the kernel,
+//! where a paused transport, another process or `RLIMIT_NOFILE` can see them). The loop reads
+//! what is ready with epoll_wait(2) without waiting; only when nothing is and the iteration may
+//! sleep does the [`Reactor`] wait, in one io_uring_enter(2), for the epoll instance's fd to
+//! become readable, with the iteration's timeout. Each wait arms one one-shot poll and takes it
+//! back before returning, so nothing of the ring is armed while the loop runs its callbacks.
 //!
-//! It knows three kinds of interest, and nothing of Python:
-//! - **readiness** (`set_interest`): level-triggered, from one-shot `IORING_OP_POLL_ADD`s re-armed
-//!   after each report, as epoll(7) in level mode. `fdkit.aio` registers one fd here, the epoll
-//!   instance that holds asyncio's `add_reader`/`add_writer` registrations, so that those keep
-//!   epoll's semantics exactly (a closed fd leaves the set, a regular file is refused);
-//! - **streams**: a connected socket read by a multishot receive on a provided-buffer ring
-//!   (the bytes arrive with the completion: no readiness round trip, no recv(2) call), kept in
-//!   the stream's inbox until taken, paused and resumed for flow control without losing a byte;
-//! - **listeners**: a listening socket served by one multishot accept, the connections kept
-//!   in the listener's queue until taken.
-//!
-//! Every op carries a `user_data` never used before, so a completion of a cancelled op, or of
-//! an op on an fd number since closed and reused, can never reach a later owner.
+//! # References
+//!  - [io_uring_enter(2)](https://man7.org/linux/man-pages/man2/io_uring_enter.2.html)
+//!  - [epoll(7)](https://man7.org/linux/man-pages/man7/epoll.7.html)
 
-mod interest;
-mod listener;
 mod reactor;
-mod stream;
 mod timers;
 
-pub use interest::Interest;
-pub use listener::ListenerId;
-pub use reactor::{Reactor, ReactorOptions, Ready};
-pub use stream::{Received, StreamId};
+pub use reactor::{Reactor, ReactorOptions};
 pub use timers::TimerHeap;

@@ -100,6 +100,8 @@ impl<T> TimerHeap<T> {
 
     /// `heapq._siftup`: the smaller child bubbles up to a leaf, then `_siftdown` places the
     /// entry that started at `pos` (Floyd's method, as heapq does it).
+    // `!(a < b)`, not `a >= b`: heapq's test, which differs for NaN `when`s.
+    #[allow(clippy::neg_cmp_op_on_partial_ord)]
     fn sift_up(&mut self, mut pos: usize) {
         let end = self.heap.len();
         let start = pos;
