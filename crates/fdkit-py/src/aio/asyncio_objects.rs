@@ -8,6 +8,7 @@
 //! slot, a slot of another kind), [`AsyncioObjects::slots`] is None and the loop makes Handles
 //! by calling the class, as asyncio does, at Python's speed.
 
+use super::attrs::Names;
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
@@ -61,6 +62,11 @@ pub struct AsyncioObjects {
     /// Where `_socket.socket` keeps its fd and its timeout, when this interpreter's layout was
     /// proven at load (see [`read_sock_layout`]).
     pub sock_layout: Option<SockLayout>,
+    /// The attribute names the native paths read.
+    pub names: Names,
+    /// The socket transport class whose `write` is native, and whether its instances' dicts
+    /// answer first for the names (see `attrs`): set by `install_write`.
+    pub transport_class: PyOnceLock<(Py<PyType>, bool)>,
 }
 
 /// Byte offsets in `_socket.socket`'s C struct (`PySocketSockObject`: `sock_fd`, then family,
@@ -167,6 +173,8 @@ impl AsyncioObjects {
                 .unbind(),
             slots,
             sock_layout: read_sock_layout(py)?,
+            names: Names::new(py),
+            transport_class: PyOnceLock::new(),
         })
     }
 
@@ -302,6 +310,19 @@ pub unsafe fn set_slot(obj: *mut ffi::PyObject, offset: isize, value: *mut ffi::
         ffi::Py_INCREF(value);
         *field = value;
         ffi::Py_XDECREF(old);
+    }
+}
+
+impl AsyncioObjects {
+    /// The dict to read `tr`'s attributes from first (see `attrs`): its `__dict__` when `tr` is
+    /// exactly the native transport class and that class allows it.
+    pub fn transport_dict<'py>(&self, tr: &Bound<'py, PyAny>) -> Option<Bound<'py, PyDict>> {
+        let (cls, ok) = self.transport_class.get(tr.py())?;
+        if *ok && tr.get_type().is(cls.bind(tr.py())) {
+            super::attrs::instance_dict(tr)
+        } else {
+            None
+        }
     }
 }
 

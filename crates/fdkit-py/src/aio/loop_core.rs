@@ -18,6 +18,7 @@
 //! call back into the core (a `call_soon` from a callback is the common case).
 
 use super::asyncio_objects::{self as aio, objects, AsyncioObjects};
+use super::attrs;
 use super::reactor::PyReactor;
 use super::socket_transport;
 use crate::errors::os_error;
@@ -27,7 +28,7 @@ use pyo3::exceptions::{PyKeyboardInterrupt, PyRuntimeError, PySystemExit, PyType
 use pyo3::ffi;
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyFloat, PyInt, PyList, PyTuple};
+use pyo3::types::{PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
 use pyo3::{PyTraverseError, PyVisit};
 use rustix::event::epoll;
 use rustix::io::Errno;
@@ -73,6 +74,11 @@ pub(super) struct State {
     /// What the native read path receives into (the bytes `data_received` gets are copied
     /// out of it once).
     pub(super) recv_buf: Vec<u8>,
+    /// The ready deque and its bound `append` and `popleft` (see `ready_methods`).
+    ready_methods: Option<(Py<PyAny>, Py<PyAny>, Py<PyAny>)>,
+    /// The version tags of `Handle` and `TimerHandle` when `_run` was last looked up, and
+    /// whether it was patched then.
+    run_patched: Option<((u32, u32), bool)>,
 }
 
 /// epoll_wait(2)'s buffer.
@@ -110,14 +116,23 @@ pub struct LoopCore {
     ring: Option<Py<PyReactor>>,
     /// Whether `loop.time()` is asyncio's (`time.monotonic()`), read here without a call.
     native_time: bool,
+    /// Whether the loop's class lets its `__dict__` answer first (see `attrs`).
+    loop_dict_ok: bool,
     clock_resolution: f64,
     state: GilCell<State>,
 }
 
-/// `time.monotonic()`, to the same double (`_PyTime_AsSecondsDouble`).
+/// `time.monotonic()`, to the same double (`_PyTime_AsSecondsDouble`): CLOCK_MONOTONIC
+/// through the C library, as Python reads it (its vDSO; rustix's own vDSO lookup parses the
+/// auxiliary vector, which tools such as valgrind lay out otherwise).
 fn monotonic() -> f64 {
-    let ts = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
-    let ns = ts.tv_sec as i64 * 1_000_000_000 + ts.tv_nsec as i64;
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid out-pointer; CLOCK_MONOTONIC always exists on Linux.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    let ns = ts.tv_sec * 1_000_000_000 + ts.tv_nsec;
     if ns % 1_000_000_000 == 0 {
         (ns / 1_000_000_000) as f64
     } else {
@@ -244,7 +259,7 @@ impl LoopCore {
             });
             let epfd = self.epfd;
             let buf = &mut events;
-            let r = without_gil(py, move || {
+            let mut wait = move || {
                 // SAFETY: the selector owns `epfd` and closes it only in `close()`, after which
                 // the loop runs no iteration (asyncio refuses to run a closed loop).
                 let fd = unsafe { BorrowedFd::borrow_raw(epfd) };
@@ -255,7 +270,13 @@ impl LoopCore {
                 // SAFETY: epoll_wait initialised the first `n` entries.
                 unsafe { buf.0.set_len(n) };
                 Ok(n)
-            });
+            };
+            // A wait of 0 ms returns at once: the GIL is released only for one that may wait.
+            let r = if ms == 0 {
+                wait()
+            } else {
+                without_gil(py, &mut wait)
+            };
             match r {
                 Ok(n) => break Ok(n),
                 Err(Errno::INTR) => {
@@ -331,7 +352,7 @@ impl LoopCore {
                 }
             }
         }
-        let append = ready.getattr(intern!(py, "append"))?;
+        let (append, _) = self.ready_methods(ready)?;
         let o = objects(py)?;
         for (key, mask) in keys {
             let data = key.get_item(3)?.cast_into::<PyTuple>()?;
@@ -427,15 +448,64 @@ impl LoopCore {
             .then_some(tr)
     }
 
-    fn closed_check(&self, lp: &Bound<'_, PyAny>) -> PyResult<()> {
-        if lp.getattr(intern!(lp.py(), "_closed"))?.is_truthy()? {
+    /// The loop's `__dict__`, to read its attributes from first (see `attrs`).
+    fn loop_dict<'py>(&self, lp: &Bound<'py, PyAny>) -> Option<Bound<'py, PyDict>> {
+        if self.loop_dict_ok {
+            attrs::instance_dict(lp)
+        } else {
+            None
+        }
+    }
+
+    /// `loop.name`, from its dict first.
+    fn loop_attr<'py>(
+        &self,
+        lp: &Bound<'py, PyAny>,
+        name: &Py<PyString>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        attrs::attr(lp, self.loop_dict(lp).as_ref(), name)
+    }
+
+    fn closed_check(&self, o: &AsyncioObjects, lp: &Bound<'_, PyAny>) -> PyResult<()> {
+        if truthy(&self.loop_attr(lp, &o.names._closed)?)? {
             return Err(PyRuntimeError::new_err("Event loop is closed"));
         }
         Ok(())
     }
 
-    fn debug(&self, lp: &Bound<'_, PyAny>) -> PyResult<bool> {
-        lp.getattr(intern!(lp.py(), "_debug"))?.is_truthy()
+    fn debug(&self, o: &AsyncioObjects, lp: &Bound<'_, PyAny>) -> PyResult<bool> {
+        truthy(&self.loop_attr(lp, &o.names._debug)?)
+    }
+
+    /// The `append` and `popleft` of the loop's ready deque `ready`, bound once for as long as
+    /// `loop._ready` is that deque.
+    fn ready_methods<'py>(
+        &self,
+        ready: &Bound<'py, PyAny>,
+    ) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyAny>)> {
+        let py = ready.py();
+        let cached = self.state.with(py, |s| match &s.ready_methods {
+            Some((r, a, p)) if r.as_ptr() == ready.as_ptr() => {
+                Some((a.clone_ref(py), p.clone_ref(py)))
+            }
+            _ => None,
+        });
+        if let Some((a, p)) = cached {
+            return Ok((a.into_bound(py), p.into_bound(py)));
+        }
+        let o = objects(py)?;
+        let append = ready.getattr(o.names.append.bind(py))?;
+        let popleft = ready.getattr(o.names.popleft.bind(py))?;
+        let new = Some((
+            ready.clone().unbind(),
+            append.clone().unbind(),
+            popleft.clone().unbind(),
+        ));
+        let old = self
+            .state
+            .with(py, |s| std::mem::replace(&mut s.ready_methods, new));
+        Self::release(py, old);
+        Ok((append, popleft))
     }
 
     fn schedule<'py>(
@@ -481,6 +551,7 @@ impl LoopCore {
             .unbind();
         let base = py.import("asyncio.base_events")?.getattr("BaseEventLoop")?;
         let native_time = loop_.get_type().getattr("time")?.is(&base.getattr("time")?);
+        let loop_dict_ok = attrs::dict_first_ok(&loop_.get_type(), &objects(py)?.names.all())?;
         Ok(LoopCore {
             loop_: loop_.clone().unbind(),
             support: Support {
@@ -496,12 +567,15 @@ impl LoopCore {
             fd_to_key,
             ring,
             native_time,
+            loop_dict_ok,
             clock_resolution: loop_.getattr("_clock_resolution")?.extract()?,
             state: GilCell::new(State {
                 timers: TimerHeap::new(),
                 cancelled: 0,
                 events: Events(Vec::new()),
                 recv_buf: Vec::new(),
+                ready_methods: None,
+                run_patched: None,
             }),
         })
     }
@@ -516,8 +590,9 @@ impl LoopCore {
         context: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let lp = self.loop_.bind(py);
-        self.closed_check(lp)?;
-        if self.debug(lp)? {
+        let o = objects(py)?;
+        self.closed_check(o, lp)?;
+        if self.debug(o, lp)? {
             let all = prepend(py, &[lp.as_any(), callback], args)?;
             return self
                 .support
@@ -525,9 +600,9 @@ impl LoopCore {
                 .bind(py)
                 .call(all, Some(&aio::context_kwargs(py, context)?));
         }
-        let handle = aio::new_handle(py, objects(py)?, callback, args, lp, context, None)?;
-        lp.getattr(intern!(py, "_ready"))?
-            .call_method1(intern!(py, "append"), (&handle,))?;
+        let handle = aio::new_handle(py, o, callback, args, lp, context, None)?;
+        let ready = self.loop_attr(lp, &o.names._ready)?;
+        self.ready_methods(&ready)?.0.call1((&handle,))?;
         Ok(handle)
     }
 
@@ -542,9 +617,10 @@ impl LoopCore {
         context: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let lp = self.loop_.bind(py);
+        let o = objects(py)?;
         match plain_number(when) {
-            Some(w) if !self.debug(lp)? => {
-                self.closed_check(lp)?;
+            Some(w) if !self.debug(o, lp)? => {
+                self.closed_check(o, lp)?;
                 self.schedule(py, w, when, callback, args, context)
             }
             _ => {
@@ -568,13 +644,14 @@ impl LoopCore {
         context: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let lp = self.loop_.bind(py);
+        let o = objects(py)?;
         if delay.is_none() {
             return Err(PyTypeError::new_err("delay must not be None"));
         }
         match plain_number(delay) {
-            Some(d) if self.native_time && !self.debug(lp)? => {
+            Some(d) if self.native_time && !self.debug(o, lp)? => {
                 let when = monotonic() + d;
-                self.closed_check(lp)?;
+                self.closed_check(o, lp)?;
                 self.schedule(
                     py,
                     when,
@@ -662,15 +739,17 @@ impl LoopCore {
         let lp = self.loop_.bind(py);
         self.clean_timers(py, o)?;
 
-        let ready = lp.getattr(intern!(py, "_ready"))?;
+        let ld = self.loop_dict(lp);
+        let ready = attrs::attr(lp, ld.as_ref(), &o.names._ready)?;
         let head = self.state.with(py, |s| s.timers.peek().map(|(w, _)| *w));
-        let timeout = if ready.len()? > 0 || lp.getattr(intern!(py, "_stopping"))?.is_truthy()? {
-            Some(0.0)
-        } else if let Some(when) = head {
-            Some((when - self.time_of(lp)?).clamp(0.0, MAXIMUM_SELECT_TIMEOUT))
-        } else {
-            None
-        };
+        let timeout =
+            if ready.len()? > 0 || truthy(&attrs::attr(lp, ld.as_ref(), &o.names._stopping)?)? {
+                Some(0.0)
+            } else if let Some(when) = head {
+                Some((when - self.time_of(lp)?).clamp(0.0, MAXIMUM_SELECT_TIMEOUT))
+            } else {
+                None
+            };
 
         let n = match &self.ring {
             Some(ring) => self.ring_wait(py, ring, timeout)?,
@@ -680,7 +759,7 @@ impl LoopCore {
 
         // 'later' callbacks that are due.
         let end_time = self.time_of(lp)? + self.clock_resolution;
-        let append = ready.getattr(intern!(py, "append"))?;
+        let (append, popleft) = self.ready_methods(&ready)?;
         loop {
             let due = self.state.with(py, |s| match s.timers.peek() {
                 Some((w, _)) if *w < end_time => s.timers.pop().map(|(_, h)| h),
@@ -698,23 +777,45 @@ impl LoopCore {
         if ntodo == 0 {
             return Ok(());
         }
-        let popleft = ready.getattr(intern!(py, "popleft"))?;
         let handle_type = o.handle_type.bind(py);
         let timer_type = o.timer_type.bind(py);
-        let run_name = intern!(py, "_run");
-        let patched = match &o.handle_run {
-            Some(own) => {
-                !handle_type.getattr(run_name)?.is(own.bind(py))
-                    || !timer_type.getattr(run_name)?.is(own.bind(py))
+        let run_name = o.names._run.bind(py);
+        // Whether `_run` was patched: looked up again only when either class changed since
+        // the last look (a class's version tag changes with any of its attributes).
+        // SAFETY: reading the version tags of two live type objects.
+        let tags = unsafe {
+            (
+                (*handle_type.as_type_ptr()).tp_version_tag,
+                (*timer_type.as_type_ptr()).tp_version_tag,
+            )
+        };
+        let known = self.state.with(py, |s| {
+            s.run_patched
+                .filter(|(t, _)| t.0 != 0 && t.1 != 0 && *t == tags)
+        });
+        let patched = match (known, &o.handle_run) {
+            (Some((_, p)), _) => p,
+            (None, None) => true,
+            (None, Some(own)) => {
+                let p = !handle_type.getattr(run_name)?.is(own.bind(py))
+                    || !timer_type.getattr(run_name)?.is(own.bind(py));
+                // SAFETY: as above; the lookups gave both classes a tag if they had none.
+                let tags = unsafe {
+                    (
+                        (*handle_type.as_type_ptr()).tp_version_tag,
+                        (*timer_type.as_type_ptr()).tp_version_tag,
+                    )
+                };
+                self.state.with(py, |s| s.run_patched = Some((tags, p)));
+                p
             }
-            None => true,
         };
         for _ in 0..ntodo {
             let h = popleft.call0()?;
             if is_cancelled(o, &h)? {
                 continue;
             }
-            if self.debug(lp)? {
+            if truthy(&attrs::attr(lp, ld.as_ref(), &o.names._debug)?)? {
                 self.support.run_debug.bind(py).call1((lp, &h))?;
             } else if patched {
                 h.call_method0(run_name)?;
@@ -755,15 +856,43 @@ impl LoopCore {
         for (_, h) in st.timers.iter() {
             visit.call(h)?;
         }
+        if let Some((r, a, p)) = &st.ready_methods {
+            visit.call(r)?;
+            visit.call(a)?;
+            visit.call(p)?;
+        }
         Ok(())
     }
 
     fn __clear__(&self) {
         // The timers hold the loop; the loop's dict (cleared by the collector) holds this.
         // SAFETY: as in __traverse__; the Handles are dropped after the state is left.
-        let old = unsafe { (*self.state.0.get()).timers.drain() };
-        drop(old);
+        let (old, methods) = unsafe {
+            let st = &mut *self.state.0.get();
+            (st.timers.drain(), st.ready_methods.take())
+        };
+        drop((old, methods));
     }
+}
+
+/// `bool(v)`, with the answers for `True`, `False`, `None` and ints read off the object.
+pub(super) fn truthy(v: &Bound<'_, PyAny>) -> PyResult<bool> {
+    let p = v.as_ptr();
+    // SAFETY: comparing with the interpreter's singletons; an exact int's sign is read by the
+    // C API, which cannot fail for an int.
+    unsafe {
+        if p == ffi::Py_True() {
+            return Ok(true);
+        }
+        if p == ffi::Py_False() || p == ffi::Py_None() {
+            return Ok(false);
+        }
+    }
+    if v.is_exact_instance_of::<PyInt>() {
+        // An int is true unless it is 0.
+        return Ok(!v.eq(0i32)?);
+    }
+    v.is_truthy()
 }
 
 /// `handle._cancelled`, through the slot for plain Handles (asyncio keeps a bool there; any
@@ -776,7 +905,7 @@ fn is_cancelled(o: &AsyncioObjects, h: &Bound<'_, PyAny>) -> PyResult<bool> {
         if !v.is_null() {
             // SAFETY: a live object borrowed from the slot.
             let v = unsafe { Bound::from_borrowed_ptr(h.py(), v) };
-            return v.is_truthy();
+            return truthy(&v);
         }
     }
     h.getattr(intern!(h.py(), "_cancelled"))?.is_truthy()

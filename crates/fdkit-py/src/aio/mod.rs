@@ -3,6 +3,7 @@
 //! io_uring engine waits with. See `fdkit::aio` for the reactor itself.
 
 mod asyncio_objects;
+mod attrs;
 mod loop_core;
 mod reactor;
 mod socket_transport;

@@ -12,9 +12,10 @@
 //! nothing a program sees but `write` being a built-in method).
 
 use super::asyncio_objects::AsyncioObjects;
+use super::attrs::{attr, dict_first_ok};
 use super::loop_core::{GilCell, State};
 use crate::errors::os_error;
-use pyo3::exceptions::{PyKeyboardInterrupt, PySystemExit};
+use pyo3::exceptions::{PyKeyboardInterrupt, PySystemExit, PyValueError};
 use pyo3::ffi;
 use pyo3::intern;
 use pyo3::panic::PanicException;
@@ -74,16 +75,19 @@ pub(super) fn read_ready(
         }
         read_error.call1((tr, e.into_value(py), in_recv)).map(drop)
     };
-    let cb = tr.getattr(intern!(py, "_read_ready_cb"))?;
+    let n = &o.names;
+    let d = o.transport_dict(tr);
+    let d = d.as_ref();
+    let cb = attr(tr, d, &n._read_ready_cb)?;
     match o.bound_method(&cb) {
         Some((func, slf)) if func == o.read_ready_data.as_ptr() && slf == tr.as_ptr() => {}
         _ => return cb.call0().map(drop),
     }
     // `_read_ready__data_received`.
-    if tr.getattr(intern!(py, "_conn_lost"))?.is_truthy()? {
+    if attr(tr, d, &n._conn_lost)?.is_truthy()? {
         return Ok(());
     }
-    let sock = tr.getattr(intern!(py, "_sock"))?;
+    let sock = attr(tr, d, &n._sock)?;
     let fd = match o.sock_layout {
         Some(l) if sock.get_type().is(o.socket_type.bind(py)) => l.nonblocking_fd(&sock),
         _ => None,
@@ -95,7 +99,7 @@ pub(super) fn read_ready(
             .call_method0(intern!(py, "_read_ready__data_received"))
             .map(drop);
     };
-    let max: usize = tr.getattr(intern!(py, "max_size"))?.extract()?;
+    let max: usize = attr(tr, d, &n.max_size)?.extract()?;
     let mut buf = state.with(py, |s| std::mem::take(&mut s.recv_buf));
     if buf.len() < max {
         buf.resize(max, 0);
@@ -125,8 +129,8 @@ pub(super) fn read_ready(
             .call_method0(intern!(py, "_read_ready__on_eof"))
             .map(drop);
     };
-    let protocol = tr.getattr(intern!(py, "_protocol"))?;
-    match protocol.call_method1(intern!(py, "data_received"), (data,)) {
+    let protocol = attr(tr, d, &n._protocol)?;
+    match protocol.call_method1(n.data_received.bind(py), (data,)) {
         Ok(_) => Ok(()),
         Err(e) => failed(e, false),
     }
@@ -145,15 +149,18 @@ fn write(
         return Ok(None);
     };
     let payload = bytes.as_bytes();
+    let n = &o.names;
+    let d = o.transport_dict(tr);
+    let d = d.as_ref();
     if payload.is_empty()
-        || tr.getattr(intern!(py, "_eof"))?.is_truthy()?
-        || !tr.getattr(intern!(py, "_empty_waiter"))?.is_none()
-        || tr.getattr(intern!(py, "_conn_lost"))?.is_truthy()?
-        || tr.getattr(intern!(py, "_buffer"))?.len()? != 0
+        || attr(tr, d, &n._eof)?.is_truthy()?
+        || !attr(tr, d, &n._empty_waiter)?.is_none()
+        || attr(tr, d, &n._conn_lost)?.is_truthy()?
+        || attr(tr, d, &n._buffer)?.len()? != 0
     {
         return Ok(None);
     }
-    let sock = tr.getattr(intern!(py, "_sock"))?;
+    let sock = attr(tr, d, &n._sock)?;
     let fd = match o.sock_layout {
         Some(l) if sock.get_type().is(o.socket_type.bind(py)) => l.nonblocking_fd(&sock),
         _ => None,
@@ -170,14 +177,14 @@ fn write(
         let sock = unsafe { BorrowedFd::borrow_raw(fd) };
         rustix::net::send(sock, payload, SendFlags::empty())
     });
-    let n = match sent {
+    let sent = match sent {
         Err(e) => return write_failed(py, tr, e).map(Some),
         Ok(Err(Errno::AGAIN)) => 0,
         Ok(Err(e)) => return write_failed(py, tr, os_error(e)).map(Some),
-        Ok(Ok(n)) => n,
+        Ok(Ok(k)) => k,
     };
-    if n < payload.len() {
-        tr.call_method1(intern!(py, "_write_rest"), (data, n))?;
+    if sent < payload.len() {
+        tr.call_method1(intern!(py, "_write_rest"), (data, sent))?;
     }
     Ok(Some(()))
 }
@@ -276,5 +283,16 @@ pub fn install_write(cls: &Bound<'_, PyType>) -> PyResult<()> {
             ffi::PyDescr_NewMethod(cls.as_type_ptr(), WRITE_DEF.0.get()),
         )?
     };
-    cls.setattr(intern!(py, "write"), descr)
+    cls.setattr(intern!(py, "write"), descr)?;
+    let o = super::asyncio_objects::objects(py)?;
+    let ok = dict_first_ok(cls, &o.names.all())?;
+    if o.transport_class
+        .set(py, (cls.clone().unbind(), ok))
+        .is_err()
+    {
+        return Err(PyValueError::new_err(
+            "the native write is installed on one class only",
+        ));
+    }
+    Ok(())
 }

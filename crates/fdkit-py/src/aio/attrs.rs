@@ -1,0 +1,113 @@
+//! Reading the instance attributes asyncio's code reads (`self._ready`, `self._conn_lost`, ...)
+//! the short way: from the object's `__dict__`, with names interned once.
+//!
+//! `obj.name` first asks the class's whole MRO whether `name` is a data descriptor, then looks
+//! in the instance; asyncio's loop and transport classes have long MROs, and those lookups were
+//! the largest user-space cost of the native path. Where no class of the object's MRO defines
+//! `name` as a data descriptor (checked once per class, [`dict_first_ok`]), the instance's
+//! `__dict__` answers first and gives what `obj.name` would; a name missing from it is looked
+//! up the long way (a class attribute such as `max_size`, or the `AttributeError` Python would
+//! raise).
+
+use pyo3::ffi;
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyString, PyType};
+
+macro_rules! names {
+    ($($field:ident),* $(,)?) => {
+        /// The attribute names the native paths read, interned once.
+        pub struct Names {
+            $(pub $field: Py<PyString>,)*
+        }
+
+        impl Names {
+            pub fn new(py: Python<'_>) -> Self {
+                Names { $($field: PyString::intern(py, stringify!($field)).unbind(),)* }
+            }
+
+            /// Every name, for [`dict_first_ok`].
+            pub fn all(&self) -> Vec<&Py<PyString>> {
+                vec![$(&self.$field,)*]
+            }
+        }
+    };
+}
+
+names!(
+    _ready,
+    _stopping,
+    _debug,
+    _closed,
+    _read_ready_cb,
+    _conn_lost,
+    _sock,
+    _protocol,
+    _eof,
+    _empty_waiter,
+    _buffer,
+    max_size,
+    append,
+    popleft,
+    data_received,
+    _run,
+);
+
+/// Whether `cls` lets `__dict__` answer first for each of `names`: no class in its MRO defines
+/// one of them as a data descriptor (a property, a slot), which would take precedence over the
+/// instance's dict.
+pub fn dict_first_ok(cls: &Bound<'_, PyType>, names: &[&Py<PyString>]) -> PyResult<bool> {
+    let py = cls.py();
+    for klass in cls.getattr("__mro__")?.try_iter()? {
+        let dict = klass?.getattr("__dict__")?;
+        for name in names {
+            if let Ok(found) = dict.get_item(name.bind(py)) {
+                let kind = found.get_type();
+                if kind.hasattr("__set__")? || kind.hasattr("__delete__")? {
+                    return Ok(false);
+                }
+            }
+        }
+    }
+    Ok(true)
+}
+
+/// The `__dict__` of `obj` (None when it has none, or it cannot be had).
+pub fn instance_dict<'py>(obj: &Bound<'py, PyAny>) -> Option<Bound<'py, PyDict>> {
+    // SAFETY: PyObject_GenericGetDict returns a new reference to the instance's dict (made on
+    // first use) or null with an error set, which is cleared here: the caller then reads the
+    // long way, which raises what Python would.
+    unsafe {
+        let d = ffi::PyObject_GenericGetDict(obj.as_ptr(), std::ptr::null_mut());
+        if d.is_null() {
+            ffi::PyErr_Clear();
+            return None;
+        }
+        Bound::from_owned_ptr(obj.py(), d)
+            .cast_into::<PyDict>()
+            .ok()
+    }
+}
+
+/// `obj.name`, from `dict` (the object's `__dict__`, when [`dict_first_ok`] holds for its
+/// class) first.
+pub fn attr<'py>(
+    obj: &Bound<'py, PyAny>,
+    dict: Option<&Bound<'py, PyDict>>,
+    name: &Py<PyString>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let py = obj.py();
+    if let Some(d) = dict {
+        // SAFETY: PyDict_GetItemWithError returns a borrowed reference (taken here as a new
+        // one) or null, with an error set only when the lookup itself failed.
+        unsafe {
+            let v = ffi::PyDict_GetItemWithError(d.as_ptr(), name.as_ptr());
+            if !v.is_null() {
+                return Ok(Bound::from_borrowed_ptr(py, v));
+            }
+            if !ffi::PyErr_Occurred().is_null() {
+                return Err(PyErr::fetch(py));
+            }
+        }
+    }
+    obj.getattr(name.bind(py))
+}
