@@ -124,6 +124,10 @@ class EventLoop(asyncio.SelectorEventLoop):
     the same for ``engine=None``. A subclass of ``EventLoop`` gets the chosen engine too.
     """
 
+    # The attributes the native iteration reads live in slots (asyncio's code sets and reads
+    # them as before), read by offset instead of through the dict.
+    __slots__ = ("_debug", "_ready", "_stopping")
+
     engine: ClassVar[Engine]
     #: Why the loop runs on epoll (None on io_uring).
     engine_reason: str | None = None

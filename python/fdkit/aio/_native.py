@@ -50,7 +50,7 @@ def install(loop: Any, ring: Any = None) -> LoopCore:
     """Gives ``loop`` (an fdkit EventLoop, after asyncio's ``__init__``) its native core."""
     from fdkit.aio._loop import EventLoop
 
-    core = LoopCore(loop, loop._selector, ring, sys.modules[__name__])
+    core = LoopCore(loop, loop._selector, ring, sys.modules[__name__], EventLoop)
     core.set_scheduled(loop.__dict__.pop("_scheduled_list", []))
     loop.__dict__["_core"] = core
     cls = type(loop)

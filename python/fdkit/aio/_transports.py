@@ -30,6 +30,18 @@ _BYTEARRAY_BUFFER = sys.version_info < (3, 12)  # 3.11 buffers in a bytearray, l
 class SocketTransport(selector_events._SelectorSocketTransport):  # type: ignore[name-defined,misc]
     """asyncio's socket transport, reading and writing through fdkit's core."""
 
+    # The attributes the native paths read live in slots (asyncio's code sets and reads them
+    # as before), read by offset instead of through the dict.
+    __slots__ = (
+        "_buffer",
+        "_conn_lost",
+        "_empty_waiter",
+        "_eof",
+        "_protocol",
+        "_read_ready_cb",
+        "_sock",
+    )
+
     def _write_rest(self, data: bytes, n: int) -> None:
         # The rest of asyncio's write() once send(2) took ``n`` of ``len(data)`` bytes (0 on
         # EAGAIN): register the writer, buffer the rest, maybe pause the protocol.

@@ -12,7 +12,7 @@ use super::attrs::Names;
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyDict, PyModule, PyTuple, PyType};
+use pyo3::types::{PyDict, PyModule, PyString, PyTuple, PyType};
 use std::os::fd::RawFd;
 
 /// The slots of `Handle` and `TimerHandle` (CPython 3.11-3.13's `events.py`), by byte offset in
@@ -64,9 +64,9 @@ pub struct AsyncioObjects {
     pub sock_layout: Option<SockLayout>,
     /// The attribute names the native paths read.
     pub names: Names,
-    /// The socket transport class whose `write` is native, and whether its instances' dicts
-    /// answer first for the names (see `attrs`): set by `install_write`.
-    pub transport_class: PyOnceLock<(Py<PyType>, bool)>,
+    /// The socket transport class whose `write` is native, and how its instances' attributes
+    /// are read (see `attrs`): set by `install_write`.
+    pub transport_class: PyOnceLock<TransportClass>,
 }
 
 /// Byte offsets in `_socket.socket`'s C struct (`PySocketSockObject`: `sock_fd`, then family,
@@ -313,15 +313,75 @@ pub unsafe fn set_slot(obj: *mut ffi::PyObject, offset: isize, value: *mut ffi::
     }
 }
 
-impl AsyncioObjects {
-    /// The dict to read `tr`'s attributes from first (see `attrs`): its `__dict__` when `tr` is
-    /// exactly the native transport class and that class allows it.
-    pub fn transport_dict<'py>(&self, tr: &Bound<'py, PyAny>) -> Option<Bound<'py, PyDict>> {
-        let (cls, ok) = self.transport_class.get(tr.py())?;
-        if *ok && tr.get_type().is(cls.bind(tr.py())) {
-            super::attrs::instance_dict(tr)
-        } else {
-            None
+/// The native transport class and what is known of its layout.
+pub struct TransportClass {
+    pub cls: Py<PyType>,
+    /// Offsets of the attributes the hot paths read, in [`TransportAttr`] order, when the
+    /// class keeps them in `__slots__`.
+    pub slots: Option<[isize; 7]>,
+    /// Whether its instances' `__dict__` may answer first (see `attrs::dict_first_ok`).
+    pub dict_ok: bool,
+}
+
+/// The transport attributes the hot paths read, by index into [`TransportClass::slots`].
+#[derive(Clone, Copy)]
+pub enum TransportAttr {
+    Sock = 0,
+    Protocol,
+    ConnLost,
+    Eof,
+    EmptyWaiter,
+    Buffer,
+    ReadReadyCb,
+}
+
+impl TransportClass {
+    pub fn new(py: Python<'_>, cls: &Bound<'_, PyType>, names: &Names) -> PyResult<Self> {
+        let n = names;
+        let order = [
+            &n._sock,
+            &n._protocol,
+            &n._conn_lost,
+            &n._eof,
+            &n._empty_waiter,
+            &n._buffer,
+            &n._read_ready_cb,
+        ];
+        let _ = py;
+        Ok(TransportClass {
+            cls: cls.clone().unbind(),
+            slots: super::attrs::slot_offsets(cls, cls, order)?,
+            dict_ok: super::attrs::dict_first_ok(cls, &names.all())?,
+        })
+    }
+}
+
+/// How to read one transport's attributes: through its class's slots, its dict, or the long
+/// way (an object of another class).
+pub enum TransportAttrs<'py> {
+    Slots(&'py Bound<'py, PyAny>, [isize; 7]),
+    Dict(&'py Bound<'py, PyAny>, Option<Bound<'py, PyDict>>),
+}
+
+impl<'py> TransportAttrs<'py> {
+    pub fn of(o: &AsyncioObjects, tr: &'py Bound<'py, PyAny>) -> Self {
+        match o.transport_class.get(tr.py()) {
+            Some(c) if tr.get_type().is(c.cls.bind(tr.py())) => match c.slots {
+                Some(slots) => TransportAttrs::Slots(tr, slots),
+                None if c.dict_ok => TransportAttrs::Dict(tr, super::attrs::instance_dict(tr)),
+                None => TransportAttrs::Dict(tr, None),
+            },
+            _ => TransportAttrs::Dict(tr, None),
+        }
+    }
+
+    /// `tr.<name>`, `which` naming the same attribute.
+    pub fn get(&self, which: TransportAttr, name: &Py<PyString>) -> PyResult<Bound<'py, PyAny>> {
+        match self {
+            TransportAttrs::Slots(tr, slots) => {
+                super::attrs::slot_attr(tr, slots[which as usize], name)
+            }
+            TransportAttrs::Dict(tr, d) => super::attrs::attr(tr, d.as_ref(), name),
         }
     }
 }

@@ -111,3 +111,55 @@ pub fn attr<'py>(
     }
     obj.getattr(name.bind(py))
 }
+
+/// Byte offsets of `names` in instances of `cls`: each must be a `__slots__` member of `owner`
+/// (a class of `cls`'s MRO) that `cls` does not override, so `obj.name` is exactly that slot.
+/// None when any is not.
+pub fn slot_offsets<const N: usize>(
+    cls: &Bound<'_, PyType>,
+    owner: &Bound<'_, PyType>,
+    names: [&Py<PyString>; N],
+) -> PyResult<Option<[isize; N]>> {
+    let py = cls.py();
+    let member_type = py.import("types")?.getattr("MemberDescriptorType")?;
+    let owned = owner.getattr("__dict__")?;
+    let mut out = [0isize; N];
+    for (i, name) in names.iter().enumerate() {
+        let Ok(desc) = owned.get_item(name.bind(py)) else {
+            return Ok(None);
+        };
+        if !desc.get_type().is(&member_type) || !cls.getattr(name.bind(py))?.is(&desc) {
+            return Ok(None);
+        }
+        // SAFETY: `desc` is exactly `types.MemberDescriptorType`, a `PyMemberDescrObject`
+        // whose `d_member` points at the owner's `PyMemberDef`, alive as long as the class.
+        let def = unsafe { &*(*desc.as_ptr().cast::<ffi::PyMemberDescrObject>()).d_member };
+        if def.type_code != ffi::Py_T_OBJECT_EX {
+            return Ok(None);
+        }
+        out[i] = def.offset;
+    }
+    Ok(Some(out))
+}
+
+/// `obj.name` where `name` is the slot at `offset` (see [`slot_offsets`]): the slot's value,
+/// or, when it is unset, the long way (which raises Python's `AttributeError`).
+pub fn slot_attr<'py>(
+    obj: &Bound<'py, PyAny>,
+    offset: isize,
+    name: &Py<PyString>,
+) -> PyResult<Bound<'py, PyAny>> {
+    // SAFETY: the caller proved (slot_offsets, and `obj`'s class) that a `PyObject *` member
+    // lives at `offset`; the value is taken as a new reference.
+    unsafe {
+        let v = *obj
+            .as_ptr()
+            .cast::<u8>()
+            .offset(offset)
+            .cast::<*mut ffi::PyObject>();
+        if !v.is_null() {
+            return Ok(Bound::from_borrowed_ptr(obj.py(), v));
+        }
+    }
+    obj.getattr(name.bind(obj.py()))
+}

@@ -28,7 +28,7 @@ use pyo3::exceptions::{PyKeyboardInterrupt, PyRuntimeError, PySystemExit, PyType
 use pyo3::ffi;
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
+use pyo3::types::{PyDict, PyFloat, PyInt, PyList, PyString, PyTuple, PyType};
 use pyo3::{PyTraverseError, PyVisit};
 use rustix::event::epoll;
 use rustix::io::Errno;
@@ -118,6 +118,9 @@ pub struct LoopCore {
     native_time: bool,
     /// Whether the loop's class lets its `__dict__` answer first (see `attrs`).
     loop_dict_ok: bool,
+    /// Offsets of `_ready`, `_stopping` and `_debug`, which fdkit's EventLoop keeps in
+    /// `__slots__` (None for a subclass that redefines one of them).
+    loop_slots: Option<[isize; 3]>,
     clock_resolution: f64,
     state: GilCell<State>,
 }
@@ -466,6 +469,19 @@ impl LoopCore {
         attrs::attr(lp, self.loop_dict(lp).as_ref(), name)
     }
 
+    /// `loop.<name>` for the `i`th of `_ready`, `_stopping`, `_debug`: its slot, or the long way.
+    fn loop_slot<'py>(
+        &self,
+        lp: &Bound<'py, PyAny>,
+        i: usize,
+        name: &Py<PyString>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        match self.loop_slots {
+            Some(offsets) => attrs::slot_attr(lp, offsets[i], name),
+            None => lp.getattr(name.bind(lp.py())),
+        }
+    }
+
     fn closed_check(&self, o: &AsyncioObjects, lp: &Bound<'_, PyAny>) -> PyResult<()> {
         if truthy(&self.loop_attr(lp, &o.names._closed)?)? {
             return Err(PyRuntimeError::new_err("Event loop is closed"));
@@ -474,7 +490,7 @@ impl LoopCore {
     }
 
     fn debug(&self, o: &AsyncioObjects, lp: &Bound<'_, PyAny>) -> PyResult<bool> {
-        truthy(&self.loop_attr(lp, &o.names._debug)?)
+        truthy(&self.loop_slot(lp, 2, &o.names._debug)?)
     }
 
     /// The `append` and `popleft` of the loop's ready deque `ready`, bound once for as long as
@@ -530,15 +546,17 @@ impl LoopCore {
 #[pymethods]
 impl LoopCore {
     /// The core of ``loop``: ``selector`` is the loop's epoll selector, ``ring`` the io_uring
-    /// engine's reactor (None on epoll), ``support`` the module with the Python paths.
+    /// engine's reactor (None on epoll), ``support`` the module with the Python paths,
+    /// ``owner`` the class whose ``__slots__`` hold ``_ready``, ``_stopping`` and ``_debug``.
     #[new]
-    #[pyo3(signature = (loop_, selector, ring, support))]
+    #[pyo3(signature = (loop_, selector, ring, support, owner))]
     fn new(
         py: Python<'_>,
         loop_: &Bound<'_, PyAny>,
         selector: &Bound<'_, PyAny>,
         ring: Option<Py<PyReactor>>,
         support: &Bound<'_, PyAny>,
+        owner: &Bound<'_, PyType>,
     ) -> PyResult<Self> {
         objects(py)?;
         let epfd: RawFd = selector
@@ -551,7 +569,13 @@ impl LoopCore {
             .unbind();
         let base = py.import("asyncio.base_events")?.getattr("BaseEventLoop")?;
         let native_time = loop_.get_type().getattr("time")?.is(&base.getattr("time")?);
-        let loop_dict_ok = attrs::dict_first_ok(&loop_.get_type(), &objects(py)?.names.all())?;
+        let names = &objects(py)?.names;
+        let loop_dict_ok = attrs::dict_first_ok(&loop_.get_type(), &[&names._closed])?;
+        let loop_slots = attrs::slot_offsets(
+            &loop_.get_type(),
+            owner,
+            [&names._ready, &names._stopping, &names._debug],
+        )?;
         Ok(LoopCore {
             loop_: loop_.clone().unbind(),
             support: Support {
@@ -568,6 +592,7 @@ impl LoopCore {
             ring,
             native_time,
             loop_dict_ok,
+            loop_slots,
             clock_resolution: loop_.getattr("_clock_resolution")?.extract()?,
             state: GilCell::new(State {
                 timers: TimerHeap::new(),
@@ -601,7 +626,7 @@ impl LoopCore {
                 .call(all, Some(&aio::context_kwargs(py, context)?));
         }
         let handle = aio::new_handle(py, o, callback, args, lp, context, None)?;
-        let ready = self.loop_attr(lp, &o.names._ready)?;
+        let ready = self.loop_slot(lp, 0, &o.names._ready)?;
         self.ready_methods(&ready)?.0.call1((&handle,))?;
         Ok(handle)
     }
@@ -739,17 +764,15 @@ impl LoopCore {
         let lp = self.loop_.bind(py);
         self.clean_timers(py, o)?;
 
-        let ld = self.loop_dict(lp);
-        let ready = attrs::attr(lp, ld.as_ref(), &o.names._ready)?;
+        let ready = self.loop_slot(lp, 0, &o.names._ready)?;
         let head = self.state.with(py, |s| s.timers.peek().map(|(w, _)| *w));
-        let timeout =
-            if ready.len()? > 0 || truthy(&attrs::attr(lp, ld.as_ref(), &o.names._stopping)?)? {
-                Some(0.0)
-            } else if let Some(when) = head {
-                Some((when - self.time_of(lp)?).clamp(0.0, MAXIMUM_SELECT_TIMEOUT))
-            } else {
-                None
-            };
+        let timeout = if ready.len()? > 0 || truthy(&self.loop_slot(lp, 1, &o.names._stopping)?)? {
+            Some(0.0)
+        } else if let Some(when) = head {
+            Some((when - self.time_of(lp)?).clamp(0.0, MAXIMUM_SELECT_TIMEOUT))
+        } else {
+            None
+        };
 
         let n = match &self.ring {
             Some(ring) => self.ring_wait(py, ring, timeout)?,
@@ -815,7 +838,7 @@ impl LoopCore {
             if is_cancelled(o, &h)? {
                 continue;
             }
-            if truthy(&attrs::attr(lp, ld.as_ref(), &o.names._debug)?)? {
+            if truthy(&self.loop_slot(lp, 2, &o.names._debug)?)? {
                 self.support.run_debug.bind(py).call1((lp, &h))?;
             } else if patched {
                 h.call_method0(run_name)?;

@@ -12,7 +12,9 @@
 //! nothing a program sees but `write` being a built-in method).
 
 use super::asyncio_objects::AsyncioObjects;
-use super::attrs::{attr, dict_first_ok};
+use super::asyncio_objects::{TransportAttr as A, TransportAttrs, TransportClass};
+use super::attrs::attr;
+use super::loop_core::truthy;
 use super::loop_core::{GilCell, State};
 use crate::errors::os_error;
 use pyo3::exceptions::{PyKeyboardInterrupt, PySystemExit, PyValueError};
@@ -76,18 +78,17 @@ pub(super) fn read_ready(
         read_error.call1((tr, e.into_value(py), in_recv)).map(drop)
     };
     let n = &o.names;
-    let d = o.transport_dict(tr);
-    let d = d.as_ref();
-    let cb = attr(tr, d, &n._read_ready_cb)?;
+    let t = TransportAttrs::of(o, tr);
+    let cb = t.get(A::ReadReadyCb, &n._read_ready_cb)?;
     match o.bound_method(&cb) {
         Some((func, slf)) if func == o.read_ready_data.as_ptr() && slf == tr.as_ptr() => {}
         _ => return cb.call0().map(drop),
     }
     // `_read_ready__data_received`.
-    if attr(tr, d, &n._conn_lost)?.is_truthy()? {
+    if truthy(&t.get(A::ConnLost, &n._conn_lost)?)? {
         return Ok(());
     }
-    let sock = attr(tr, d, &n._sock)?;
+    let sock = t.get(A::Sock, &n._sock)?;
     let fd = match o.sock_layout {
         Some(l) if sock.get_type().is(o.socket_type.bind(py)) => l.nonblocking_fd(&sock),
         _ => None,
@@ -99,7 +100,7 @@ pub(super) fn read_ready(
             .call_method0(intern!(py, "_read_ready__data_received"))
             .map(drop);
     };
-    let max: usize = attr(tr, d, &n.max_size)?.extract()?;
+    let max: usize = attr(tr, None, &n.max_size)?.extract()?;
     let mut buf = state.with(py, |s| std::mem::take(&mut s.recv_buf));
     if buf.len() < max {
         buf.resize(max, 0);
@@ -129,7 +130,7 @@ pub(super) fn read_ready(
             .call_method0(intern!(py, "_read_ready__on_eof"))
             .map(drop);
     };
-    let protocol = attr(tr, d, &n._protocol)?;
+    let protocol = t.get(A::Protocol, &n._protocol)?;
     match protocol.call_method1(n.data_received.bind(py), (data,)) {
         Ok(_) => Ok(()),
         Err(e) => failed(e, false),
@@ -150,17 +151,16 @@ fn write(
     };
     let payload = bytes.as_bytes();
     let n = &o.names;
-    let d = o.transport_dict(tr);
-    let d = d.as_ref();
+    let t = TransportAttrs::of(o, tr);
     if payload.is_empty()
-        || attr(tr, d, &n._eof)?.is_truthy()?
-        || !attr(tr, d, &n._empty_waiter)?.is_none()
-        || attr(tr, d, &n._conn_lost)?.is_truthy()?
-        || attr(tr, d, &n._buffer)?.len()? != 0
+        || truthy(&t.get(A::Eof, &n._eof)?)?
+        || !t.get(A::EmptyWaiter, &n._empty_waiter)?.is_none()
+        || truthy(&t.get(A::ConnLost, &n._conn_lost)?)?
+        || t.get(A::Buffer, &n._buffer)?.len()? != 0
     {
         return Ok(None);
     }
-    let sock = attr(tr, d, &n._sock)?;
+    let sock = t.get(A::Sock, &n._sock)?;
     let fd = match o.sock_layout {
         Some(l) if sock.get_type().is(o.socket_type.bind(py)) => l.nonblocking_fd(&sock),
         _ => None,
@@ -285,11 +285,8 @@ pub fn install_write(cls: &Bound<'_, PyType>) -> PyResult<()> {
     };
     cls.setattr(intern!(py, "write"), descr)?;
     let o = super::asyncio_objects::objects(py)?;
-    let ok = dict_first_ok(cls, &o.names.all())?;
-    if o.transport_class
-        .set(py, (cls.clone().unbind(), ok))
-        .is_err()
-    {
+    let class = TransportClass::new(py, cls, &o.names)?;
+    if o.transport_class.set(py, class).is_err() {
         return Err(PyValueError::new_err(
             "the native write is installed on one class only",
         ));
