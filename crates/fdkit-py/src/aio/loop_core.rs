@@ -79,6 +79,9 @@ pub(super) struct State {
     /// The version tags of `Handle` and `TimerHandle` when `_run` was last looked up, and
     /// whether it was patched then.
     run_patched: Option<((u32, u32), bool)>,
+    /// `process_events`' buffers: the fds and events polled, the keys found for them.
+    polled: Vec<(RawFd, u32)>,
+    keys: Vec<(Py<PyTuple>, u32)>,
 }
 
 /// epoll_wait(2)'s buffer.
@@ -324,21 +327,22 @@ impl LoopCore {
         if n == 0 {
             return Ok(());
         }
-        let polled: Vec<(RawFd, u32)> = self.state.with(py, |s| {
-            s.events.0[..n]
-                .iter()
-                .map(|e| {
-                    let e = *e;
-                    // Python's epoll stores the fd in `data.fd`, the low 32 bits.
-                    ({ e.data }.u64() as u32 as i32, { e.flags }.bits())
-                })
-                .collect()
+        // Both buffers are kept in the state between iterations (no allocation per iteration)
+        // and are out of it while Python runs.
+        let (polled, mut keys) = self.state.with(py, |s| {
+            let mut polled = std::mem::take(&mut s.polled);
+            polled.clear();
+            polled.extend(s.events.0[..n].iter().map(|e| {
+                let e = *e;
+                // Python's epoll stores the fd in `data.fd`, the low 32 bits.
+                ({ e.data }.u64() as u32 as i32, { e.flags }.bits())
+            }));
+            (polled, std::mem::take(&mut s.keys))
         });
         let map = self.fd_to_key.bind(py);
         // The keys and masks first, as `select()` returns them, then the Handles: a reader
         // removed while the Handles are queued does not change which keys were ready.
-        let mut keys: Vec<(Bound<'_, PyTuple>, u32)> = Vec::with_capacity(n);
-        for (fd, flags) in polled {
+        for &(fd, flags) in &polled {
             let mut mask = 0;
             if flags & !(libc_epollin()) != 0 {
                 mask |= EVENT_WRITE;
@@ -351,13 +355,32 @@ impl LoopCore {
                 let key = key.cast_into::<PyTuple>()?;
                 if !key.is_empty() {
                     let want: u32 = key.get_item(2)?.extract()?;
-                    keys.push((key, mask & want));
+                    keys.push((key.unbind(), mask & want));
                 }
             }
         }
+        let result = self.queue_handles(py, lp, ready, &keys);
+        let drained: Vec<_> = keys.drain(..).collect();
+        Self::release(py, drained);
+        self.state.with(py, |s| {
+            s.polled = polled;
+            s.keys = keys;
+        });
+        result
+    }
+
+    /// `_process_events` for the keys and masks `select()` found.
+    fn queue_handles(
+        &self,
+        py: Python<'_>,
+        lp: &Bound<'_, PyAny>,
+        ready: &Bound<'_, PyAny>,
+        keys: &[(Py<PyTuple>, u32)],
+    ) -> PyResult<()> {
         let (append, _) = self.ready_methods(ready)?;
         let o = objects(py)?;
         for (key, mask) in keys {
+            let (key, mask) = (key.bind(py), *mask);
             let data = key.get_item(3)?.cast_into::<PyTuple>()?;
             let (reader, writer) = (data.get_item(0)?, data.get_item(1)?);
             if mask & EVENT_READ != 0 && !reader.is_none() {
@@ -601,6 +624,8 @@ impl LoopCore {
                 recv_buf: Vec::new(),
                 ready_methods: None,
                 run_patched: None,
+                polled: Vec::new(),
+                keys: Vec::new(),
             }),
         })
     }
@@ -898,11 +923,11 @@ impl LoopCore {
     }
 }
 
-/// `bool(v)`, with the answers for `True`, `False`, `None` and ints read off the object.
+/// `bool(v)`, with the answers for `True`, `False` and `None` read off the object.
 pub(super) fn truthy(v: &Bound<'_, PyAny>) -> PyResult<bool> {
     let p = v.as_ptr();
-    // SAFETY: comparing with the interpreter's singletons; an exact int's sign is read by the
-    // C API, which cannot fail for an int.
+    // SAFETY: comparing with the interpreter's singletons, then PyObject_IsTrue on a live
+    // object (-1 with an error set on failure).
     unsafe {
         if p == ffi::Py_True() {
             return Ok(true);
@@ -910,12 +935,11 @@ pub(super) fn truthy(v: &Bound<'_, PyAny>) -> PyResult<bool> {
         if p == ffi::Py_False() || p == ffi::Py_None() {
             return Ok(false);
         }
+        match ffi::PyObject_IsTrue(p) {
+            -1 => Err(PyErr::fetch(v.py())),
+            r => Ok(r != 0),
+        }
     }
-    if v.is_exact_instance_of::<PyInt>() {
-        // An int is true unless it is 0.
-        return Ok(!v.eq(0i32)?);
-    }
-    v.is_truthy()
 }
 
 /// `handle._cancelled`, through the slot for plain Handles (asyncio keeps a bool there; any
