@@ -360,8 +360,8 @@ impl LoopCore {
             }
         }
         let result = self.queue_handles(py, lp, ready, &keys);
-        let drained: Vec<_> = keys.drain(..).collect();
-        Self::release(py, drained);
+        // The keys are out of the state here: dropping them may run Python.
+        keys.clear();
         self.state.with(py, |s| {
             s.polled = polled;
             s.keys = keys;
