@@ -1,7 +1,8 @@
 """The native iteration of fdkit's loops, and the Python paths it takes where asyncio's would.
 
 :func:`install` gives a loop its ``LoopCore`` (``fdkit._fdkit``): ``_run_once``, ``call_soon``,
-``call_at``, ``call_later``, ``time`` and ``_timer_handle_cancelled`` become the core's, which
+``call_at``, ``call_later``, ``time``, ``_timer_handle_cancelled``, ``create_task``,
+``get_debug`` and ``_check_closed`` become the core's, which
 do what asyncio's do on the same objects (the ``_ready`` deque, asyncio's Handles) without a
 Python frame. A loop subclass that overrides one of them keeps its own.
 
@@ -43,6 +44,9 @@ _NATIVE = {
     "call_later": "call_later",
     "time": "time",
     "_timer_handle_cancelled": "timer_handle_cancelled",
+    "create_task": "create_task",
+    "get_debug": "get_debug",
+    "_check_closed": "check_closed",
 }
 
 
@@ -63,6 +67,7 @@ def install(loop: Any, ring: Any = None) -> LoopCore:
         "call_soon": ("call_soon", "_call_soon"),
         "call_later": ("call_later", "call_at", "time"),
         "_run_once": ("_run_once", "_process_events", "_add_callback", "time"),
+        "create_task": ("create_task", "_check_closed", "get_debug"),
     }
     for name, native in _NATIVE.items():
         if kept(*needs.get(name, (name,))):

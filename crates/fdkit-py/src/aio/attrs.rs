@@ -16,13 +16,19 @@ use pyo3::types::{PyDict, PyString, PyType};
 macro_rules! names {
     ($($field:ident),* $(,)?) => {
         /// The attribute names the native paths read, interned once.
+        #[allow(non_snake_case)]
         pub struct Names {
             $(pub $field: Py<PyString>,)*
+            /// `loop` (a keyword; not a Rust identifier).
+            pub loop_: Py<PyString>,
         }
 
         impl Names {
             pub fn new(py: Python<'_>) -> Self {
-                Names { $($field: PyString::intern(py, stringify!($field)).unbind(),)* }
+                Names {
+                    $($field: PyString::intern(py, stringify!($field)).unbind(),)*
+                    loop_: PyString::intern(py, "loop").unbind(),
+                }
             }
 
             /// Every name, for [`dict_first_ok`].
@@ -50,6 +56,10 @@ names!(
     popleft,
     data_received,
     _run,
+    _task_factory,
+    name,
+    context,
+    Task,
 );
 
 /// Whether `cls` lets `__dict__` answer first for each of `names`: no class in its MRO defines

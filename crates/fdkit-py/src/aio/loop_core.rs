@@ -101,6 +101,8 @@ struct Support {
     call_soon: Py<PyAny>,
     call_later: Py<PyAny>,
     call_at: Py<PyAny>,
+    /// asyncio's `BaseEventLoop.create_task`.
+    create_task: Py<PyAny>,
     /// The socket transport class whose reads run natively.
     transport_type: Py<PyAny>,
     /// `read_error(transport, exc, in_recv)`: asyncio's handling of a read path's exception.
@@ -607,6 +609,7 @@ impl LoopCore {
                 call_soon: base.getattr("call_soon")?.unbind(),
                 call_later: base.getattr("call_later")?.unbind(),
                 call_at: support.getattr("python_call_at")?.unbind(),
+                create_task: base.getattr("create_task")?.unbind(),
                 transport_type: support.getattr("SocketTransport")?.unbind(),
                 read_error: support.getattr("read_error")?.unbind(),
             },
@@ -719,6 +722,54 @@ impl LoopCore {
                     .call(all, Some(&aio::context_kwargs(py, context)?))
             }
         }
+    }
+
+    /// asyncio's `BaseEventLoop.create_task`: a `Task` of `asyncio.tasks`, or the task factory's.
+    #[pyo3(signature = (coro, *, name = None, context = None))]
+    fn create_task<'py>(
+        &self,
+        py: Python<'py>,
+        coro: &Bound<'py, PyAny>,
+        name: Option<&Bound<'py, PyAny>>,
+        context: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let lp = self.loop_.bind(py);
+        let o = objects(py)?;
+        self.closed_check(o, lp)?;
+        let factory = self.loop_attr(lp, &o.names._task_factory)?;
+        if !factory.is_none() || self.debug(o, lp)? {
+            // A task factory, or debug mode (a source traceback to trim): asyncio's own.
+            let kw = aio::context_kwargs(py, context)?;
+            if let Some(n) = name {
+                kw.set_item(o.names.name.bind(py), n)?;
+            }
+            return self
+                .support
+                .create_task
+                .bind(py)
+                .call((lp, coro), Some(&kw));
+        }
+        let kw = PyDict::new(py);
+        kw.set_item(o.names.loop_.bind(py), lp)?;
+        kw.set_item(o.names.name.bind(py), name)?;
+        kw.set_item(o.names.context.bind(py), context)?;
+        let task = py
+            .import(intern!(py, "asyncio.tasks"))?
+            .getattr(o.names.Task.bind(py))?;
+        task.call((coro,), Some(&kw))
+    }
+
+    /// asyncio's `BaseEventLoop.get_debug`.
+    fn get_debug(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        let o = objects(py)?;
+        Ok(self
+            .loop_slot(self.loop_.bind(py), 2, &o.names._debug)?
+            .unbind())
+    }
+
+    /// asyncio's `BaseEventLoop._check_closed`.
+    fn check_closed(&self, py: Python<'_>) -> PyResult<()> {
+        self.closed_check(objects(py)?, self.loop_.bind(py))
     }
 
     /// asyncio's `BaseEventLoop.time`: `time.monotonic()`.
