@@ -126,7 +126,7 @@ class EventLoop(asyncio.SelectorEventLoop):
 
     # The attributes the native iteration reads live in slots (asyncio's code sets and reads
     # them as before), read by offset instead of through the dict.
-    __slots__ = ("_debug", "_ready", "_stopping")
+    __slots__ = ("_debug", "_ready", "_selector", "_stopping")
 
     engine: ClassVar[Engine]
     #: Why the loop runs on epoll (None on io_uring).

@@ -60,6 +60,7 @@ names!(
     name,
     context,
     Task,
+    _selector,
 );
 
 /// Whether `cls` lets `__dict__` answer first for each of `names`: no class in its MRO defines

@@ -24,7 +24,9 @@ use super::socket_transport;
 use crate::errors::os_error;
 use crate::gil::without_gil;
 use fdkit::aio::TimerHeap;
-use pyo3::exceptions::{PyKeyboardInterrupt, PyRuntimeError, PySystemExit, PyTypeError};
+use pyo3::exceptions::{
+    PyAttributeError, PyKeyboardInterrupt, PyRuntimeError, PySystemExit, PyTypeError,
+};
 use pyo3::ffi;
 use pyo3::intern;
 use pyo3::prelude::*;
@@ -123,9 +125,9 @@ pub struct LoopCore {
     native_time: bool,
     /// Whether the loop's class lets its `__dict__` answer first (see `attrs`).
     loop_dict_ok: bool,
-    /// Offsets of `_ready`, `_stopping` and `_debug`, which fdkit's EventLoop keeps in
+    /// Offsets of `_ready`, `_stopping`, `_debug` and `_selector`, which fdkit's EventLoop keeps in
     /// `__slots__` (None for a subclass that redefines one of them).
-    loop_slots: Option<[isize; 3]>,
+    loop_slots: Option<[isize; 4]>,
     clock_resolution: f64,
     state: GilCell<State>,
 }
@@ -494,7 +496,8 @@ impl LoopCore {
         attrs::attr(lp, self.loop_dict(lp).as_ref(), name)
     }
 
-    /// `loop.<name>` for the `i`th of `_ready`, `_stopping`, `_debug`: its slot, or the long way.
+    /// `loop.<name>` for the `i`th of `_ready`, `_stopping`, `_debug`, `_selector`: its slot, or
+    /// the long way.
     fn loop_slot<'py>(
         &self,
         lp: &Bound<'py, PyAny>,
@@ -599,7 +602,12 @@ impl LoopCore {
         let loop_slots = attrs::slot_offsets(
             &loop_.get_type(),
             owner,
-            [&names._ready, &names._stopping, &names._debug],
+            [
+                &names._ready,
+                &names._stopping,
+                &names._debug,
+                &names._selector,
+            ],
         )?;
         Ok(LoopCore {
             loop_: loop_.clone().unbind(),
@@ -850,6 +858,13 @@ impl LoopCore {
             None
         };
 
+        // A closed loop's selector is gone (asyncio's close() sets it to None), and with it the
+        // epoll fd this core would wait on: fail as asyncio's `self._selector.select` fails.
+        if self.loop_slot(lp, 3, &o.names._selector)?.is_none() {
+            return Err(PyAttributeError::new_err(
+                "'NoneType' object has no attribute 'select'",
+            ));
+        }
         let n = match &self.ring {
             Some(ring) => self.ring_wait(py, ring, timeout)?,
             None => self.epoll_wait(py, timeout)?,
