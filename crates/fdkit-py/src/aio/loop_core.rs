@@ -598,7 +598,8 @@ impl LoopCore {
         let base = py.import("asyncio.base_events")?.getattr("BaseEventLoop")?;
         let native_time = loop_.get_type().getattr("time")?.is(&base.getattr("time")?);
         let names = &objects(py)?.names;
-        let loop_dict_ok = attrs::dict_first_ok(&loop_.get_type(), &[&names._closed])?;
+        let loop_dict_ok =
+            attrs::dict_first_ok(&loop_.get_type(), &[&names._closed, &names._task_factory])?;
         let loop_slots = attrs::slot_offsets(
             &loop_.get_type(),
             owner,
