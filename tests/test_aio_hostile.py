@@ -36,6 +36,7 @@ import os
 import re
 import select
 import socket
+import sys
 import threading
 import time
 import warnings
@@ -807,7 +808,13 @@ async def _dropped_paused_transport(pause: str) -> dict[str, Any]:
         read = _read_all(peer, 100)
     finally:
         peer.close()
-        await _close_server(server)
+        if sys.version_info[:2] == (3, 12):
+            # 3.12's Server counts its connections (_active_count): one whose transport is
+            # collected without close() never detaches, and wait_closed() waits for ever, on
+            # asyncio's loop as on fdkit's (3.11 does not wait, 3.13 holds a WeakSet).
+            server.close()
+        else:
+            await _close_server(server)
     return {"the peer reads": read, "connection_lost calls": lost}
 
 
