@@ -13,7 +13,6 @@ import errno
 import logging
 import os
 import selectors
-import socket
 from typing import TYPE_CHECKING, Any, ClassVar, Self
 
 from fdkit.aio import _native
@@ -30,10 +29,6 @@ ENGINE_NAMES: dict[str, Engine] = {"io_uring": "io_uring", "uring": "io_uring", 
 #: with a timeout in one io_uring_enter(2) (``IORING_FEAT_EXT_ARG``, 5.11); 6.0 is kept as the
 #: floor it has been run on.
 MIN_KERNEL = (6, 0)
-
-_EVENT_READ, _EVENT_WRITE = selectors.EVENT_READ, selectors.EVENT_WRITE
-_OUT_OF_RESOURCES = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
-_SO_PEERNAME = getattr(socket, "SO_PEERNAME", 28)
 
 _log = logging.getLogger("fdkit.aio")
 _fallback_logged = False
