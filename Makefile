@@ -128,6 +128,15 @@ test-fast: setup ## the edit loop: build, cargo test of the core, pytest -n 2 wi
 	$(REQUIRE_URING) cargo test -p fdkit $(CARGO_PROFILE)
 	$(REQUIRE_URING) $(PYTEST_PARALLEL) -m "not slow and not serial"
 
+# The differential fuzzer of fdkit.aio (tests/test_aio_differential.py), run long: FUZZ_EXAMPLES
+# of hypothesis's programs per test (`make test` runs 40) on asyncio's loop and on fdkit's two
+# engines, the three tests side by side. Examples that failed before are replayed first, from
+# hypothesis's database in .hypothesis/.
+FUZZ_EXAMPLES ?= 2000
+.PHONY: fuzz-aio
+fuzz-aio: setup ## the aio differential fuzzer, long run (FUZZ_EXAMPLES=2000 per test)
+	$(REQUIRE_URING) FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(PY) -m pytest -n 3 tests/test_aio_differential.py
+
 # The site (docs/, mkdocs.yml) into site/: the API reference is read from the package and its
 # stubs, so the extension is built first. --strict makes every warning (a broken link or anchor,
 # a name the reference cannot find) an error; `make test` runs this, so the site cannot rot.

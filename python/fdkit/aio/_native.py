@@ -72,6 +72,7 @@ def install(loop: Any, ring: Any = None) -> LoopCore:
     for name, native in _NATIVE.items():
         if kept(*needs.get(name, (name,))):
             setattr(loop, name, getattr(core, native))
+    core.seal()
     return core
 
 

@@ -61,6 +61,12 @@ names!(
     context,
     Task,
     _selector,
+    time,
+    select,
+    _process_events,
+    _add_callback,
+    _remove_reader,
+    _remove_writer,
 );
 
 /// Whether `cls` lets `__dict__` answer first for each of `names`: no class in its MRO defines

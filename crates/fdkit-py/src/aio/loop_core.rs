@@ -84,6 +84,26 @@ pub(super) struct State {
     /// `process_events`' buffers: the fds and events polled, the keys found for them.
     polled: Vec<(RawFd, u32)>,
     keys: Vec<(Py<PyTuple>, u32)>,
+    /// The loop as `seal()` found it once the native methods were in place.
+    sealed: Option<Sealed>,
+}
+
+/// What the loop looked like once its native methods were installed: while its dict and its
+/// selector's keep their sizes and `loop.time` is the core's, no method `_run_once` calls was
+/// replaced on the instance (mock.patch.object and the like add or replace dict entries).
+struct Sealed {
+    loop_dict_len: usize,
+    time: Py<PyAny>,
+    selector: Py<PyAny>,
+    selector_dict_len: usize,
+}
+
+/// Which of the methods asyncio's `_run_once` calls a program replaced on the instance.
+#[derive(Default, Clone, Copy)]
+struct Replaced {
+    time: bool,
+    select: bool,
+    process_events: bool,
 }
 
 /// epoll_wait(2)'s buffer.
@@ -171,6 +191,102 @@ impl LoopCore {
         } else {
             lp.call_method0(intern!(lp.py(), "time"))?.extract()
         }
+    }
+
+    /// What a program replaced on the loop instance (or its selector) of the methods asyncio's
+    /// `_run_once` calls: those are then called, as asyncio calls them.
+    fn replaced(&self, py: Python<'_>, lp: &Bound<'_, PyAny>) -> PyResult<Replaced> {
+        let o = objects(py)?;
+        let all = Replaced {
+            time: true,
+            select: true,
+            process_events: true,
+        };
+        let Some(ld) = attrs::instance_dict(lp) else {
+            return Ok(all);
+        };
+        let selector = self.loop_slot(lp, 3, &o.names._selector)?;
+        let sd = attrs::instance_dict(&selector);
+        let sealed = self.state.with(py, |s| {
+            s.sealed.as_ref().map(|z| {
+                (
+                    z.loop_dict_len,
+                    z.time.clone_ref(py),
+                    z.selector.clone_ref(py),
+                    z.selector_dict_len,
+                )
+            })
+        });
+        let Some((len, time, sel, sel_len)) = sealed else {
+            return Ok(all);
+        };
+        let time_ours = ld
+            .get_item(o.names.time.bind(py))?
+            .is_some_and(|t| t.is(&time));
+        let same_selector = selector.is(&sel);
+        let sel_len_now = sd.as_ref().map_or(usize::MAX, |d| d.len());
+        if ld.len() == len && time_ours && same_selector && sel_len_now == sel_len {
+            return Ok(Replaced::default());
+        }
+        let mut process_events = false;
+        for name in [
+            &o.names._process_events,
+            &o.names._add_callback,
+            &o.names._remove_reader,
+            &o.names._remove_writer,
+        ] {
+            process_events |= ld.contains(name.bind(py))?;
+        }
+        let select = !same_selector
+            || match &sd {
+                Some(d) => d.contains(o.names.select.bind(py))?,
+                None => true,
+            };
+        Ok(Replaced {
+            time: !time_ours,
+            select,
+            process_events,
+        })
+    }
+
+    /// `loop.time()`: the core's clock, or the method a program put in its place.
+    fn now(&self, lp: &Bound<'_, PyAny>, r: Replaced) -> PyResult<f64> {
+        if r.time {
+            lp.call_method0(intern!(lp.py(), "time"))?.extract()
+        } else {
+            self.time_of(lp)
+        }
+    }
+
+    /// `EpollSelector.select`'s answer for the `n` events polled: `[(key, mask), ...]`.
+    fn event_list<'py>(&self, py: Python<'py>, n: usize) -> PyResult<Bound<'py, PyList>> {
+        let polled: Vec<(RawFd, u32)> = self.state.with(py, |s| {
+            s.events.0[..n]
+                .iter()
+                .map(|e| {
+                    let e = *e;
+                    ({ e.data }.u64() as u32 as i32, { e.flags }.bits())
+                })
+                .collect()
+        });
+        let map = self.fd_to_key.bind(py);
+        let out = PyList::empty(py);
+        for (fd, flags) in polled {
+            let mut mask = 0;
+            if flags & !(libc_epollin()) != 0 {
+                mask |= EVENT_WRITE;
+            }
+            if flags & !(libc_epollout()) != 0 {
+                mask |= EVENT_READ;
+            }
+            if let Some(key) = map.get_item(fd)? {
+                if key.is_truthy()? {
+                    let want: u32 = key.get_item(2)?.extract()?;
+                    out.append((key, mask & want))?;
+                }
+            }
+        }
+        Ok(out)
     }
 
     /// Drops Python objects outside any state scope (their finalizers may call back in).
@@ -638,6 +754,7 @@ impl LoopCore {
                 run_patched: None,
                 polled: Vec::new(),
                 keys: Vec::new(),
+                sealed: None,
             }),
         })
     }
@@ -711,7 +828,9 @@ impl LoopCore {
             return Err(PyTypeError::new_err("delay must not be None"));
         }
         match plain_number(delay) {
-            Some(d) if self.native_time && !self.debug(o, lp)? => {
+            Some(d)
+                if self.native_time && !self.replaced(py, lp)?.time && !self.debug(o, lp)? =>
+            {
                 let when = monotonic() + d;
                 self.closed_check(o, lp)?;
                 self.schedule(
@@ -832,6 +951,28 @@ impl LoopCore {
         Ok(())
     }
 
+    /// Notes the loop as it is once its native methods are in place (see `Sealed`).
+    fn seal(&self, py: Python<'_>) -> PyResult<()> {
+        let o = objects(py)?;
+        let lp = self.loop_.bind(py);
+        let ld = attrs::instance_dict(lp)
+            .ok_or_else(|| PyTypeError::new_err("an fdkit loop has a __dict__"))?;
+        let time = ld
+            .get_item(o.names.time.bind(py))?
+            .unwrap_or_else(|| py.None().into_bound(py));
+        let selector = self.loop_slot(lp, 3, &o.names._selector)?;
+        let selector_dict_len = attrs::instance_dict(&selector).map_or(usize::MAX, |d| d.len());
+        let sealed = Sealed {
+            loop_dict_len: ld.len(),
+            time: time.unbind(),
+            selector: selector.unbind(),
+            selector_dict_len,
+        };
+        let old = self.state.with(py, |s| s.sealed.replace(sealed));
+        Self::release(py, old);
+        Ok(())
+    }
+
     /// asyncio's `_timer_cancelled_count`.
     #[getter]
     fn get_cancelled_count(&self, py: Python<'_>) -> usize {
@@ -849,31 +990,48 @@ impl LoopCore {
         let lp = self.loop_.bind(py);
         self.clean_timers(py, o)?;
 
+        let replaced = self.replaced(py, lp)?;
         let ready = self.loop_slot(lp, 0, &o.names._ready)?;
         let head = self.state.with(py, |s| s.timers.peek().map(|(w, _)| *w));
         let timeout = if ready.len()? > 0 || truthy(&self.loop_slot(lp, 1, &o.names._stopping)?)? {
             Some(0.0)
         } else if let Some(when) = head {
-            Some((when - self.time_of(lp)?).clamp(0.0, MAXIMUM_SELECT_TIMEOUT))
+            Some((when - self.now(lp, replaced)?).clamp(0.0, MAXIMUM_SELECT_TIMEOUT))
         } else {
             None
         };
 
         // A closed loop's selector is gone (asyncio's close() sets it to None), and with it the
         // epoll fd this core would wait on: fail as asyncio's `self._selector.select` fails.
-        if self.loop_slot(lp, 3, &o.names._selector)?.is_none() {
+        let selector = self.loop_slot(lp, 3, &o.names._selector)?;
+        if selector.is_none() {
             return Err(PyAttributeError::new_err(
                 "'NoneType' object has no attribute 'select'",
             ));
         }
-        let n = match &self.ring {
-            Some(ring) => self.ring_wait(py, ring, timeout)?,
-            None => self.epoll_wait(py, timeout)?,
-        };
-        self.process_events(py, lp, &ready, n)?;
+        if replaced.select || replaced.process_events {
+            // A program replaced the selector, its select() or a method _process_events calls:
+            // asyncio's steps, each looked up on the instance.
+            let events = if replaced.select {
+                selector.call_method1(o.names.select.bind(py), (timeout,))?
+            } else {
+                let n = match &self.ring {
+                    Some(ring) => self.ring_wait(py, ring, timeout)?,
+                    None => self.epoll_wait(py, timeout)?,
+                };
+                self.event_list(py, n)?.into_any()
+            };
+            lp.call_method1(o.names._process_events.bind(py), (events,))?;
+        } else {
+            let n = match &self.ring {
+                Some(ring) => self.ring_wait(py, ring, timeout)?,
+                None => self.epoll_wait(py, timeout)?,
+            };
+            self.process_events(py, lp, &ready, n)?;
+        }
 
         // 'later' callbacks that are due.
-        let end_time = self.time_of(lp)? + self.clock_resolution;
+        let end_time = self.now(lp, replaced)? + self.clock_resolution;
         let (append, popleft) = self.ready_methods(&ready)?;
         loop {
             let due = self.state.with(py, |s| match s.timers.peek() {
@@ -971,6 +1129,10 @@ impl LoopCore {
         for (_, h) in st.timers.iter() {
             visit.call(h)?;
         }
+        if let Some(z) = &st.sealed {
+            visit.call(&z.time)?;
+            visit.call(&z.selector)?;
+        }
         if let Some((r, a, p)) = &st.ready_methods {
             visit.call(r)?;
             visit.call(a)?;
@@ -984,7 +1146,10 @@ impl LoopCore {
         // SAFETY: as in __traverse__; the Handles are dropped after the state is left.
         let (old, methods) = unsafe {
             let st = &mut *self.state.0.get();
-            (st.timers.drain(), st.ready_methods.take())
+            (
+                st.timers.drain(),
+                (st.ready_methods.take(), st.sealed.take()),
+            )
         };
         drop((old, methods));
     }
