@@ -57,6 +57,11 @@ from bench._common import TINY_ENV, Result, is_rate  # noqa: E402
 # of its own there).
 pytestmark = pytest.mark.source_tree
 
+#: The per-test timeout of the tests that use `results`: the whole tiny run of every bench
+#: (child processes, servers, wrk) falls within the first one's, and on a loaded 2-core machine
+#: it took over the default 60 s.
+RESULTS_TIMEOUT = pytest.mark.timeout(300)
+
 FIELDS = [
     "id",
     "bench",
@@ -270,7 +275,8 @@ def tiny_env() -> Iterator[None]:
 
 @pytest.fixture(scope="module")
 def results(tiny_env: None) -> dict[str, list[Result]]:
-    """Every registered bench, run once at smoke-test size; no fd may be left open."""
+    """Every registered bench, run once at smoke-test size; no fd may be left open. About 20 s
+    on an idle machine; the first test to use it pays for it (see RESULTS_TIMEOUT)."""
     before = _open_fds()
     out = {name: b.run(quick=True) for name, b in benchmarks.BENCHES.items()}
     leaked = _open_fds() - before
@@ -288,6 +294,7 @@ def test_registry_lists_every_bench() -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("bench", list(benchmarks.BENCHES))
+@RESULTS_TIMEOUT
 def test_rows_follow_the_schema(results: dict[str, list[Result]], bench: str) -> None:
     rows = results[bench]
     assert rows, f"{bench} returned no rows"
@@ -309,6 +316,7 @@ def test_rows_follow_the_schema(results: dict[str, list[Result]], bench: str) ->
 
 @pytest.mark.slow
 @pytest.mark.parametrize("bench", list(HEADLINES))
+@RESULTS_TIMEOUT
 def test_headline_ids_exist_once_with_goals(results: dict[str, list[Result]], bench: str) -> None:
     ids = [r.id for r in results[bench]]
     for headline in _expected_headlines(bench):
@@ -319,12 +327,14 @@ def test_headline_ids_exist_once_with_goals(results: dict[str, list[Result]], be
 
 
 @pytest.mark.slow
+@RESULTS_TIMEOUT
 def test_ids_unique_across_benches(results: dict[str, list[Result]]) -> None:
     ids = [r.id for rows in results.values() for r in rows]
     assert len(ids) == len(set(ids))
 
 
 @pytest.mark.slow
+@RESULTS_TIMEOUT
 def test_accept_has_every_contender_and_variant(results: dict[str, list[Result]]) -> None:
     ids = {r.id for r in results["accept"]}
     contenders = ["stdlib_accept", "stdlib_selectors", "fd_accept"]
@@ -336,6 +346,7 @@ def test_accept_has_every_contender_and_variant(results: dict[str, list[Result]]
 
 
 @pytest.mark.slow
+@RESULTS_TIMEOUT
 def test_every_goal_is_a_ratio_the_table_judges(results: dict[str, list[Result]]) -> None:
     """A goal is the ratio a headline row must reach: positive and finite, shown as ``≥GOALx``,
     and judged ✓ exactly when the measured ratio reaches it (at the goal counts, just under
@@ -384,6 +395,7 @@ def test_a_retired_goal_is_shown_and_not_counted() -> None:
 
 
 @pytest.mark.slow
+@RESULTS_TIMEOUT
 def test_json_round_trips(results: dict[str, list[Result]]) -> None:
     rows = [r for v in results.values() for r in v]
     machine = benchmarks.machine_info()
@@ -404,6 +416,7 @@ def test_json_has_no_nan() -> None:
 
 
 @pytest.mark.slow
+@RESULTS_TIMEOUT
 def test_table_shows_every_row_and_verdict(results: dict[str, list[Result]]) -> None:
     rows = [r for v in results.values() for r in v]
     table = report.format_table(rows)
@@ -500,6 +513,7 @@ def test_zero_copy_scripts_print_json(script: str, ids: list[str]) -> None:
 
 
 @pytest.mark.slow
+@RESULTS_TIMEOUT
 def test_zerocopy_covers_every_kind_and_names_the_path(results: dict[str, list[Result]]) -> None:
     rows = results["zerocopy"]
     ids = {r.id for r in rows}
@@ -527,6 +541,7 @@ def test_copy_row_says_the_size_it_copies(monkeypatch: pytest.MonkeyPatch) -> No
 
 
 @pytest.mark.slow
+@RESULTS_TIMEOUT
 def test_proxy_rows(results: dict[str, list[Result]]) -> None:
     (row,) = [r for r in results["proxy"] if r.id == "proxy_vs_asyncio"]
     assert row.unit == "s/GiB"
@@ -599,6 +614,7 @@ def test_endpoint_child_reports_a_crash() -> None:
 
 
 @pytest.mark.slow
+@RESULTS_TIMEOUT
 def test_atomic_pipe_rows(results: dict[str, list[Result]]) -> None:
     rows = results["atomic_pipe"]
     by_id = {r.id: r for r in rows}
@@ -674,6 +690,7 @@ def test_atomic_pipe_measure_catches_wrong_content() -> None:
 
 
 @pytest.mark.slow
+@RESULTS_TIMEOUT
 def test_serve_rows(results: dict[str, list[Result]]) -> None:
     rows = results["serve"]
     by_id = {r.id: r for r in rows}
@@ -1157,6 +1174,7 @@ def test_make_bench_json_prints_the_document_alone(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("row_id", HEADLINES["aio"])
+@RESULTS_TIMEOUT
 def test_aio_headline_ids(results: dict[str, list[Result]], row_id: str) -> None:
     """Each id of issues 11, 16 and 23 comes out once at smoke size, or its contender is not
     here (`make bench` installs requirements-bench.txt; `make test` does not) and this says
@@ -1170,6 +1188,7 @@ def test_aio_headline_ids(results: dict[str, list[Result]], row_id: str) -> None
 
 
 @pytest.mark.slow
+@RESULTS_TIMEOUT
 def test_aio_rows(results: dict[str, list[Result]]) -> None:
     """Every row is one of fdkit.aio's engines against one other loop, in the unit of its
     workload; the asyncio rows (the stdlib: always here) come out for every workload, the
@@ -1212,6 +1231,7 @@ def _check_aio_rows(rows: list[Result], variant: str = "") -> None:
 
 
 @pytest.mark.slow
+@RESULTS_TIMEOUT
 def test_aio_user_and_kernel_split_add_up(results: dict[str, list[Result]]) -> None:
     """The hello workload's CPU per request is read apart into user and kernel time, which
     add up to it, for each of fdkit.aio's engines and each loop it is compared with."""
@@ -1245,6 +1265,7 @@ def aio_contended(tiny_env: None) -> list[Result]:
 
 
 @pytest.mark.slow
+@RESULTS_TIMEOUT
 def test_aio_contended_ids_are_suffixed(
     results: dict[str, list[Result]], aio_contended: list[Result]
 ) -> None:
@@ -1574,6 +1595,7 @@ def test_aio_child_without_its_loop_exits_saying_so() -> None:
 
 
 @pytest.mark.slow
+@RESULTS_TIMEOUT
 def test_aio_anatomy_rows(results: dict[str, list[Result]]) -> None:
     """Two rows per loop here (every call; Python functions only), each the loop's figure
     against the protocol's own share of it: one data_received a request (one request in flight
@@ -1690,6 +1712,7 @@ def _check_tour(text: str) -> list[str]:
     return lines[1:-1]
 
 
+@RESULTS_TIMEOUT
 def test_tour_of_a_run_fits_and_says_what_each_row_means(
     results: dict[str, list[Result]],
 ) -> None:
