@@ -18,7 +18,7 @@ test checks that, or a difference with fdkit would mean nothing.
 fuzz-aio`` is the long run. Programs that failed once are replayed first (hypothesis's
 database); a failure prints the smallest program found and the step where the traces part,
 with both traces. :data:`KNOWN` are programs of the differences a hostile pass found in the
-io_uring engine (issue 23), run every time.
+io_uring engine before it took nothing early, run every time.
 """
 
 from __future__ import annotations
@@ -68,12 +68,12 @@ SETTINGS = settings(
 # run (a passing file takes well under a minute at 40 programs per test).
 pytestmark = pytest.mark.timeout(600 + EXAMPLES)
 
-#: Programs run every time, from what a hostile pass found in the first io_uring engine (issue
-#: 23): a paused transport aborted with bytes unread (asyncio resets the connection; that engine
-#: had taken the bytes and sent a FIN), a peer's reset that a paused transport meets on its
-#: next write (ConnectionResetError; that engine had taken the error: BrokenPipeError), bytes
-#: that arrive while the loop is stopped and then a pause, callbacks made ready together with a
-#: stream's bytes, a flooded paused transport closed, flow control through a drain in debug mode.
+#: Programs run every time, from what a hostile pass found in the first io_uring engine: a paused
+#: transport aborted with bytes unread (asyncio resets the connection; that engine had taken the
+#: bytes and sent a FIN), a peer's reset that a paused transport meets on its next write
+#: (ConnectionResetError; that engine had taken the error: BrokenPipeError), bytes that arrive
+#: while the loop is stopped and then a pause, callbacks made ready together with a stream's bytes,
+#: a flooded paused transport closed, flow control through a drain in debug mode.
 KNOWN = (
     Program(steps=(PauseReading(), PeerSend(5000), Abort(), PeerDrain())),
     Program(steps=(PeerSend(3000), PauseReading(), PeerSend(2000), ResumeReading()), server=True),

@@ -1,4 +1,4 @@
-"""fdkit.aio takes nothing early (DESIGN.md 3b, issue 23): the eleven classes of behaviour in
+"""fdkit.aio takes nothing early (DESIGN.md 3b): the eleven classes of behaviour in
 which a hostile pass found fdkit's io_uring engine unlike asyncio, each as one script run on
 asyncio's own loop (the oracle) and on fdkit's loop with each engine, the outputs compared.
 

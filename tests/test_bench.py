@@ -75,8 +75,8 @@ FIELDS = [
     "goal",
 ]
 HAVE_GCC = shutil.which("gcc") is not None or shutil.which("cc") is not None
-# The goals of issue 23 for fdkit.aio's io_uring engine (rows aio_W_vs_X, ids kept from issues
-# 11 and 16); the epoll engine's rows (aio_epoll_W_vs_X) have each 0.05 lower.
+# The goals for fdkit.aio's io_uring engine (rows aio_W_vs_X, the ids the bench always had);
+# the epoll engine's rows (aio_epoll_W_vs_X) have each 0.05 lower.
 AIO_URING_GOALS = {
     "aio_hello_user_vs_uvloop": 1.25,
     "aio_hello_user_vs_rloop": 1.2,
@@ -1426,7 +1426,7 @@ def test_aio_engines_are_fdkit_aio_each_on_its_engine() -> None:
 def test_aio_ids_per_engine_keep_the_old_ones_and_the_issue_goals() -> None:
     """The io_uring engine's rows keep the ids the bench always had (a contract: aio_W_vs_X),
     the epoll engine's are aio_epoll_W_vs_X against the same contenders but itself; the goals
-    are issue 23's table, 0.05 lower for the epoll engine, and every goal names a row."""
+    are the io_uring engine's, 0.05 lower for the epoll engine, and every goal names a row."""
     old = [f"aio_{w}{k}_vs_{o}" for w in ("hello", "uvicorn") for o in ("uvloop", "asyncio",
            "rloop", "epoll_engine") for k in ("", "_rps", "_p99")]  # fmt: skip
     old += [f"aio_hello{k}_vs_{o}" for o in ("uvloop", "asyncio", "rloop", "epoll_engine")
