@@ -2,9 +2,10 @@
 
 :func:`install` gives a loop its ``LoopCore`` (``fdkit._fdkit``): ``_run_once``, ``call_soon``,
 ``call_at``, ``call_later``, ``time``, ``_timer_handle_cancelled``, ``create_task``,
-``get_debug`` and ``_check_closed`` become the core's, which
-do what asyncio's do on the same objects (the ``_ready`` deque, asyncio's Handles) without a
-Python frame. A loop subclass that overrides one of them keeps its own.
+``get_debug`` and ``_check_closed`` become the core's, which do what asyncio's do on the same
+objects (the ``_ready`` deque, asyncio's Handles) without a Python frame. A loop subclass that
+overrides one of them keeps its own; one replaced on the instance (``mock.patch.object``) is
+called where asyncio's ``_run_once`` would call it.
 
 The functions below are what the core calls where asyncio's behaviour is Python's to give: an
 exception from a callback (``Handle._run``'s handler), debug mode's run of a Handle, a
@@ -56,6 +57,7 @@ def install(loop: Any, ring: Any = None) -> LoopCore:
 
     core = LoopCore(loop, loop._selector, ring, sys.modules[__name__], EventLoop)
     core.set_scheduled(loop.__dict__.pop("_scheduled_list", []))
+    core.cancelled_count = loop.__dict__.pop("_timer_cancelled_count_", 0)
     loop.__dict__["_core"] = core
     cls = type(loop)
 
