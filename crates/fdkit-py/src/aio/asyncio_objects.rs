@@ -153,7 +153,7 @@ impl AsyncioObjects {
         let transport = py
             .import("asyncio.selector_events")?
             .getattr("_SelectorSocketTransport")?;
-        let slots = read_slots(py, &handle_type, &timer_type)?;
+        let slots = read_slots(&handle_type, &timer_type)?;
         Ok(AsyncioObjects {
             handle_run: asyncios_own_run(&events, &handle_type)?,
             handle_type: handle_type.unbind(),
@@ -217,11 +217,7 @@ fn class_dict_item(cls: &Bound<'_, PyAny>, name: &str) -> PyResult<Py<PyAny>> {
 
 /// The member offsets of Handle's and TimerHandle's slots, or None where the classes are not
 /// laid out as this file expects.
-fn read_slots(
-    py: Python<'_>,
-    handle: &Bound<'_, PyType>,
-    timer: &Bound<'_, PyType>,
-) -> PyResult<Option<Slots>> {
+fn read_slots(handle: &Bound<'_, PyType>, timer: &Bound<'_, PyType>) -> PyResult<Option<Slots>> {
     const HANDLE: [&str; 7] = [
         "_callback",
         "_args",
@@ -249,31 +245,13 @@ fn read_slots(
     if names(handle)? != want || names(timer)? != want_timer {
         return Ok(None);
     }
-    let member_type = py.import("types")?.getattr("MemberDescriptorType")?;
-    let offset = |cls: &Bound<'_, PyType>, name: &str| -> PyResult<Option<isize>> {
-        let dict = cls.getattr("__dict__")?;
-        let desc = dict.get_item(name)?;
-        if !desc.get_type().is(&member_type) {
-            return Ok(None);
-        }
-        // SAFETY: `desc` is exactly `types.MemberDescriptorType`, a `PyMemberDescrObject`
-        // whose `d_member` points at the class's `PyMemberDef`, alive as long as the class.
-        let def = unsafe { &*(*desc.as_ptr().cast::<ffi::PyMemberDescrObject>()).d_member };
-        Ok((def.type_code == ffi::Py_T_OBJECT_EX).then_some(def.offset))
+    let (Some(h), Some(t)) = (
+        super::attrs::slot_offsets(handle, handle, HANDLE)?,
+        super::attrs::slot_offsets(timer, timer, TIMER)?,
+    ) else {
+        return Ok(None);
     };
-    let mut got = [0isize; 9];
-    for (i, name) in HANDLE.iter().enumerate() {
-        match offset(handle, name)? {
-            Some(o) => got[i] = o,
-            None => return Ok(None),
-        }
-    }
-    for (i, name) in TIMER.iter().enumerate() {
-        match offset(timer, name)? {
-            Some(o) => got[7 + i] = o,
-            None => return Ok(None),
-        }
-    }
+    let got = [h[0], h[1], h[2], h[3], h[4], h[5], h[6], t[0], t[1]];
     Ok(Some(Slots {
         callback: got[0],
         args: got[1],
@@ -336,18 +314,17 @@ pub enum TransportAttr {
 }
 
 impl TransportClass {
-    pub fn new(py: Python<'_>, cls: &Bound<'_, PyType>, names: &Names) -> PyResult<Self> {
-        let n = names;
+    pub fn new(cls: &Bound<'_, PyType>, names: &Names) -> PyResult<Self> {
+        // In `TransportAttr` order.
         let order = [
-            &n._sock,
-            &n._protocol,
-            &n._conn_lost,
-            &n._eof,
-            &n._empty_waiter,
-            &n._buffer,
-            &n._read_ready_cb,
+            "_sock",
+            "_protocol",
+            "_conn_lost",
+            "_eof",
+            "_empty_waiter",
+            "_buffer",
+            "_read_ready_cb",
         ];
-        let _ = py;
         Ok(TransportClass {
             cls: cls.clone().unbind(),
             slots: super::attrs::slot_offsets(cls, cls, order)?,

@@ -135,17 +135,17 @@ pub fn attr<'py>(
 pub fn slot_offsets<const N: usize>(
     cls: &Bound<'_, PyType>,
     owner: &Bound<'_, PyType>,
-    names: [&Py<PyString>; N],
+    names: [&str; N],
 ) -> PyResult<Option<[isize; N]>> {
     let py = cls.py();
     let member_type = py.import("types")?.getattr("MemberDescriptorType")?;
     let owned = owner.getattr("__dict__")?;
     let mut out = [0isize; N];
     for (i, name) in names.iter().enumerate() {
-        let Ok(desc) = owned.get_item(name.bind(py)) else {
+        let Ok(desc) = owned.get_item(*name) else {
             return Ok(None);
         };
-        if !desc.get_type().is(&member_type) || !cls.getattr(name.bind(py))?.is(&desc) {
+        if !desc.get_type().is(&member_type) || !cls.getattr(*name)?.is(&desc) {
             return Ok(None);
         }
         // SAFETY: `desc` is exactly `types.MemberDescriptorType`, a `PyMemberDescrObject`
@@ -169,11 +169,7 @@ pub fn slot_attr<'py>(
     // SAFETY: the caller proved (slot_offsets, and `obj`'s class) that a `PyObject *` member
     // lives at `offset`; the value is taken as a new reference.
     unsafe {
-        let v = *obj
-            .as_ptr()
-            .cast::<u8>()
-            .offset(offset)
-            .cast::<*mut ffi::PyObject>();
+        let v = super::asyncio_objects::slot(obj.as_ptr(), offset);
         if !v.is_null() {
             return Ok(Bound::from_borrowed_ptr(obj.py(), v));
         }

@@ -171,7 +171,7 @@ fn monotonic() -> f64 {
 }
 
 /// Whether an error is one `Handle._run` lets through (`SystemExit`, `KeyboardInterrupt`).
-fn passes_through(py: Python<'_>, e: &PyErr) -> bool {
+pub(super) fn passes_through(py: Python<'_>, e: &PyErr) -> bool {
     e.is_instance_of::<PySystemExit>(py) || e.is_instance_of::<PyKeyboardInterrupt>(py)
 }
 
@@ -260,18 +260,33 @@ impl LoopCore {
 
     /// `EpollSelector.select`'s answer for the `n` events polled: `[(key, mask), ...]`.
     fn event_list<'py>(&self, py: Python<'py>, n: usize) -> PyResult<Bound<'py, PyList>> {
-        let polled: Vec<(RawFd, u32)> = self.state.with(py, |s| {
-            s.events.0[..n]
-                .iter()
-                .map(|e| {
-                    let e = *e;
-                    ({ e.data }.u64() as u32 as i32, { e.flags }.bits())
-                })
-                .collect()
+        let mut keys = Vec::new();
+        self.select_keys(py, n, &mut keys)?;
+        PyList::new(py, keys)
+    }
+
+    /// `EpollSelector.select` for the `n` events polled: the key of each registered fd and the
+    /// mask of what is ready of what it asked for, appended to `keys`.
+    fn select_keys(
+        &self,
+        py: Python<'_>,
+        n: usize,
+        keys: &mut Vec<(Py<PyTuple>, u32)>,
+    ) -> PyResult<()> {
+        // The buffer is kept in the state between iterations (no allocation per iteration) and
+        // is out of it while Python runs.
+        let polled = self.state.with(py, |s| {
+            let mut polled = std::mem::take(&mut s.polled);
+            polled.clear();
+            polled.extend(s.events.0[..n].iter().map(|e| {
+                let e = *e;
+                // Python's epoll stores the fd in `data.fd`, the low 32 bits.
+                ({ e.data }.u64() as u32 as i32, { e.flags }.bits())
+            }));
+            polled
         });
         let map = self.fd_to_key.bind(py);
-        let out = PyList::empty(py);
-        for (fd, flags) in polled {
+        let found = polled.iter().try_for_each(|&(fd, flags)| {
             let mut mask = 0;
             if flags & !(libc_epollin()) != 0 {
                 mask |= EVENT_WRITE;
@@ -280,13 +295,17 @@ impl LoopCore {
                 mask |= EVENT_READ;
             }
             if let Some(key) = map.get_item(fd)? {
-                if key.is_truthy()? {
+                // A SelectorKey is a namedtuple: (fileobj, fd, events, data).
+                let key = key.cast_into::<PyTuple>()?;
+                if !key.is_empty() {
                     let want: u32 = key.get_item(2)?.extract()?;
-                    out.append((key, mask & want))?;
+                    keys.push((key.unbind(), mask & want));
                 }
             }
-        }
-        Ok(out)
+            Ok::<(), PyErr>(())
+        });
+        self.state.with(py, |s| s.polled = polled);
+        found
     }
 
     /// Drops Python objects outside any state scope (their finalizers may call back in).
@@ -447,45 +466,16 @@ impl LoopCore {
         if n == 0 {
             return Ok(());
         }
-        // Both buffers are kept in the state between iterations (no allocation per iteration)
-        // and are out of it while Python runs.
-        let (polled, mut keys) = self.state.with(py, |s| {
-            let mut polled = std::mem::take(&mut s.polled);
-            polled.clear();
-            polled.extend(s.events.0[..n].iter().map(|e| {
-                let e = *e;
-                // Python's epoll stores the fd in `data.fd`, the low 32 bits.
-                ({ e.data }.u64() as u32 as i32, { e.flags }.bits())
-            }));
-            (polled, std::mem::take(&mut s.keys))
-        });
-        let map = self.fd_to_key.bind(py);
         // The keys and masks first, as `select()` returns them, then the Handles: a reader
-        // removed while the Handles are queued does not change which keys were ready.
-        for &(fd, flags) in &polled {
-            let mut mask = 0;
-            if flags & !(libc_epollin()) != 0 {
-                mask |= EVENT_WRITE;
-            }
-            if flags & !(libc_epollout()) != 0 {
-                mask |= EVENT_READ;
-            }
-            if let Some(key) = map.get_item(fd)? {
-                // A SelectorKey is a namedtuple: (fileobj, fd, events, data).
-                let key = key.cast_into::<PyTuple>()?;
-                if !key.is_empty() {
-                    let want: u32 = key.get_item(2)?.extract()?;
-                    keys.push((key.unbind(), mask & want));
-                }
-            }
-        }
-        let result = self.queue_handles(py, lp, ready, &keys);
+        // removed while the Handles are queued does not change which keys were ready. The
+        // buffer is kept in the state between iterations and is out of it while Python runs.
+        let mut keys = self.state.with(py, |s| std::mem::take(&mut s.keys));
+        let result = self
+            .select_keys(py, n, &mut keys)
+            .and_then(|()| self.queue_handles(py, lp, ready, &keys));
         // The keys are out of the state here: dropping them may run Python.
         keys.clear();
-        self.state.with(py, |s| {
-            s.polled = polled;
-            s.keys = keys;
-        });
+        self.state.with(py, |s| s.keys = keys);
         result
     }
 
@@ -719,12 +709,7 @@ impl LoopCore {
         let loop_slots = attrs::slot_offsets(
             &loop_.get_type(),
             owner,
-            [
-                &names._ready,
-                &names._stopping,
-                &names._debug,
-                &names._selector,
-            ],
+            ["_ready", "_stopping", "_debug", "_selector"],
         )?;
         Ok(LoopCore {
             loop_: loop_.clone().unbind(),
@@ -772,12 +757,12 @@ impl LoopCore {
         let o = objects(py)?;
         self.closed_check(o, lp)?;
         if self.debug(o, lp)? {
-            let all = prepend(py, &[lp.as_any(), callback], args)?;
-            return self
-                .support
-                .call_soon
-                .bind(py)
-                .call(all, Some(&aio::context_kwargs(py, context)?));
+            return python_path(
+                &self.support.call_soon,
+                &[lp.as_any(), callback],
+                args,
+                context,
+            );
         }
         let handle = aio::new_handle(py, o, callback, args, lp, context, None)?;
         let ready = self.loop_slot(lp, 0, &o.names._ready)?;
@@ -802,13 +787,12 @@ impl LoopCore {
                 self.closed_check(o, lp)?;
                 self.schedule(py, w, when, callback, args, context)
             }
-            _ => {
-                let all = prepend(py, &[lp.as_any(), when, callback], args)?;
-                self.support
-                    .call_at
-                    .bind(py)
-                    .call(all, Some(&aio::context_kwargs(py, context)?))
-            }
+            _ => python_path(
+                &self.support.call_at,
+                &[lp.as_any(), when, callback],
+                args,
+                context,
+            ),
         }
     }
 
@@ -842,13 +826,12 @@ impl LoopCore {
                     context,
                 )
             }
-            _ => {
-                let all = prepend(py, &[lp.as_any(), delay, callback], args)?;
-                self.support
-                    .call_later
-                    .bind(py)
-                    .call(all, Some(&aio::context_kwargs(py, context)?))
-            }
+            _ => python_path(
+                &self.support.call_later,
+                &[lp.as_any(), delay, callback],
+                args,
+                context,
+            ),
         }
     }
 
@@ -1230,15 +1213,19 @@ fn in_context(
     r
 }
 
-/// `(*first, *rest)`: the arguments of a fall-back call to asyncio's Python method.
-fn prepend<'py>(
-    py: Python<'py>,
+/// `method(*first, *rest, context=context)`: asyncio's own Python method, called with the
+/// arguments the native one was given.
+fn python_path<'py>(
+    method: &Py<PyAny>,
     first: &[&Bound<'py, PyAny>],
     rest: &Bound<'py, PyTuple>,
-) -> PyResult<Bound<'py, PyTuple>> {
+    context: Option<&Bound<'py, PyAny>>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let py = rest.py();
     let mut all: Vec<Bound<'py, PyAny>> = first.iter().map(|b| (*b).clone()).collect();
     all.extend(rest.iter());
-    PyTuple::new(py, all)
+    let kwargs = aio::context_kwargs(py, context)?;
+    method.bind(py).call(PyTuple::new(py, all)?, Some(&kwargs))
 }
 
 fn libc_epollin() -> u32 {

@@ -14,10 +14,10 @@
 use super::asyncio_objects::AsyncioObjects;
 use super::asyncio_objects::{TransportAttr as A, TransportAttrs, TransportClass};
 use super::attrs::attr;
-use super::loop_core::truthy;
+use super::loop_core::{passes_through, truthy};
 use super::loop_core::{GilCell, State};
 use crate::errors::os_error;
-use pyo3::exceptions::{PyKeyboardInterrupt, PySystemExit, PyValueError};
+use pyo3::exceptions::PyValueError;
 use pyo3::ffi;
 use pyo3::intern;
 use pyo3::panic::PanicException;
@@ -28,10 +28,6 @@ use rustix::net::{RecvFlags, SendFlags};
 use std::cell::UnsafeCell;
 use std::os::fd::BorrowedFd;
 use std::os::raw::c_char;
-
-fn passes_through(py: Python<'_>, e: &PyErr) -> bool {
-    e.is_instance_of::<PySystemExit>(py) || e.is_instance_of::<PyKeyboardInterrupt>(py)
-}
 
 /// asyncio's handling of an exception from send(2) in `write` (`fdkit.aio._native.write_error`:
 /// the transport's `_fatal_error`, the traceback as asyncio's); `Err` for what asyncio lets
@@ -285,7 +281,7 @@ pub fn install_write(cls: &Bound<'_, PyType>) -> PyResult<()> {
     };
     cls.setattr(intern!(py, "write"), descr)?;
     let o = super::asyncio_objects::objects(py)?;
-    let class = TransportClass::new(py, cls, &o.names)?;
+    let class = TransportClass::new(cls, &o.names)?;
     if o.transport_class.set(py, class).is_err() {
         return Err(PyValueError::new_err(
             "the native write is installed on one class only",
