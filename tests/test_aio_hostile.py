@@ -49,25 +49,18 @@ from helpers.aio_parity import (
     NEW_LOOP,
     FdkitEngine,
     Kind,
+    LogRecords,
     both,
     both_run,
+    close_server,
     each_engine,
+    program_json,
     run_program,
+    server_address,
     tcp_pair,
 )
 
 HOST = "127.0.0.1"
-
-
-def _addr(server: asyncio.AbstractServer) -> tuple[str, int]:
-    sockets = server.sockets  # type: ignore[attr-defined]
-    host, port = sockets[0].getsockname()[:2]
-    return host, port
-
-
-async def _close_server(server: asyncio.AbstractServer) -> None:
-    server.close()
-    await server.wait_closed()
 
 
 async def _until(cond: Callable[[], object], timeout: float = 5.0) -> None:
@@ -144,7 +137,7 @@ async def _one_connection(
     loop = asyncio.get_running_loop()
     protos: list[_Conn] = []
     server = await loop.create_server(lambda: _Conn(protos, pause=pause), HOST, 0)
-    peer = socket.create_connection(_addr(server))
+    peer = socket.create_connection(server_address(server))
     try:
         await _until(lambda: protos)
         conn = protos[0]
@@ -157,7 +150,7 @@ async def _one_connection(
         peer.close()
         for p in protos:
             await p.close()
-        await _close_server(server)
+        await close_server(server)
         raise
     return server, peer, conn
 
@@ -166,7 +159,7 @@ async def _finish(server: asyncio.AbstractServer, peer: socket.socket, *conns: _
     peer.close()
     for c in conns:
         await c.close()
-    await _close_server(server)
+    await close_server(server)
 
 
 def _read_all(sock: socket.socket, want: int, timeout: float = 2.0) -> bytes | str:
@@ -400,9 +393,7 @@ def test_paused_connection_flooded_by_its_peer_does_not_grow_the_process(
     fdkit's loop."""
 
     def script(kind: Kind) -> dict[str, Any]:
-        r = run_program(kind, FLOOD_PROGRAM)
-        assert r.returncode == 0, r.stderr[-3000:]
-        out: dict[str, Any] = json.loads(r.stdout)
+        out: dict[str, Any] = program_json(kind, FLOOD_PROGRAM)
         return out
 
     oracle, got = both(engine, script)
@@ -467,7 +458,7 @@ def _hoarding(kind: Kind) -> dict[str, Any]:
     try:
         with kind.loop() as loop:
             server = loop.run_until_complete(loop.create_server(Made, sock=listener))
-            addr = _addr(server)
+            addr = server_address(server)
             loop.run_until_complete(asyncio.sleep(0.05))  # serving (on the ring: accept armed)
 
             connect("stopped", addr)  # between run_until_complete calls
@@ -599,9 +590,7 @@ def test_rlimit_nofile_lowered_after_create_server_is_obeyed(engine: FdkitEngine
     rest on its retry, as asyncio's loop does."""
 
     def script(kind: Kind) -> dict[str, Any]:
-        r = run_program(kind, RLIMIT_PROGRAM)
-        assert r.returncode == 0, r.stderr[-3000:]
-        out: dict[str, Any] = json.loads(r.stdout)
+        out: dict[str, Any] = program_json(kind, RLIMIT_PROGRAM)
         return out
 
     oracle, got = both(engine, script)
@@ -711,7 +700,7 @@ async def _writer_close_from_another_thread() -> dict[str, Any]:
                 handler_done.set_result("returned")
 
     server = await asyncio.start_server(handler, HOST, 0)
-    peer = socket.create_connection(_addr(server))
+    peer = socket.create_connection(server_address(server))
     out: dict[str, Any] = {}
     try:
         await _until(lambda: writers)
@@ -730,7 +719,7 @@ async def _writer_close_from_another_thread() -> dict[str, Any]:
         for w in writers:
             w.transport.abort()
         await asyncio.sleep(0.01)
-        await _close_server(server)
+        await close_server(server)
     return out
 
 
@@ -790,7 +779,7 @@ async def _dropped_paused_transport(pause: str) -> dict[str, Any]:
     protos: list[_Conn] = []
     lost: list[str | None] = []
     server = await loop.create_server(lambda: _Conn(protos, pause=pause), HOST, 0)
-    peer = socket.create_connection(_addr(server))
+    peer = socket.create_connection(server_address(server))
     try:
         await _until(lambda: protos and protos[0].made.done())
         if pause == "after its first read":
@@ -814,7 +803,7 @@ async def _dropped_paused_transport(pause: str) -> dict[str, Any]:
             # asyncio's loop as on fdkit's (3.11 does not wait, 3.13 holds a WeakSet).
             server.close()
         else:
-            await _close_server(server)
+            await close_server(server)
     return {"the peer reads": read, "connection_lost calls": lost}
 
 
@@ -859,7 +848,7 @@ async def _ready_together() -> dict[str, list[str]]:
 
     protos: list[_Conn] = []
     server = await loop.create_server(lambda: Stream(protos), HOST, 0)
-    tcp_peer = socket.create_connection(_addr(server))
+    tcp_peer = socket.create_connection(server_address(server))
     udp, _ = await loop.create_datagram_endpoint(Datagram, local_addr=(HOST, 0))
     udp_peer = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     r, w = os.pipe()
@@ -891,7 +880,7 @@ async def _ready_together() -> dict[str, list[str]]:
         pipe.close()
         for p in protos:
             await p.close()
-        await _close_server(server)
+        await close_server(server)
         await asyncio.sleep(0.01)
     return out
 
@@ -990,15 +979,6 @@ async def _transport_reprs() -> dict[str, dict[str, str]]:
 SLOW = 0.2
 
 
-class _Records(logging.Handler):
-    def __init__(self) -> None:
-        super().__init__(logging.WARNING)
-        self.records: list[logging.LogRecord] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.records.append(record)
-
-
 def _method_name(handle_repr: str) -> str:
     """The callback's name in a Handle's repr: ``_read_ready`` in
     ``<Handle _SelectorSocketTransport._read_ready() created at ...>``."""
@@ -1016,12 +996,12 @@ async def _slow_callbacks_named() -> list[str]:
             time.sleep(SLOW)
             self.transport.write(b"ok")
 
-    records = _Records()
+    records = LogRecords()
     logger = logging.getLogger("asyncio")
     logger.addHandler(records)
     protos: list[_Conn] = []
     server = await loop.create_server(lambda: Slow(protos), HOST, 0)
-    reader, writer = await asyncio.open_connection(*_addr(server))
+    reader, writer = await asyncio.open_connection(*server_address(server))
     try:
         writer.write(b"request")
         await asyncio.wait_for(reader.readexactly(2), 5)
@@ -1031,7 +1011,7 @@ async def _slow_callbacks_named() -> list[str]:
         await writer.wait_closed()
         for p in protos:
             await p.close()
-        await _close_server(server)
+        await close_server(server)
     return [
         _method_name(str(r.args[0]))
         for r in records.records

@@ -36,28 +36,20 @@ from helpers.aio_parity import (
     NEW_LOOP,
     FdkitEngine,
     Kind,
+    LogRecords,
     both,
     both_run,
+    close_server,
     each_engine,
     fdkit_kind,
     run_program,
     send_what_fits,
+    server_address,
     tcp_pair,
 )
 
 HOST = "127.0.0.1"
 MAX_READ = 256 * 1024  # asyncio's socket transport reads at most this much per data_received
-
-
-def _addr(server: asyncio.AbstractServer) -> tuple[str, int]:
-    sockets = server.sockets  # type: ignore[attr-defined]
-    host, port = sockets[0].getsockname()[:2]
-    return host, port
-
-
-async def _close_server(server: asyncio.AbstractServer) -> None:
-    server.close()
-    await server.wait_closed()
 
 
 class _Server(asyncio.Protocol):
@@ -118,7 +110,7 @@ async def _contextvars_per_connection() -> list[tuple[int, str, str]]:
     server = await loop.create_server(Request, HOST, 0)
     VAR.set("set after create_server")
     for _ in range(2):  # one connection after the other: 1 is served and gone before 2 comes
-        reader, writer = await asyncio.open_connection(*_addr(server))
+        reader, writer = await asyncio.open_connection(*server_address(server))
         for _ in range(2):
             writer.write(b"request")
             assert await reader.readexactly(2) == b"ok"
@@ -126,7 +118,7 @@ async def _contextvars_per_connection() -> list[tuple[int, str, str]]:
         assert await protos[-1].lost is None
         writer.close()
         await writer.wait_closed()
-    await _close_server(server)
+    await close_server(server)
     return seen
 
 
@@ -176,13 +168,13 @@ def _reset_before_accept(host: str) -> Callable[[], Coroutine[Any, Any, list[Any
         await asyncio.sleep(0.01)  # the server is accepting (on the ring: the accept is armed)
         # The loop is blocked here: the kernel completes the handshakes, nothing accepts them.
         for i in range(n):
-            c = socket.create_connection(_addr(server))
+            c = socket.create_connection(server_address(server))
             c.sendall(b"request %d" % i)
             c.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
             c.close()  # RST
         with contextlib.suppress(TimeoutError):  # what did not come is missing from the record
             await asyncio.wait_for(all_lost, 1.0)
-        await _close_server(server)
+        await close_server(server)
         return sorted(record)
 
     return main
@@ -228,7 +220,7 @@ async def _write_then_shutdown() -> bytes:
             transport.get_extra_info("socket").shutdown(socket.SHUT_WR)
 
     server = await loop.create_server(WriteThenShutdown, HOST, 0)
-    reader, writer = await asyncio.open_connection(*_addr(server))
+    reader, writer = await asyncio.open_connection(*server_address(server))
     try:
         data = await reader.read()
     finally:
@@ -236,7 +228,7 @@ async def _write_then_shutdown() -> bytes:
         await writer.wait_closed()
         for p in protos:
             await p.close()
-        await _close_server(server)
+        await close_server(server)
     return data
 
 
@@ -259,7 +251,7 @@ def _write_while_stopped(kind: Kind) -> bytes | str:
             return holder[-1]
 
         server = loop.run_until_complete(loop.create_server(factory, HOST, 0))
-        peer = socket.create_connection(_addr(server))
+        peer = socket.create_connection(server_address(server))
         try:
             loop.run_until_complete(asyncio.wait_for(_made(holder), 5))
             holder[0].transport.write(b"written while the loop is stopped")
@@ -272,7 +264,7 @@ def _write_while_stopped(kind: Kind) -> bytes | str:
             peer.close()
             for p in holder:
                 loop.run_until_complete(p.close())
-            loop.run_until_complete(_close_server(server))
+            loop.run_until_complete(close_server(server))
     return got
 
 
@@ -313,7 +305,7 @@ async def _write_then_block() -> bytes | str:
                 peer_saw.set_result(got)
 
     server = await loop.create_server(ReplyThenBlock, HOST, 0)
-    peers.append(socket.create_connection(_addr(server)))
+    peers.append(socket.create_connection(server_address(server)))
     try:
         peers[0].sendall(b"request")
         return await asyncio.wait_for(peer_saw, 5)
@@ -321,7 +313,7 @@ async def _write_then_block() -> bytes | str:
         peers[0].close()
         for p in protos:
             await p.close()
-        await _close_server(server)
+        await close_server(server)
 
 
 @each_engine
@@ -359,7 +351,7 @@ async def _data_received_raises() -> dict[str, Any]:
             raise ValueError("the parser failed")
 
     server = await loop.create_server(FailingParser, HOST, 0)
-    peer = socket.create_connection(_addr(server))
+    peer = socket.create_connection(server_address(server))
     try:
         await _made(protos)
         # Megabytes queued while the loop is blocked here: one poll finds them all.
@@ -369,7 +361,7 @@ async def _data_received_raises() -> dict[str, Any]:
         await asyncio.sleep(0.05)  # anything that would still come
     finally:
         peer.close()
-        await _close_server(server)
+        await close_server(server)
     p = protos[0]
     return {
         "sent over 512 KiB": sent > 2 * MAX_READ,
@@ -407,7 +399,7 @@ async def _chunk_sizes() -> dict[str, Any]:
             self.eof.set_result(None)
 
     server = await loop.create_server(Sizes, HOST, 0)
-    peer = socket.create_connection(_addr(server))
+    peer = socket.create_connection(server_address(server))
     try:
         await _made(protos)
         sent = send_what_fits(peer, 8 << 20)  # while the loop is blocked here
@@ -418,7 +410,7 @@ async def _chunk_sizes() -> dict[str, Any]:
         peer.close()
         for p in protos:
             await p.close()
-        await _close_server(server)
+        await close_server(server)
     sizes = protos[0].sizes
     return {
         "sent over 512 KiB": sent > 2 * MAX_READ,
@@ -497,7 +489,7 @@ async def _buffered(mode: str) -> dict[str, Any]:
             self.lost.set_result(type(exc).__name__ if exc else None)
 
     server = await loop.create_server(Tiny, HOST, 0)
-    peer = socket.create_connection(_addr(server))
+    peer = socket.create_connection(server_address(server))
     try:
         peer.sendall(PAYLOAD)  # in one segment: one receive on the io_uring engine
         peer.shutdown(socket.SHUT_WR)
@@ -506,7 +498,7 @@ async def _buffered(mode: str) -> dict[str, Any]:
         lost = await asyncio.wait_for(protos[0].lost, 5)
     finally:
         peer.close()
-        await _close_server(server)
+        await close_server(server)
     p = protos[0]
     return {
         "bytes delivered": len(p.got),
@@ -803,8 +795,8 @@ def _eof_while_paused(first: str) -> Callable[[], Any]:
                 log.append(f"{self.name} eof")
 
         server = await loop.create_server(Conn, HOST, 0)
-        x = socket.create_connection(_addr(server))
-        y = socket.create_connection(_addr(server))
+        x = socket.create_connection(server_address(server))
+        y = socket.create_connection(server_address(server))
         try:
             while len(protos) < 2:
                 await asyncio.sleep(0.001)
@@ -825,7 +817,7 @@ def _eof_while_paused(first: str) -> Callable[[], Any]:
             y.close()
             for p in protos:
                 await p.close()
-            await _close_server(server)
+            await close_server(server)
         return log
 
     return script
@@ -878,7 +870,7 @@ async def _replaced_data_received() -> list[tuple[str, bytes]]:
             self.transport.write(b"ok")
 
     server = await loop.create_server(Handshake, HOST, 0)
-    reader, writer = await asyncio.open_connection(*_addr(server))
+    reader, writer = await asyncio.open_connection(*server_address(server))
     try:
         for msg in (b"hello", b"request 1", b"request 2"):
             writer.write(msg)
@@ -888,7 +880,7 @@ async def _replaced_data_received() -> list[tuple[str, bytes]]:
         await writer.wait_closed()
         for p in protos:
             await p.close()
-        await _close_server(server)
+        await close_server(server)
     return seen
 
 
@@ -906,15 +898,6 @@ def test_data_received_replaced_on_the_instance_is_honoured(engine: FdkitEngine)
 SLOW = 0.25
 
 
-class _Records(logging.Handler):
-    def __init__(self) -> None:
-        super().__init__(logging.WARNING)
-        self.records: list[logging.LogRecord] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.records.append(record)
-
-
 async def _slow_data_received() -> int:
     loop = asyncio.get_running_loop()
     assert loop.get_debug()
@@ -930,11 +913,11 @@ async def _slow_data_received() -> int:
             time.sleep(SLOW)
             self.transport.write(b"ok")
 
-    records = _Records()
+    records = LogRecords()
     logger = logging.getLogger("asyncio")
     logger.addHandler(records)
     server = await loop.create_server(Slow, HOST, 0)
-    reader, writer = await asyncio.open_connection(*_addr(server))
+    reader, writer = await asyncio.open_connection(*server_address(server))
     try:
         writer.write(b"request")
         await asyncio.wait_for(reader.readexactly(2), 5)
@@ -944,7 +927,7 @@ async def _slow_data_received() -> int:
         await writer.wait_closed()
         for p in protos:
             await p.close()
-        await _close_server(server)
+        await close_server(server)
     # "Executing <Handle ...> took 0.250 seconds": the callbacks that took SLOW or longer
     slow = [
         r

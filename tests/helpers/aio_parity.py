@@ -13,6 +13,8 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import gc
+import json
+import logging
 import socket
 import subprocess
 from collections.abc import Callable, Coroutine, Iterator
@@ -148,6 +150,38 @@ def run_program(
     return subprocess.run(
         cmd, capture_output=True, text=True, timeout=timeout, env=python_env(), check=False
     )
+
+
+def server_address(server: asyncio.AbstractServer) -> tuple[str, int]:
+    """The host and port a server listens on (its first socket)."""
+    sockets = server.sockets  # type: ignore[attr-defined]
+    host, port = sockets[0].getsockname()[:2]
+    return host, port
+
+
+async def close_server(server: asyncio.AbstractServer) -> None:
+    """Closes ``server`` and waits until it is closed."""
+    server.close()
+    await server.wait_closed()
+
+
+class LogRecords(logging.Handler):
+    """Keeps the records of WARNING and above a logger gives it."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+def program_json(kind: Kind, code: str, *args: str) -> Any:
+    """What ``code`` printed as JSON, run by :func:`run_program` on ``kind``'s loop; the test
+    fails (with the child's stderr) when it did not exit 0."""
+    r = run_program(kind, code, *args)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return json.loads(r.stdout)
 
 
 #: Source a child program starts with: ``new_loop(sys.argv[1])`` makes the loop to test.
