@@ -428,6 +428,70 @@ def test_no_data_received_above_256_kib(engine: FdkitEngine) -> None:
     assert got == oracle
 
 
+async def _read_sizes_follow_max_size() -> list[tuple[str, int]]:
+    loop = asyncio.get_running_loop()
+    protos: list[Reads] = []
+
+    class Reads(_Server):
+        def __init__(self) -> None:
+            super().__init__()
+            protos.append(self)
+            self.got: asyncio.Queue[int] = asyncio.Queue()
+
+        def data_received(self, data: bytes) -> None:
+            self.got.put_nowait(len(data))
+
+    base = asyncio.selector_events._SelectorTransport  # type: ignore[attr-defined]
+    server = await loop.create_server(Reads, HOST, 0)
+    peer = socket.create_connection(server_address(server))
+    seen: list[tuple[str, int]] = []
+    try:
+        await _made(protos)
+        tr = protos[0].transport
+        tr.pause_reading()
+        seen.append(("class default", await _paused_read(tr, peer, protos, 100_000)))
+        tr.max_size = 1000  # the instance's own
+        seen.append(("instance 1000", await _paused_read(tr, peer, protos, 100_000)))
+        del tr.max_size
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(base, "max_size", 3000)  # asyncio's class, after the transport exists
+            seen.append(("base class 3000", await _paused_read(tr, peer, protos, 100_000)))
+        seen.append(("restored", await _paused_read(tr, peer, protos, 100_000)))
+    finally:
+        peer.close()
+        for p in protos:
+            await p.close()
+        await close_server(server)
+    return seen
+
+
+async def _paused_read(tr: Any, peer: socket.socket, protos: Sequence[Any], n: int) -> int:
+    """The size of the first read once ``n`` bytes wait: sent while reading is paused, then
+    reading resumed for one read."""
+    peer.sendall(b"y" * n)
+    await asyncio.sleep(0.05)
+    tr.resume_reading()
+    first = await asyncio.wait_for(protos[0].got.get(), 5)
+    tr.pause_reading()
+    left = n - first
+    while left > 0:  # the rest, read as they come
+        tr.resume_reading()
+        left -= await asyncio.wait_for(protos[0].got.get(), 5)
+        tr.pause_reading()
+    return first
+
+
+@each_engine
+def test_read_size_follows_max_size_wherever_it_is_set(engine: FdkitEngine) -> None:
+    """A read asks for ``transport.max_size`` bytes, read as asyncio reads it each time: the
+    instance's own value, else the class's, also when a program changes asyncio's class
+    after the transport exists."""
+    oracle, got = both_run(engine, _read_sizes_follow_max_size)
+    assert dict(oracle)["instance 1000"] == 1000, oracle
+    assert dict(oracle)["base class 3000"] == 3000, oracle
+    assert got == oracle
+
+
 # --- 5. BufferedProtocol: asyncio's get_buffer/buffer_updated contract ----------------------
 
 PAYLOAD = bytes(i % 251 for i in range(1000))

@@ -19,6 +19,7 @@
 
 use super::asyncio_objects::{self as aio, objects, AsyncioObjects};
 use super::attrs;
+use super::gil_cell::GilCell;
 use super::reactor::PyReactor;
 use super::socket_transport;
 use crate::errors::os_error;
@@ -34,7 +35,6 @@ use pyo3::types::{PyDict, PyFloat, PyInt, PyList, PyString, PyTuple, PyType};
 use pyo3::{PyTraverseError, PyVisit};
 use rustix::event::epoll;
 use rustix::io::Errno;
-use std::cell::UnsafeCell;
 use std::os::fd::{BorrowedFd, RawFd};
 use std::time::Duration;
 
@@ -46,27 +46,6 @@ const MIN_CANCELLED_TIMER_HANDLES_FRACTION: f64 = 0.5;
 /// `selectors.EVENT_READ` and `selectors.EVENT_WRITE`.
 const EVENT_READ: u32 = 1;
 const EVENT_WRITE: u32 = 2;
-
-/// State only the loop's own calls touch, each in a scope that calls no Python.
-pub(super) struct GilCell<T>(UnsafeCell<T>);
-
-// SAFETY: the module is not free-threaded (`gil_used` stays true), every access is made with
-// the GIL held (a `Python` token is required), and no access spans a call into Python (which
-// could release the GIL or re-enter): two accesses never overlap.
-unsafe impl<T: Send> Sync for GilCell<T> {}
-
-impl<T> GilCell<T> {
-    pub(super) fn new(v: T) -> Self {
-        GilCell(UnsafeCell::new(v))
-    }
-
-    /// Runs `f` on the state. `f` must not call Python (nor drop a Python object: a finalizer
-    /// is Python).
-    pub(super) fn with<R>(&self, _py: Python<'_>, f: impl FnOnce(&mut T) -> R) -> R {
-        // SAFETY: see the `Sync` impl: the GIL is held and `f` does not re-enter.
-        f(unsafe { &mut *self.0.get() })
-    }
-}
 
 pub(super) struct State {
     timers: TimerHeap<Py<PyAny>>,

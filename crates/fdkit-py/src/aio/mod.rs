@@ -4,6 +4,7 @@
 
 mod asyncio_objects;
 mod attrs;
+mod gil_cell;
 mod loop_core;
 mod reactor;
 mod socket_transport;
