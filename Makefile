@@ -51,13 +51,14 @@ setup-release: $(STAMP_BUILD_RELEASE) ## build the extension as the wheels do (f
 demo: setup bench-tools bench-deps ## set up, then a tour: one line per capability against its best-known peer
 	@$(PY) -m bench --tour
 
-# The serve bench's peers: wrk (the load), nginx and h2o (the baselines), Debian packages.
+# The serve bench's peers: wrk (the load), nginx and h2o (the baselines), and valgrind (aio_anatomy
+# counts instructions under callgrind), Debian packages.
 # Installed here, by the project's own setup, never by the harness. Only what is missing, with
 # apt-get as root or through passwordless sudo; otherwise the command to run is printed and the
 # bench skips those rows. Never fails: `make test` does not need these.
-BENCH_TOOLS := wrk:wrk nginx:nginx h2o:h2o
+BENCH_TOOLS := wrk:wrk nginx:nginx h2o:h2o valgrind:valgrind
 .PHONY: bench-tools
-bench-tools: ## install wrk, nginx and h2o for the serve and aio benches when missing (apt-get)
+bench-tools: ## install wrk, nginx, h2o (serve and aio benches) and valgrind (aio_anatomy) when missing (apt-get)
 	@$(if $(JSON),exec 1>&2;) missing=""; \
 	for pair in $(BENCH_TOOLS); do \
 	  tool=$${pair%%:*}; pkg=$${pair#*:}; \

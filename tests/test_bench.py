@@ -1623,6 +1623,29 @@ def test_aio_anatomy_rows(results: dict[str, list[Result]]) -> None:
         assert frames.goal is None
     if "asyncio_hello_py_calls_per_req" in rows:
         assert rows["asyncio_hello_py_frames_per_req"].ratio < 0.5  # _run_once, Handle._run...
+    for row_id in aio_anatomy.planned_instr_ids():
+        if row_id not in rows:
+            continue
+        r = rows[row_id]
+        other = row_id.rsplit("_vs_", 1)[1]
+        assert r.unit == "instr/req"
+        assert r.baseline_name == aio.LABELS[other]
+        # a request's protocol call alone runs thousands of instructions: the counts are of
+        # the rounds, not of an idle server whose instrumentation was off
+        assert r.fdkit > 2000, r
+        assert r.baseline > 2000, r
+        assert r.goal is None
+
+
+def test_aio_anatomy_reads_a_callgrind_dump(tmp_path: Path) -> None:
+    """A round's instructions are the ``totals:`` line of its callgrind dump."""
+    dump = tmp_path / "callgrind.fdkit.1"
+    dump.write_text("version: 1\ncreator: callgrind-3.19.0\npart: 1\nevents: Ir\n"
+                    "summary: 0\ntotals: 21122070\n")  # fmt: skip
+    assert aio_anatomy.dump_total(dump) == 21_122_070
+    dump.write_text("version: 1\n")
+    with pytest.raises(aio.Failed, match="no totals line"):
+        aio_anatomy.dump_total(dump)
 
 
 def test_aio_anatomy_counts_the_protocols_calls_apart() -> None:
@@ -1678,6 +1701,10 @@ def test_aio_anatomy_ids() -> None:
         f"{head}_hello_py_{kind}_per_req"
         for head in ("aio", "aio_epoll", "asyncio", "uvloop", "rloop")
         for kind in ("calls", "frames")
+    ] + [
+        f"{head}_hello_instr_vs_{other}"
+        for head in ("aio", "aio_epoll")
+        for other in ("asyncio", "uvloop", "rloop")
     ]
     assert set(aio_anatomy.GOALS) == set(HEADLINES["aio_anatomy"])
 
