@@ -34,6 +34,10 @@ $(STAMP_BUILD): $(STAMP_DEPS) $(RUST_SOURCES) pyproject.toml
 
 .PHONY: setup
 setup: $(STAMP_BUILD) ## create .venv, install tools, build the extension (optimised, no LTO)
+	@if git rev-parse --git-dir >/dev/null 2>&1 && [ "$$(git config core.hooksPath)" != .githooks ]; then \
+	  git config core.hooksPath .githooks \
+	  && echo "setup: git hooks from .githooks (commit-msg refuses a subject over 72 characters)"; \
+	fi
 
 # `make bench` measures the extension as the wheels build it (the release profile, fat LTO),
 # so its figures are those of what ships; `make demo`'s quick tour runs on the setup build. One
