@@ -16,10 +16,11 @@ RUST_SOURCES := $(shell find crates -name '*.rs' -o -name Cargo.toml 2>/dev/null
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
 
-$(STAMP_DEPS): requirements-dev.txt requirements-test.txt requirements-docs.txt
+$(STAMP_DEPS): requirements-dev.txt requirements-test.txt requirements-docs.txt requirements-uvicorn-0.35.txt
 	python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -r requirements-dev.txt
+	$(PY) -m pip install --quiet --no-deps --upgrade --target $(VENV)/uvicorn-0.35 -r requirements-uvicorn-0.35.txt
 	touch $@
 
 # Cargo.toml's `fast` profile builds everything but the wheels: release code (opt-level 3, no

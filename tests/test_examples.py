@@ -64,7 +64,12 @@ EXPECTED = {
 
 
 #: The docs' examples that are not programs on their own: tests/test_docs.py runs them.
-RUN_BY_TEST_DOCS = {"docs_asgi_app.py", "docs_gunicorn_worker.py", "docs_hypercorn_serve.py"}
+RUN_BY_TEST_DOCS = {
+    "docs_asgi_app.py",
+    "docs_gunicorn_worker.py",
+    "docs_hypercorn_serve.py",
+    "docs_uvicorn_before_036.py",
+}
 
 #: The scripts that need io_uring (they exit saying so without it).
 NEEDS_URING = {"readme_uring.py", "docs_uring_ring.py"}
