@@ -14,7 +14,9 @@ RUST_SOURCES := $(shell find crates -name '*.rs' -o -name Cargo.toml 2>/dev/null
 
 .PHONY: help
 help: ## list the targets
-	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
+	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' \
+	  '{ name[NR] = $$1; text[NR] = $$2; if (length($$1) > w) w = length($$1) } \
+	   END { for (i = 1; i <= NR; i++) printf "  make %-*s  %s\n", w, name[i], text[i] }'
 
 $(STAMP_DEPS): requirements-dev.txt requirements-test.txt requirements-docs.txt requirements-uvicorn-0.35.txt
 	python3 -m venv $(VENV)
@@ -80,7 +82,7 @@ bench-tools: ## install wrk, nginx, h2o (serve and aio benches) and valgrind (ai
 	  echo "bench-tools: missing:$$missing; to install them run: sudo apt-get install -y$$missing"; \
 	  exit 0; \
 	fi; \
-	echo "bench-tools: installing$$missing (apt-get)"; \
+	echo "bench-tools: installing$$missing with apt-get: Debian packages the benches and make demo's tour measure with (wrk drives the HTTP load; nginx and h2o are fdkit serve's peers; valgrind counts aio_anatomy's instructions). make demo BENCH_TOOLS= installs none, and their rows are skipped."; \
 	export DEBIAN_FRONTEND=noninteractive; \
 	$$sudo apt-get install -y -qq --no-install-recommends $$missing >/dev/null 2>&1 \
 	  || { $$sudo apt-get update -qq >/dev/null 2>&1 \
