@@ -326,3 +326,38 @@ def test_uvicorn_before_036_recipe_serves_on_fdkit_aio() -> None:
         stopped(proc, signal.SIGINT)
     finally:
         reaped(proc)
+
+
+BLOCK_NATIVE = """
+import sys
+
+
+class _NoNative:
+    def find_spec(self, name, path=None, target=None):
+        if name == "fdkit._fdkit":
+            raise ImportError("fdkit._fdkit is kept from this build by the test")
+        return None
+
+
+sys.meta_path.insert(0, _NoNative())
+"""
+
+
+def test_a_build_without_the_native_docstrings_fails_naming_them(tmp_path: Path) -> None:
+    """Where ``fdkit._fdkit`` cannot be imported (an extension not built in place), the
+    native functions' docstrings are not there to read: the build fails, saying so, instead
+    of publishing a reference without them."""
+    block = tmp_path / "block"
+    block.mkdir()
+    (block / "sitecustomize.py").write_text(BLOCK_NATIVE)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["PYTHONPATH"] = str(block)
+    r = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "-f", "mkdocs.yml",
+         "-d", str(tmp_path / "site")],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert r.returncode != 0, r.stderr[-2000:]
+    assert "public names of fdkit have no docstring" in r.stderr, r.stderr[-2000:]
+    assert "fdkit.atomic_pipe.AtomicPipe" in r.stderr
+    assert "build the extension in place" in r.stderr

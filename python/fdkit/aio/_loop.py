@@ -207,11 +207,15 @@ class EventLoop(asyncio.SelectorEventLoop):
     def call_at(  # type: ignore[override]
         self, when: Any, callback: Any, *args: Any, context: Any = None
     ) -> asyncio.TimerHandle:
-        # asyncio's own, with the heap the core's (the core's call_at takes this path in
-        # debug mode and for a ``when`` that is not a plain number).
+        """asyncio's ``call_at``: ``callback(*args)`` at loop time ``when``, a TimerHandle.
+
+        asyncio's own code with the timer heap the core's; the core runs it natively, and
+        takes this path in debug mode and for a ``when`` that is not a plain number."""
         return _native.python_call_at(self, when, callback, *args, context=context)
 
     def close(self) -> None:
+        """asyncio's ``close``: the selector and executor shut, the scheduled timers dropped
+        (from the core's heap too)."""
         super().close()
         core = self.__dict__.get("_core")
         if core is not None:
