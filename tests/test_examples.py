@@ -63,8 +63,14 @@ EXPECTED = {
 }
 
 
-#: The docs' examples that are not programs on their own: tests/test_docs.py runs them.
-RUN_BY_TEST_DOCS = {"docs_asgi_app.py", "docs_gunicorn_worker.py", "docs_hypercorn_serve.py"}
+#: The docs' examples that are not programs on their own: tests/test_docs.py runs them, and
+#: tests/test_cli_proxy.py runs docs_proxy_record.py on a recording the proxy made.
+RUN_BY_TEST_DOCS = {
+    "docs_asgi_app.py",
+    "docs_gunicorn_worker.py",
+    "docs_hypercorn_serve.py",
+    "docs_proxy_record.py",
+}
 
 #: The scripts that need io_uring (they exit saying so without it).
 NEEDS_URING = {"readme_uring.py", "docs_uring_ring.py"}
