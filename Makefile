@@ -16,10 +16,11 @@ RUST_SOURCES := $(shell find crates -name '*.rs' -o -name Cargo.toml 2>/dev/null
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
 
-$(STAMP_DEPS): requirements-dev.txt requirements-test.txt requirements-docs.txt
+$(STAMP_DEPS): requirements-dev.txt requirements-test.txt requirements-docs.txt requirements-uvicorn-0.35.txt
 	python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -r requirements-dev.txt
+	$(PY) -m pip install --quiet --no-deps --upgrade --target $(VENV)/uvicorn-0.35 -r requirements-uvicorn-0.35.txt
 	touch $@
 
 # Cargo.toml's `fast` profile builds everything but the wheels: release code (opt-level 3, no
@@ -34,6 +35,10 @@ $(STAMP_BUILD): $(STAMP_DEPS) $(RUST_SOURCES) pyproject.toml
 
 .PHONY: setup
 setup: $(STAMP_BUILD) ## create .venv, install tools, build the extension (optimised, no LTO)
+	@if git rev-parse --git-dir >/dev/null 2>&1 && [ "$$(git config core.hooksPath)" != .githooks ]; then \
+	  git config core.hooksPath .githooks \
+	  && echo "setup: git hooks from .githooks (commit-msg refuses a subject over 72 characters)"; \
+	fi
 
 # `make bench` measures the extension as the wheels build it (the release profile, fat LTO),
 # so its figures are those of what ships; `make demo`'s quick tour runs on the setup build. One

@@ -1167,3 +1167,68 @@ def test_partial_denial_of_io_uring_is_detected(syscall: str) -> None:
         capture_output=True, text=True, timeout=30, env=python_env(), check=False,
     )  # fmt: skip
     assert not re.search(r"^io_uring\s+yes", doctor.stdout, re.MULTILINE), doctor.stdout
+
+
+# --- run_forever's iterations ---------------------------------------------------------------
+
+
+def _iterations(kind: Kind) -> dict[str, Any]:
+    """What a program sees of the loop's iterations: ``_run_once`` called by hand runs one;
+    replaced on the instance from a callback, ``run_forever`` calls the replacement from the
+    next iteration on; ``stop()`` ends ``run_forever`` after the iteration it was called in."""
+    with kind.loop() as loop:
+        ran: list[int] = []
+
+        def chain(i: int) -> None:
+            ran.append(i)
+            if i < 5:
+                loop.call_soon(chain, i + 1)
+
+        loop.call_soon(chain, 0)
+        loop._run_once()  # type: ignore[attr-defined]
+        after_one = list(ran)
+        loop._run_once()  # type: ignore[attr-defined]
+        after_two = list(ran)
+
+        calls: list[int] = []
+        original = loop._run_once  # type: ignore[attr-defined]
+
+        def counting() -> None:
+            calls.append(len(ran))
+            original()
+
+        def replace() -> None:
+            loop._run_once = counting  # type: ignore[attr-defined]
+
+        def stop_at(n: int) -> None:
+            ran.append(100 + n)
+            if n == 3:
+                loop.stop()
+            else:
+                loop.call_soon(stop_at, n + 1)
+
+        loop.call_soon(replace)
+        loop.call_soon(stop_at, 0)
+        loop.run_forever()
+        replaced_calls = list(calls)
+        del loop._run_once  # type: ignore[attr-defined]
+        loop.call_soon(stop_at, 2)
+        loop.run_forever()  # the class's _run_once again: asyncio's on asyncio, fdkit's on fdkit
+        return {
+            "one _run_once": after_one,
+            "two": after_two,
+            "ran": ran,
+            "replacement called": replaced_calls,
+            "replacement not called after del": calls == replaced_calls,
+        }
+
+
+@each_engine
+def test_iterations_as_run_forever_and_a_direct_call_make_them(engine: FdkitEngine) -> None:
+    """``loop._run_once()`` called by hand runs exactly one iteration; ``run_forever`` runs
+    iterations until ``stop()``, and calls a ``_run_once`` a callback put on the instance from
+    the next iteration on, as asyncio's loop does."""
+    oracle, got = both(engine, _iterations)
+    assert oracle["one _run_once"] == [0], oracle
+    assert oracle["replacement called"], oracle
+    assert got == oracle

@@ -2,7 +2,8 @@
 of every module, every link of the built site leads to a page and an anchor that exist, the
 README's links lead to files that exist, and the deployment recipes of
 docs/deploy.md serve an app on fdkit.aio's loop for real (gunicorn with the worker class of
-examples/docs_gunicorn_worker.py, hypercorn from examples/docs_hypercorn_serve.py).
+examples/docs_gunicorn_worker.py, hypercorn from examples/docs_hypercorn_serve.py, uvicorn
+before 0.36 from examples/docs_uvicorn_before_036.py).
 
 `make docs` builds the same site; `make test` runs it before this suite.
 """
@@ -266,6 +267,60 @@ def test_hypercorn_recipe_serves_on_fdkit_aio() -> None:
     )
     try:
         port = started_port(proc, r"Running on http://127\.0\.0\.1:(\d+)", time.monotonic() + 30)
+        body = get(port)
+        assert body in (b"UringEventLoop io_uring\n", b"EpollEventLoop epoll\n"), body
+        stopped(proc, signal.SIGINT)
+    finally:
+        reaped(proc)
+
+
+#: uvicorn 0.35, installed by `make setup` beside the current one (requirements-uvicorn-0.35.txt)
+OLD_UVICORN = ROOT / ".venv" / "uvicorn-0.35"
+
+
+def old_uvicorn_env() -> dict[str, str]:
+    if not (OLD_UVICORN / "uvicorn").is_dir():
+        pytest.skip(f"no uvicorn 0.35 in {OLD_UVICORN} (make setup installs it)")
+    env = server_env()
+    env["PYTHONPATH"] = f"{OLD_UVICORN}:{env['PYTHONPATH']}"
+    return env
+
+
+def test_uvicorn_before_036_refuses_a_loop_factory() -> None:
+    """What the recipe is for: uvicorn 0.35 refuses ``--loop fdkit.aio:new_event_loop``."""
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "uvicorn",
+            "--loop",
+            "fdkit.aio:new_event_loop",
+            "docs_asgi_app:app",
+        ],
+        cwd=EXAMPLES,
+        env=old_uvicorn_env(),
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert done.returncode == 2, done
+    assert "Invalid value for '--loop'" in done.stderr
+
+
+def test_uvicorn_before_036_recipe_serves_on_fdkit_aio() -> None:
+    env = {**old_uvicorn_env(), "PORT": "0"}
+    proc = subprocess.Popen(
+        [sys.executable, str(EXAMPLES / "docs_uvicorn_before_036.py")],
+        cwd=EXAMPLES,
+        env=env,
+        stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        text=True,
+    )  # fmt: skip
+    try:
+        port = started_port(proc, r"Uvicorn running on http://127\.0\.0\.1:(\d+)",
+                            time.monotonic() + 30)  # fmt: skip
         body = get(port)
         assert body in (b"UringEventLoop io_uring\n", b"EpollEventLoop epoll\n"), body
         stopped(proc, signal.SIGINT)

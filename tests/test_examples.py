@@ -70,6 +70,7 @@ RUN_BY_TEST_DOCS = {
     "docs_gunicorn_worker.py",
     "docs_hypercorn_serve.py",
     "docs_proxy_record.py",
+    "docs_uvicorn_before_036.py",
 }
 
 #: The scripts that need io_uring (they exit saying so without it).
