@@ -220,6 +220,7 @@ def test_help_names_the_addresses() -> None:
         (["127.0.0.1:0", "127.0.0.1:1", "--max-connections", "0"], "--max-connections"),
         (["127.0.0.1:0", "127.0.0.1:1", "--idle-timeout", "-1"], "--idle-timeout"),
         (["127.0.0.1:0", "127.0.0.1:1", "--connect-timeout", "nan"], "--connect-timeout"),
+        (["127.0.0.1:0", "127.0.0.1:1", "--connect-timeout", ""], "--connect-timeout"),
         (["127.0.0.1:0", "127.0.0.1:1", "--record", "/nonexistent/dir/rec"], "--record"),
         (["127.0.0.1:0", "127.0.0.1:1", "--pipe-size", "0"], "--pipe-size"),
         (["127.0.0.1:0", "127.0.0.1:1", "--pipe-size", "1X"], "--pipe-size"),

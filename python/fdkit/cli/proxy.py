@@ -154,7 +154,9 @@ def run(args: argparse.Namespace) -> int:
         connect_text, connect_name = _setting(
             args.connect_timeout, "--connect-timeout", upstream, "connect-timeout"
         )
-        connect = positive(connect_text or CONNECT_TIMEOUT, connect_name, float)
+        connect = positive(
+            CONNECT_TIMEOUT if connect_text is None else connect_text, connect_name, float
+        )
         pipe_size = None if args.pipe_size is None else _size(args.pipe_size)
     except OSError as e:  # a TCP4:/TCP6: or bind= name with no address in its family
         print(f"fdkit proxy: {e}", file=sys.stderr)
