@@ -89,6 +89,37 @@ bench-tools: ## install wrk, nginx, h2o (serve and aio benches) and valgrind (ai
 	       && $$sudo apt-get install -y -qq --no-install-recommends $$missing >/dev/null; } \
 	  || echo "bench-tools: apt-get could not install$$missing; the bench skips their rows"
 
+# The tests' reference tools, Debian packages: socat (tests/test_cli_proxy.py runs the same relay
+# through socat and through `fdkit proxy` and compares what a client sees). Installed the way
+# bench-tools installs its own: only what is missing, with apt-get as root or through passwordless
+# sudo, saying what and why first; otherwise the command to run is printed and those tests skip,
+# saying so. Never fails: a machine without them still runs the rest of `make test`.
+TEST_TOOLS := socat:socat
+.PHONY: test-tools
+test-tools: ## install socat (the proxy tests' reference) when missing (apt-get)
+	@missing=""; \
+	for pair in $(TEST_TOOLS); do \
+	  tool=$${pair%%:*}; pkg=$${pair#*:}; \
+	  PATH="$$PATH:/usr/sbin:/sbin" command -v $$tool >/dev/null 2>&1 || missing="$$missing $$pkg"; \
+	done; \
+	if [ -z "$$missing" ]; then exit 0; fi; \
+	if ! command -v apt-get >/dev/null 2>&1; then \
+	  echo "test-tools: missing:$$missing (no apt-get here: install them with your package manager; until then the tests that compare with them skip)"; \
+	  exit 0; \
+	fi; \
+	if [ "$$(id -u)" = 0 ]; then sudo=""; \
+	elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then sudo="sudo"; \
+	else \
+	  echo "test-tools: missing:$$missing; to install them run: sudo apt-get install -y$$missing"; \
+	  exit 0; \
+	fi; \
+	echo "test-tools: installing$$missing (apt-get), the reference the proxy tests compare with"; \
+	export DEBIAN_FRONTEND=noninteractive; \
+	$$sudo apt-get install -y -qq --no-install-recommends $$missing >/dev/null 2>&1 \
+	  || { $$sudo apt-get update -qq >/dev/null 2>&1 \
+	       && $$sudo apt-get install -y -qq --no-install-recommends $$missing >/dev/null; } \
+	  || echo "test-tools: apt-get could not install$$missing; the tests that compare with them skip"
+
 # The aio bench's contenders (uvloop, rloop, uvicorn, httptools), pinned in requirements-bench.txt,
 # installed into .venv for `make bench` and `make demo` only: `make test` does not need them (the
 # bench skips a loop it cannot import, and says which command adds it).
@@ -124,7 +155,7 @@ PYTEST_PARALLEL = $(PY) -m pytest -n $(PYTEST_JOBS) --dist loadfile
 PYTEST_SERIAL = $(PY) -m pytest -m serial
 
 .PHONY: test
-test: lint docs ## set up, lint, build the docs, then cargo test (core) and pytest (Python API and CLI)
+test: lint docs test-tools ## set up, lint, build the docs, then cargo test (core) and pytest (Python API and CLI)
 	$(REQUIRE_URING) cargo test --workspace $(CARGO_PROFILE)
 	$(REQUIRE_URING) $(PYTEST_PARALLEL) -m "not serial"
 	$(REQUIRE_URING) $(PYTEST_SERIAL)
@@ -132,7 +163,7 @@ test: lint docs ## set up, lint, build the docs, then cargo test (core) and pyte
 # The edit loop, a minute or two: the extension rebuilt if a source changed, the core's Rust
 # tests, and the Python tests not marked slow or serial, in parallel. `make test` before a push.
 .PHONY: test-fast
-test-fast: setup ## the edit loop: build, cargo test of the core, pytest -n 2 without slow tests
+test-fast: setup test-tools ## the edit loop: build, cargo test of the core, pytest -n 2 without slow tests
 	$(REQUIRE_URING) cargo test -p fdkit $(CARGO_PROFILE)
 	$(REQUIRE_URING) $(PYTEST_PARALLEL) -m "not slow and not serial"
 
