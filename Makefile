@@ -197,6 +197,17 @@ bench: setup-release bench-tools bench-deps ## the full benchmarks (minutes); BE
 # and on fdkit's with both engines. The report lists every test that passes on asyncio's loop
 # and not on fdkit's; a hang is reported as one (per-test timeout, then a watchdog). It downloads,
 # so it is not part of `make test`. PEER="--suite anyio --loop epoll -j 2" to narrow; JSON=1.
+# The published figures (bench/figures.py): each run's JSON saved in docs/figures/, one file per
+# bench, then the README's table of headline rows rewritten from the saved runs.
+RUNS ?= 1
+.PHONY: figures
+figures: setup-release bench-tools bench-deps ## run BENCH (all when empty) RUNS times, save each run in docs/figures/, rewrite the README's figures
+	@set -eo pipefail; for i in $$(seq 1 $(RUNS)); do \
+	  $(PY) -m bench $(BENCH) --json > target/figures-run.json; \
+	  $(PY) -m bench.figures save target/figures-run.json --command "make bench$(if $(BENCH), BENCH=\"$(BENCH)\") JSON=1"; \
+	done; \
+	$(PY) -m bench.figures readme
+
 .PHONY: peer-tests
 peer-tests: setup ## other projects' suites (uvloop, anyio, aiohttp) on asyncio's loop and fdkit's: what differs
 	@$(PY) -m tests.peer_suites $(PEER) $(if $(JSON),--json)
