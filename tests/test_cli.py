@@ -412,3 +412,30 @@ def test_doctor_quiet_prints_only_what_does_not_work() -> None:
     assert "somaxconn" not in r.stdout
     for name in broken:
         assert name in r.stdout
+
+
+@pytest.mark.parametrize(
+    ("flags", "stamped", "shown"),
+    [([], False, ["notice"]), (["-v"], True, ["detail", "notice"]), (["-q"], False, [])],
+)
+def test_log_lines_are_time_stamped_only_with_verbose(
+    flags: list[str], stamped: bool, shown: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A notice reads ``fdkit copy: ...``; with ``-v`` every line starts with the time, as
+    the docs show; ``-q`` keeps warnings only."""
+    import argparse
+
+    from fdkit.cli import _log
+
+    parser = argparse.ArgumentParser()
+    _log.add_verbosity(parser)
+    log = _log.setup("copy", parser.parse_args(flags))
+    log.debug("detail")
+    log.info("notice")
+    lines = capsys.readouterr().err.splitlines()
+    assert [line.rsplit(": ", 1)[1] for line in lines] == shown
+    for line in lines:
+        if stamped:
+            assert re.fullmatch(STAMP + " fdkit copy: .+", line), line
+        else:
+            assert line.startswith("fdkit copy: "), line

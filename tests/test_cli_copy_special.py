@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import re
 import selectors
 import shutil
 import signal
@@ -158,8 +157,8 @@ def test_fifo_without_reader_says_it_waits_then_delivers(tmp_path: Path, small: 
         assert sel.select(timeout=20), "no 'waiting for a reader' line"
         first = proc.stderr.readline()
         want = f"fdkit copy: waiting for a reader on FIFO {str(fifo)!r} (Ctrl-C to stop)"
-        # A log line: time-stamped, the words as cp's.
-        assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d " + re.escape(want), first.strip())
+        # A notice: the command's name, then its words (time-stamped only with -v).
+        assert first.strip() == want
         cat = reader(fifo, tmp_path / "got")
         cat.wait(timeout=30)
         assert proc.wait(timeout=30) == 0
