@@ -899,12 +899,22 @@ def test_serve_without_a_peer_skips_only_its_rows(
     assert [d["id"] for d in doc["results"]] == [r.id for r in rows]
 
 
+def _bench_tool_list() -> list[tuple[str, str]]:
+    """``make bench-tools``' ``(command, Debian package)`` pairs, read from the Makefile's
+    ``BENCH_TOOLS``."""
+    for line in (REPO / "Makefile").read_text().splitlines():
+        if line.startswith("BENCH_TOOLS :="):
+            pairs = line.split(":=", 1)[1].split()
+            return [(tool, pkg) for tool, _, pkg in (p.partition(":") for p in pairs)]
+    raise AssertionError("no BENCH_TOOLS in the Makefile")
+
+
 def _fake_bin(
     tmp_path: Path, uid: int = 0, apt: bool = True, sudo: bool = False, tools: bool = False
 ) -> Path:
     """A PATH holding only fakes: ``apt-get`` (and ``sudo`` when asked) record their argv in
-    ``tmp_path/calls`` and succeed, ``id`` says ``uid``; ``wrk``, ``nginx``, ``h2o`` when
-    ``tools``."""
+    ``tmp_path/calls`` and succeed, ``id`` says ``uid``; every tool of ``make bench-tools``
+    (wrk, nginx, ...) when ``tools``."""
     bin_ = tmp_path / "bin"
     bin_.mkdir()
     record = tmp_path / "calls"
@@ -918,7 +928,7 @@ def _fake_bin(
         del scripts["sudo"]
     scripts["id"] = f"echo {uid}"
     if tools:
-        scripts["wrk"] = scripts["nginx"] = scripts["h2o"] = "exit 0"
+        scripts |= {tool: "exit 0" for tool, _ in _bench_tool_list()}
     for name, body in scripts.items():
         f = bin_ / name
         f.write_text(f"#!/bin/sh\n{body}\n")
@@ -965,7 +975,7 @@ def _missing_packages() -> list[str]:
     """What bench-tools finds missing with PATH = the fake bin (plus the sbin dirs it adds)."""
     return [
         pkg
-        for tool, pkg in (("wrk", "wrk"), ("nginx", "nginx"), ("h2o", "h2o"))
+        for tool, pkg in _bench_tool_list()
         if shutil.which(tool, path="/nonexistent:/usr/sbin:/sbin") is None
     ]
 
