@@ -1,9 +1,9 @@
 """The event loop benches at smoke-test size. aio (fdkit.aio's two engines against asyncio,
-uvloop, rloop and a C floor): its rows and ids, its --contended variant, the CPU readings it
-splits, and how it leaves out a contender that is missing, fails, or runs on another loop than
-it should. aio_anatomy (the Python calls, and the instructions under callgrind, each loop
-spends per hello request): its rows and ids, and how it reads a callgrind dump and splits the
-calls between the protocol and the loop."""
+uvloop, rloop and a C floor): its rows and ids, the CPU readings it splits, and how it leaves
+out a contender that is missing, fails, or runs on another loop than it should (its
+--contended variant: test_bench_aio_contended.py). aio_anatomy (the Python calls, and the
+instructions under callgrind, each loop spends per hello request): its rows and ids, and how
+it reads a callgrind dump and splits the calls between the protocol and the loop."""
 
 from __future__ import annotations
 
@@ -21,7 +21,6 @@ from pathlib import Path
 import pytest
 
 from helpers.bench import (
-    AIO_CONTENDED_HEADLINES,
     AIO_URING_GOALS,
     HAVE_GCC,
     HEADLINES,
@@ -32,16 +31,13 @@ from helpers.bench import (
     aio_lacking,
     anatomy_available,
     bench_rows,
-    bench_run,
-    children,
+    check_aio_rows,
     epoll_id,
     no_subprocess,
-    python_m_bench,
 )
 
 # isort: split
 # (bench/ is importable once helpers.bench has put the source tree on sys.path)
-import bench as benchmarks
 from bench import _common, _endpoints, aio, aio_anatomy, serve
 from bench._common import TINY_ENV, Result
 
@@ -77,7 +73,7 @@ def test_aio_rows() -> None:
     ids = [r.id for r in rows]
     assert set(ids) <= set(aio.planned_ids())
     assert len(ids) == len(set(ids))
-    _check_aio_rows(rows)
+    check_aio_rows(rows)
     workloads = ["hello", "streams", "sendfile"]
     if not aio.missing(aio.UVICORN_NEEDS):
         workloads.append("uvicorn")
@@ -88,26 +84,6 @@ def test_aio_rows() -> None:
         for sendfile in [r for r in rows if r.id == row_id]:
             assert "(native)" in sendfile.baseline_name  # asyncio's own os.sendfile path
             assert "(native)" in sendfile.case  # and fdkit.aio's engine's
-
-
-def _check_aio_rows(rows: list[Result], variant: str = "") -> None:
-    """Each row's unit fits its kind, its case names the engine it measures (io_uring for
-    ``aio_W_vs_X``, epoll for ``aio_epoll_W_vs_X``), its baseline the other contender."""
-    units = {"": ("us/req", "s/GiB"), "_rps": ("req/s",), "_p99": ("ms p99",)}
-    units |= {"_rate": ("MiB/s",), "_user": ("us/req",), "_kernel": ("us/req",)}
-    for r in rows:
-        assert r.id.endswith(variant), r
-        row_id = r.id.removesuffix(variant)
-        m = re.fullmatch(r"aio_(epoll_)?(hello|uvicorn|streams|sendfile)(.*)_vs_(\w+)", row_id)
-        assert m is not None, r
-        subject = "epoll_engine" if m[1] else "fdkit"
-        kind, other = m[3], m[4]
-        assert other != subject, r
-        assert r.unit in units[kind], r
-        assert r.case.startswith(f"fdkit.aio ({aio.ENGINE[subject]}), "), r.case
-        assert r.baseline_name.startswith(aio.LABELS[other]), r
-        if kind in ("_user", "_kernel"):
-            assert m[2] == "hello", r  # the split is the hello workload's
 
 
 @pytest.mark.slow
@@ -131,81 +107,6 @@ def test_aio_user_and_kernel_split_add_up() -> None:
                 total = getattr(user, side) + getattr(kernel, side)
                 assert math.isclose(total, getattr(cpu, side), rel_tol=1e-9), (side, cpu_id)
     assert not [i for i in rows if re.match(r"aio_(epoll_)?hello_(user|kernel)_vs_floor", i)]
-
-
-@pytest.fixture
-def aio_contended() -> list[Result]:
-    """The rows of the aio bench's --contended variant at smoke size (run once, as
-    bench_rows runs each bench)."""
-    return bench_run("aio", contended=True).rows
-
-
-@pytest.mark.slow
-@RESULTS_TIMEOUT
-def test_aio_contended_leaves_no_fd_or_process_behind() -> None:
-    """The --contended run, like every bench's run, leaves no fd open and no process behind:
-    its CPU burner is stopped."""
-    run = bench_run("aio", contended=True)
-    assert not run.fds_left, f"the contended run left fds open: {run.fds_left}"
-    assert not run.children_left, f"the contended run left processes: {run.children_left}"
-
-
-@pytest.mark.slow
-@RESULTS_TIMEOUT
-def test_aio_contended_ids_are_suffixed(aio_contended: list[Result]) -> None:
-    """Every row of the --contended run is a planned id suffixed ``_contended`` (never one
-    of the quiet run's), its case says the load's CPU was busy, and only the io_uring engine
-    against the epoll engine carries a goal there."""
-    ids = [r.id for r in aio_contended]
-    assert ids
-    assert set(ids) <= set(aio.planned_ids(variant=aio.CONTENDED))
-    assert not set(ids) & {r.id for r in bench_rows("aio")}
-    assert len(ids) == len(set(ids))
-    _check_aio_rows(aio_contended, aio.CONTENDED)
-    for r in aio_contended:
-        assert "CPU 1 busy" in r.case, r.case
-        assert r.goal == aio.GOALS.get(r.id), r
-        assert (r.goal is not None) == (r.id in AIO_CONTENDED_HEADLINES), r
-    for row_id in AIO_CONTENDED_HEADLINES:
-        assert ids.count(row_id) == (1 if aio_available(row_id) else 0), row_id
-    quiet = {r.id.removesuffix(aio.CONTENDED) for r in aio_contended}
-    assert {"aio_epoll_hello_vs_asyncio", "aio_epoll_streams_vs_asyncio"} <= quiet
-    if URING_OK:
-        assert {"aio_hello_vs_asyncio", "aio_streams_vs_asyncio"} <= quiet
-
-
-def test_aio_contended_is_a_flag_of_the_aio_bench_only() -> None:
-    """`python -m bench aio --contended` (what `make bench BENCH="aio --contended"` runs)
-    takes the flag; a bench without that variant is one line on stderr and status 2."""
-    bad = python_m_bench("accept", "aio", "--contended")
-    assert bad.returncode == 2
-    assert bad.stdout == ""
-    (line,) = bad.stderr.splitlines()
-    assert line == "python -m bench: no --contended variant for accept (only aio)"
-    assert benchmarks.contended_names() == ["aio"]
-    with pytest.raises(ValueError, match="no --contended variant for memory"):
-        benchmarks.run_benches(["memory"], quick=True, contended=True)
-    with pytest.raises(ValueError, match="memory has no --contended variant"):
-        benchmarks.BENCHES["memory"].run(quick=True, contended=True)
-
-
-@pytest.mark.serial
-def test_aio_burner_runs_on_the_load_cpu_and_is_stopped() -> None:
-    """The --contended run's CPU burner is a busy process on CPU 1 while the workloads run,
-    stopped (by pid) when they end; a quiet run starts none."""
-    plan = aio._plan(quick=True, contended=True)
-    before = children()
-    with aio._burner(plan):
-        (pid,) = children() - before
-        if (os.cpu_count() or 1) >= 2:
-            assert os.sched_getaffinity(pid) == {1}
-        time.sleep(0.3)
-        user, system = _endpoints.read_user_system(pid)
-        assert user > 0.1
-        assert system < user
-    assert children() == before
-    with aio._burner(aio._plan(quick=True)):
-        assert children() == before
 
 
 @pytest.mark.serial

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from helpers.bench import (
+    CONTENDED_RUN_BY,
     HAVE_GCC,
     HEADLINES,
     RESULTS_TIMEOUT,
@@ -43,13 +44,14 @@ pytestmark = pytest.mark.source_tree
 
 def test_registry_lists_every_bench() -> None:
     """Every bench is registered under its name with a description, and one test file runs it
-    and checks its rows."""
+    and checks its rows (one more its --contended variant, where it has one)."""
     assert set(HEADLINES) <= set(benchmarks.BENCHES)
     for name, b in benchmarks.BENCHES.items():
         assert b.name == name
         assert b.description
     assert set(RUN_BY) == set(benchmarks.BENCHES)
-    for name, file in RUN_BY.items():
+    assert set(CONTENDED_RUN_BY) == set(benchmarks.contended_names())
+    for name, file in [*RUN_BY.items(), *CONTENDED_RUN_BY.items()]:
         assert (TESTS / f"{file}.py").is_file(), name
 
 

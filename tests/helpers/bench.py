@@ -17,6 +17,7 @@ import dataclasses
 import json
 import math
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -247,6 +248,26 @@ def planned_ids(bench: str) -> set[str]:
     raise ValueError(f"{bench} lists no planned ids")
 
 
+def check_aio_rows(rows: list[Result], variant: str = "") -> None:
+    """Each row's unit fits its kind, its case names the engine it measures (io_uring for
+    ``aio_W_vs_X``, epoll for ``aio_epoll_W_vs_X``), its baseline the other contender."""
+    units = {"": ("us/req", "s/GiB"), "_rps": ("req/s",), "_p99": ("ms p99",)}
+    units |= {"_rate": ("MiB/s",), "_user": ("us/req",), "_kernel": ("us/req",)}
+    for r in rows:
+        assert r.id.endswith(variant), r
+        row_id = r.id.removesuffix(variant)
+        m = re.fullmatch(r"aio_(epoll_)?(hello|uvicorn|streams|sendfile)(.*)_vs_(\w+)", row_id)
+        assert m is not None, r
+        subject = "epoll_engine" if m[1] else "fdkit"
+        kind, other = m[3], m[4]
+        assert other != subject, r
+        assert r.unit in units[kind], r
+        assert r.case.startswith(f"fdkit.aio ({aio.ENGINE[subject]}), "), r.case
+        assert r.baseline_name.startswith(aio.LABELS[other]), r
+        if kind in ("_user", "_kernel"):
+            assert m[2] == "hello", r  # the split is the hello workload's
+
+
 # ------------------------------------------------------------------------- processes, fds
 
 
@@ -346,8 +367,9 @@ def missing_packages() -> list[str]:
 
 #: The test file that runs each bench and checks its rows (:class:`RowContract` there, and the
 #: bench's own checks). ``make test`` runs pytest with ``-n 2 --dist loadfile``: a bench taken
-#: by two files on two workers runs twice, so serve, aio and aio_anatomy (:data:`RUN_ALONE`)
-#: are taken by their file alone.
+#: by two files on two workers runs twice. The cheap benches (a few seconds in all) are taken
+#: by test_bench_contract.py too, for the ids across benches; the costly ones
+#: (:data:`RUN_ALONE`) by their own file alone.
 RUN_BY = {
     "accept": "test_bench_fd",
     "socket_create": "test_bench_fd",
@@ -363,6 +385,9 @@ RUN_BY = {
 }
 #: The costly benches (seconds to a minute at smoke size): only their own file may run them.
 RUN_ALONE = ("serve", "aio", "aio_anatomy")
+#: The test file that runs each bench's ``--contended`` variant (another run than the quiet
+#: one, as costly: a file of its own, which the other worker can take).
+CONTENDED_RUN_BY = {"aio": "test_bench_aio_contended"}
 
 
 @dataclass(frozen=True)
@@ -384,8 +409,9 @@ def bench_run(name: str, contended: bool = False) -> BenchRun:
     process: the first call runs it, later calls (from any test file) get the same run, or the
     same exception when it failed."""
     if name in RUN_ALONE:
+        by = CONTENDED_RUN_BY[name] if contended else RUN_BY[name]
         here = Path(os.environ.get("PYTEST_CURRENT_TEST", "").split("::")[0]).stem
-        assert here == RUN_BY[name], f"{name} is run by {RUN_BY[name]}.py only, not {here}"
+        assert here == by, f"{name}{' --contended' * contended} is run by {by}.py only, not {here}"
     key = (name, contended)
     if key not in _runs:
         try:
