@@ -146,9 +146,9 @@ impl PyRing {
 /// list of their names (the stub's is `fdkit.types.SqeFlags`). `async_` is `IOSQE_ASYNC`,
 /// `skip_success` `IOSQE_CQE_SKIP_SUCCESS`.
 const SQE_KEYWORDS: [(&str, SqeFlags); 5] = [
-    ("link", SqeFlags::LINK),
-    ("hardlink", SqeFlags::HARDLINK),
-    ("drain", SqeFlags::DRAIN),
+    ("link", SqeFlags::IO_LINK),
+    ("hardlink", SqeFlags::IO_HARDLINK),
+    ("drain", SqeFlags::IO_DRAIN),
     ("async_", SqeFlags::ASYNC),
     ("skip_success", SqeFlags::SKIP_SUCCESS),
 ];

@@ -378,7 +378,7 @@ impl Ring {
     /// at once (it still completes first). See io_uring_prep_cancel(3).
     pub fn cancel(&mut self, target_user_data: u64, user_data: u64) -> Result<()> {
         let flags = self.take_flags();
-        if flags.intersects(SqeFlags::LINK | SqeFlags::HARDLINK | SqeFlags::SKIP_SUCCESS) {
+        if flags.intersects(SqeFlags::IO_LINK | SqeFlags::IO_HARDLINK | SqeFlags::SKIP_SUCCESS) {
             return Err(Error::InvalidArgument(
                 "cancel cannot be linked or skip_success (it may be several kernel requests)",
             ));
@@ -414,7 +414,7 @@ impl Ring {
         for &t in &kernel_targets {
             let entry = opcode::AsyncCancel::new(t)
                 .build()
-                .flags(flags.kernel())
+                .flags(flags)
                 .user_data(self.slots.key(id));
             if let Err(e) = self.push_entry(entry) {
                 failure = Some(e);
