@@ -89,6 +89,7 @@ mod _fdkit {
             "SERVE_DEFAULTS",
             crate::servers::static_files::defaults_dict(m.py())?,
         )?;
+        m.add("RING_OPS", crate::uring::ring_ops_table(m.py())?)?;
         m.add("PipeSize", crate::pipe_size::pipe_size_type(m.py())?)?;
         m.add(
             "Decompressed",

@@ -262,10 +262,15 @@ fn skip_success_is_refused_where_it_would_lose_a_result() {
     };
     let (a, _b) = tcp_pair();
     assert!(ring
-        .with_flags(SqeFlags::SKIP_SUCCESS, |r| r.accept(a.as_fd(), 1))
+        .with_flags(SqeFlags::SKIP_SUCCESS, |r| r.accept(
+            a.as_fd(),
+            false,
+            false,
+            1
+        ))
         .is_err());
     assert!(ring
-        .with_flags(SqeFlags::IO_LINK, |r| r.accept_multishot(a.as_fd(), 1))
+        .with_flags(SqeFlags::IO_LINK, |r| r.accept(a.as_fd(), true, false, 1))
         .is_err());
     assert!(ring
         .with_flags(SqeFlags::IO_LINK | SqeFlags::IO_HARDLINK, |r| r.nop(1))
@@ -321,7 +326,7 @@ fn fixed_files_and_buffers_round_trip() {
     ring.fill_fixed(0, 0, b"fixed bytes").unwrap();
     // write_fixed from buffer 0 into the pipe, then read_fixed into buffer 1, linked.
     ring.with_flags(SqeFlags::IO_LINK, |ring| {
-        ring.write_fixed(Target::Fixed(1), 0, 11, None, 4)
+        ring.write_fixed(Target::Fixed(1), 0, 11.into(), None, 4)
     })
     .unwrap();
     ring.read_fixed(r.as_fd(), 1, 64, None, 5).unwrap();
@@ -361,7 +366,7 @@ fn openat_statx_fsync_on_a_file() {
     let path = dir.join("f");
     let cpath = CString::new(path.to_str().unwrap()).unwrap();
     let flags = (OFlags::CREATE | OFlags::WRONLY | OFlags::TRUNC).bits() as i32;
-    ring.openat(None, cpath.clone(), flags, 0o600, 1).unwrap();
+    ring.openat(cpath.clone(), flags, 0o600, None, 1).unwrap();
     let mut c = drain(&mut ring).pop().unwrap();
     assert_eq!(c.op, OpKind::OpenAt);
     let file = c.take_fd().expect("an fd");
@@ -374,7 +379,7 @@ fn openat_statx_fsync_on_a_file() {
     ring.fsync(file.as_fd(), true, 3).unwrap();
     let got = summary(&drain(&mut ring));
     assert_eq!(got, vec![(2, OpKind::Write, 5), (3, OpKind::Fsync, 0)]);
-    ring.statx(None, cpath, 0, libc::STATX_BASIC_STATS, 4)
+    ring.statx(cpath, None, 0, libc::STATX_BASIC_STATS, 4)
         .unwrap();
     let c = drain(&mut ring).pop().unwrap();
     let st = c.statx.expect("statx");
@@ -382,7 +387,7 @@ fn openat_statx_fsync_on_a_file() {
     use std::os::unix::fs::MetadataExt;
     assert_eq!((st.size, st.ino, st.mode), (5, meta.ino(), meta.mode()));
     let missing = CString::new(dir.join("missing").to_str().unwrap()).unwrap();
-    ring.openat(None, missing, libc::O_RDONLY, 0, 5).unwrap();
+    ring.openat(missing, libc::O_RDONLY, 0, None, 5).unwrap();
     assert_eq!(drain(&mut ring).pop().unwrap().result, -libc::ENOENT);
     std::fs::remove_dir_all(&dir).unwrap();
 }
@@ -403,8 +408,14 @@ fn sendmsg_recvmsg_over_udp_and_accept_with_address() {
     ring.recvmsg(b.as_fd(), 64, RecvFlags::empty(), 1).unwrap();
     let parts: Vec<Box<dyn AsRef<[u8]> + Send>> =
         vec![Box::new(b"dgram ".to_vec()), Box::new(b"parts".to_vec())];
-    ring.sendmsg(a.as_fd(), parts, Some(&b_addr), SendFlags::empty(), 2)
-        .unwrap();
+    ring.sendmsg(
+        a.as_fd(),
+        parts,
+        Some(b_addr.clone()),
+        SendFlags::empty(),
+        2,
+    )
+    .unwrap();
     let cs = drain(&mut ring);
     let got = cs.iter().find(|c| c.user_data == 1).unwrap();
     assert_eq!(got.data.as_deref(), Some(&b"dgram parts"[..]));
@@ -412,7 +423,7 @@ fn sendmsg_recvmsg_over_udp_and_accept_with_address() {
     assert_eq!(got.target, Some(OpFd::Raw(b.as_raw_fd())));
 
     let (l, addr) = common::listener(false);
-    ring.accept_with_address(l.as_fd(), 3).unwrap();
+    ring.accept(l.as_fd(), false, true, 3).unwrap();
     ring.submit().unwrap();
     let client = common::client(&addr);
     let mut c = drain(&mut ring).pop().unwrap();
