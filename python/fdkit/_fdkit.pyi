@@ -12,6 +12,7 @@ from fdkit.types import (
     AtomicPipeMode,
     CompletionOp,
     Engine,
+    EngineName,
     Inet6Address,
     InetAddress,
     ListenInfo,
@@ -194,6 +195,14 @@ def poll(fds: Iterable[tuple[int, int]], timeout: float | None = None) -> list[t
 # io_uring
 def uring_probe() -> dict[str, Any]: ...
 
+# None where this kernel runs fdkit's io_uring engines (the core's MIN_KERNEL, Linux 6.0), else
+# why `what` cannot run here: "<what> needs Linux 6.0; this kernel is <release>".
+def uring_kernel_check(what: str) -> str | None: ...
+
+# Every spelling of an engine fdkit accepts, and the engine it names (the core's ENGINE_NAMES:
+# "uring" is an alias of "io_uring"); fdkit.types.Engine is held to it by a test.
+ENGINE_NAMES: dict[str, EngineName]
+
 @final
 class Completion:
     @property
@@ -220,6 +229,10 @@ class Completion:
     def address(self) -> _Address | None: ...  # accept(address=True)'s peer, recvmsg's sender
     @property
     def statx(self) -> Statx | None: ...
+
+# The core's ReactorOptions::DEFAULT, by argument name; the default below is held to it by
+# tests/test_aio_reactor_defaults.py.
+REACTOR_DEFAULTS: dict[str, int]
 
 @final
 class Reactor:

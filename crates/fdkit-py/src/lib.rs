@@ -75,7 +75,7 @@ mod _fdkit {
     use crate::atomic_pipe::{AtomicPipe, AtomicPipeEnds, ProtocolError};
 
     #[pymodule_export]
-    use crate::uring::{uring_probe, PyCompletion, PyRing};
+    use crate::uring::{uring_kernel_check, uring_probe, PyCompletion, PyRing};
 
     #[pymodule_export]
     use crate::servers::proxy::serve_proxy;
@@ -88,6 +88,14 @@ mod _fdkit {
         m.add(
             "SERVE_DEFAULTS",
             crate::servers::static_files::defaults_dict(m.py())?,
+        )?;
+        m.add(
+            "REACTOR_DEFAULTS",
+            crate::aio::reactor_defaults_dict(m.py())?,
+        )?;
+        m.add(
+            "ENGINE_NAMES",
+            crate::servers::static_files::engine_names_dict(m.py())?,
         )?;
         m.add("RING_OPS", crate::uring::ring_ops_table(m.py())?)?;
         m.add("PipeSize", crate::pipe_size::pipe_size_type(m.py())?)?;

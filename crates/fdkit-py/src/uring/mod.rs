@@ -10,5 +10,5 @@ mod probe;
 mod ring;
 
 pub use completion::PyCompletion;
-pub use probe::uring_probe;
+pub use probe::{uring_kernel_check, uring_probe};
 pub use ring::{ring_ops_table, PyRing};

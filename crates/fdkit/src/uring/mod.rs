@@ -83,7 +83,7 @@ pub use ops::{FixedData, OpSpec, OPS};
 pub(crate) use probe::{explain, missing_op};
 pub use probe::{probe, Availability, OpSupport};
 pub use ring::{Ring, RingOptions, CLOSE_TIMEOUT, MAX_ENTRIES};
-pub use setup::KernelVersion;
 pub(crate) use setup::{enter_timeout, Built, Setup};
+pub use setup::{KernelVersion, MIN_KERNEL};
 pub use sqe::SqeFlags;
 pub(crate) use teardown::{drain, leak, InFlight};
