@@ -24,8 +24,9 @@ mod zerocopy;
 use pyo3::prelude::*;
 
 /// The native module behind `fdkit`: fd-native syscalls, zero-copy transfer, atomic pipe
-/// messages, io_uring, `fdkit.aio`'s engine and the native servers. Import the public modules (`fdkit.fd`,
-/// `fdkit.zerocopy`, `fdkit.atomic_pipe`, `fdkit.uring`) rather than this one.
+/// messages, io_uring, `fdkit.aio`'s native loop and reactor, and the native servers. Import the
+/// public modules (`fdkit.fd`, `fdkit.zerocopy`, `fdkit.atomic_pipe`, `fdkit.uring`) rather
+/// than this one.
 ///
 /// `gil_used = true` (the default) stays: the glue keeps Python objects across calls only
 /// under the GIL and was not audited for free-threaded builds.
