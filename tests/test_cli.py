@@ -213,7 +213,8 @@ def test_closed_stdout_after_help_is_quiet(argv: list[str]) -> None:
 
 
 def test_closed_stdout_in_a_shell_pipeline() -> None:
-    """The issue's own spelling: `fdkit doctor | (exec 0<&-)`."""
+    """`fdkit doctor | (exec 0<&-)`: a reader that closes the pipe at once ends the command
+    with SIGPIPE's status (141) and not one line on stderr."""
     proc = subprocess.run(
         ["bash", "-c", f"'{FDKIT}' doctor | (exec 0<&-); echo ${{PIPESTATUS[0]}}"],
         capture_output=True,
@@ -269,7 +270,8 @@ def _unprivileged_port_start() -> int:
 @pytest.mark.skipif(shutil.which("setpriv") is None, reason="needs setpriv (util-linux)")
 @pytest.mark.skipif(_unprivileged_port_start() <= 80, reason="port 80 is not privileged here")
 def test_serve_port_80_as_non_root_blames_the_port_not_the_directory() -> None:
-    """The issue: `Permission denied: '<DIR>'`; the directory was fine, the bind was not."""
+    """Binding port 80 without the privilege names the address that could not be bound, not
+    the directory served (which is readable): no `Permission denied: '<DIR>'`."""
     nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
     # An interpreter under a private home (pyenv's in /root) may not start as nobody at all.
     py = subprocess.run([*nobody, sys.executable, "-c", ""], capture_output=True, timeout=60)

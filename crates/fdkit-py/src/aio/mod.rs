@@ -10,5 +10,5 @@ mod reactor;
 mod socket_transport;
 
 pub use loop_core::LoopCore;
-pub use reactor::PyReactor;
+pub use reactor::{defaults_dict as reactor_defaults_dict, PyReactor};
 pub use socket_transport::install_write;
