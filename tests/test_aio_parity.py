@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import contextvars
 import errno
+import fcntl
 import json
 import logging
 import os
@@ -22,6 +23,7 @@ import socket
 import struct
 import subprocess
 import sys
+import termios
 import time
 from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
@@ -449,14 +451,14 @@ async def _read_sizes_follow_max_size() -> list[tuple[str, int]]:
         await _made(protos)
         tr = protos[0].transport
         tr.pause_reading()
-        seen.append(("class default", await _paused_read(tr, peer, protos, 100_000)))
+        seen.append(("class default", await _paused_read(tr, peer, protos, 40_000)))
         tr.max_size = 1000  # the instance's own
-        seen.append(("instance 1000", await _paused_read(tr, peer, protos, 100_000)))
+        seen.append(("instance 1000", await _paused_read(tr, peer, protos, 40_000)))
         del tr.max_size
         with pytest.MonkeyPatch.context() as mp:
             mp.setattr(base, "max_size", 3000)  # asyncio's class, after the transport exists
-            seen.append(("base class 3000", await _paused_read(tr, peer, protos, 100_000)))
-        seen.append(("restored", await _paused_read(tr, peer, protos, 100_000)))
+            seen.append(("base class 3000", await _paused_read(tr, peer, protos, 40_000)))
+        seen.append(("restored", await _paused_read(tr, peer, protos, 40_000)))
     finally:
         peer.close()
         for p in protos:
@@ -465,11 +467,22 @@ async def _read_sizes_follow_max_size() -> list[tuple[str, int]]:
     return seen
 
 
+def _queued(fd: int) -> int:
+    """The bytes waiting in socket ``fd``'s receive queue (FIONREAD)."""
+    return struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, b"\0" * 4))[0]  # type: ignore[no-any-return]
+
+
 async def _paused_read(tr: Any, peer: socket.socket, protos: Sequence[Any], n: int) -> int:
     """The size of the first read once ``n`` bytes wait: sent while reading is paused, then
     reading resumed for one read."""
     peer.sendall(b"y" * n)
-    await asyncio.sleep(0.05)
+    fd = tr.get_extra_info("socket").fileno()
+    deadline = time.monotonic() + 5
+    # all of it in the receive queue (n fits in a loopback socket's window), however loaded
+    # the machine
+    while _queued(fd) < n:
+        assert time.monotonic() < deadline, f"{_queued(fd)} of {n} bytes arrived in 5 s"
+        await asyncio.sleep(0.005)
     tr.resume_reading()
     first: int = await asyncio.wait_for(protos[0].got.get(), 5)
     tr.pause_reading()
@@ -487,6 +500,7 @@ def test_read_size_follows_max_size_wherever_it_is_set(engine: FdkitEngine) -> N
     instance's own value, else the class's, also when a program changes asyncio's class
     after the transport exists."""
     oracle, got = both_run(engine, _read_sizes_follow_max_size)
+    assert dict(oracle)["class default"] == 40_000, oracle  # all that waits, under 256 KiB
     assert dict(oracle)["instance 1000"] == 1000, oracle
     assert dict(oracle)["base class 3000"] == 3000, oracle
     assert got == oracle
