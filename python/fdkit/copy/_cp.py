@@ -1035,16 +1035,29 @@ def _replace_by(make: object, dst: str) -> None:
     raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), dst)
 
 
+def _link(src: str, dst: str, follow: bool) -> None:
+    """``linkat(src, dst)``, following a symlink ``src`` when ``follow``. (``os.link`` calls
+    link(2), which never follows one, unless it is given a directory fd.)"""
+    if not follow:
+        os.link(src, dst, follow_symlinks=False)
+        return
+    here = os.open(".", os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.link(src, dst, src_dir_fd=here, follow_symlinks=True)
+    finally:
+        os.close(here)
+
+
 def _force_link(src: str, dst: str, replace: bool, follow: bool) -> bool:
     """``link(src, dst)``; with ``replace``, an existing ``dst`` is replaced. True when it
     was."""
     try:
-        os.link(src, dst, follow_symlinks=follow)
+        _link(src, dst, follow)
         return False
     except FileExistsError:
         if not replace:
             raise
-    _replace_by(lambda tmp: os.link(src, tmp, follow_symlinks=follow), dst)
+    _replace_by(lambda tmp: _link(src, tmp, follow), dst)
     return True
 
 
