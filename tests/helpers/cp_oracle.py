@@ -10,10 +10,12 @@ fdkit's, so that ``assert ours == theirs`` compares everything at once.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import stat
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -65,14 +67,9 @@ def fdkit(*args: str, cwd: Path | None = None, **kw: object) -> subprocess.Compl
 
 def as_fdkit(text: str) -> str:
     """cp's words as fdkit says them: its name at the head of a line, in its hint."""
-    lines = []
-    for line in text.splitlines(keepends=True):
-        if line.startswith("cp: "):
-            line = "fdkit copy: " + line[4:]
-        lines.append(line.replace("Try 'cp --help'", "Try 'fdkit copy --help'"))
-    return "".join(lines).replace(
-        "cp makes a backup of SOURCE", "fdkit copy makes a backup of SOURCE"
-    )
+    # At the head of a line, or after a prompt (which ends in "? " and no newline).
+    text = re.sub(r"(?m)(^|\? )cp: ", r"\1fdkit copy: ", text)
+    return text.replace("Try 'cp --help'", "Try 'fdkit copy --help'")
 
 
 def snapshot(
@@ -81,7 +78,7 @@ def snapshot(
     """Every entry under ``root``: kind, mode and what makes it that entry (bytes and whether
     it has holes, link target, device number), the names sharing its inode, its ``user.``
     extended attributes; with ``times`` its mtime (``times="dst"``: of the entries under
-    ``dst`` only, where the rest's change with the run), with ``owners`` its owner."""
+    ``dst`` only; a time of the last hour is "now"), with ``owners`` its owner."""
     out: dict[str, tuple[object, ...]] = {}
     inodes: dict[int, list[str]] = {}
     for dirpath, dirnames, filenames in os.walk(root):
@@ -110,7 +107,10 @@ def snapshot(
             row: tuple[object, ...] = (stat.S_IFMT(st.st_mode), stat.S_IMODE(st.st_mode), what)
             row += (xattrs,)
             if times is True or (isinstance(times, str) and rel.startswith(times)):
-                row += (st.st_mtime_ns,)
+                # A time of the last hour is "now": made or changed by this run, or by the
+                # build (the two programs ran a few milliseconds apart).
+                recent = abs(time.time_ns() - st.st_mtime_ns) < 3600 * 10**9
+                row += ("now" if recent else st.st_mtime_ns,)
             if owners:
                 row += (st.st_uid, st.st_gid)
             out[rel] = row
@@ -122,32 +122,58 @@ def snapshot(
 
 def both(
     tmp_path: Path,
-    build: Build,
+    build: Build | None,
     *args: str,
+    dest: Build | None = None,
     stdin: str | None = None,
     env: Mapping[str, str] | None = None,
     prefix: Sequence[str] = (),
-    times: bool | str = False,
+    times: bool | str = True,
     owners: bool = False,
 ) -> tuple[Outcome, Outcome]:
-    """Build the tree in ``tmp_path/cp`` and ``tmp_path/fdkit``, run ``cp ARGS`` and
-    ``fdkit copy ARGS`` each in its own, and return (cp's outcome in fdkit's words, fdkit's)."""
-    results = []
+    """Run ``cp ARGS`` and ``fdkit copy ARGS`` on one tree and compare: returns (cp's outcome
+    in fdkit's words, fdkit's).
+
+    ``build`` makes the sources once, in ``tmp_path/shared``, where both programs run: both
+    read the same inodes, so they walk a directory in the same order (cp reads in inode order)
+    and ``-v`` prints the same lines. ``dest`` makes what is already at the destination, once
+    in ``tmp_path/cp`` and once in ``tmp_path/fdkit``; ``@`` in an argument is that directory
+    (``../cp`` or ``../fdkit``), and each outcome's tree is its own."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    if build is not None:
+        build(shared)
     for name in ("cp", "fdkit"):
         root = tmp_path / name
         root.mkdir()
-        build(root)
+        if dest is not None:
+            dest(root)
+    results = []
     for name, program in (("cp", cp), ("fdkit", fdkit)):
-        root = tmp_path / name
-        r = program(*args, cwd=root, stdin=stdin, env=env, prefix=prefix)
-        results.append(
-            Outcome(
-                r.returncode,
-                r.stdout,
-                r.stderr,
-                snapshot(root, times=times, owners=owners),
-            )
-        )
+        argv = [a.replace("@", f"../{name}") for a in args]
+        r = program(*argv, cwd=shared, stdin=stdin, env=env, prefix=prefix)
+        tree = snapshot(tmp_path / name, times=times, owners=owners)
+        results.append(Outcome(r.returncode, r.stdout, r.stderr, tree))
     theirs, ours = results
-    theirs = Outcome(theirs.code, as_fdkit(theirs.stdout), as_fdkit(theirs.stderr), theirs.tree)
-    return theirs, ours
+
+    def words(text: str) -> str:
+        return as_fdkit(text).replace("../cp", "../fdkit")
+
+    return Outcome(theirs.code, words(theirs.stdout), words(theirs.stderr), theirs.tree), ours
+
+
+def assert_same(theirs: Outcome, ours: Outcome) -> None:
+    """``ours == theirs``, failing with what differs: the words first, then each entry of the
+    trees that differs."""
+    for what in ("code", "stdout", "stderr"):
+        mine, want = getattr(ours, what), getattr(theirs, what)
+        assert mine == want, f"{what}: fdkit {mine!r} != cp {want!r}"
+    differ = {
+        name: (theirs.tree.get(name), ours.tree.get(name))
+        for name in sorted(set(theirs.tree) | set(ours.tree))
+        if theirs.tree.get(name) != ours.tree.get(name)
+    }
+    assert not differ, "entries that differ (cp's, fdkit's):\n" + "\n".join(
+        f"  {name}: {pair[0]!r:.300}\n  {' ' * len(name)}  {pair[1]!r:.300}"
+        for name, pair in differ.items()
+    )
