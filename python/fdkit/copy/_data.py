@@ -167,27 +167,35 @@ class _Mover:
 
     def move(self, src_fd: int, dst_fd: int, count: int, off: int | None) -> int:
         """Up to ``count`` bytes (at ``off`` in both files, or at their positions); 0 at the
-        end of the source. A failure is a :class:`DataError` (``copy``: either side)."""
-        try:
-            return self._move(src_fd, dst_fd, count, off)
-        except OSError as e:
-            raise DataError("copy", e) from None
-
-    def _move(self, src_fd: int, dst_fd: int, count: int, off: int | None) -> int:
+        end of the source. A failure is a :class:`DataError`: ``copy`` when copy_file_range
+        failed (the kernel does not say which side), else ``read`` or ``write``."""
         if self.pipe is None:
-            if off is None:
-                n = zerocopy.transfer(src_fd, dst_fd, count)
-            else:
-                n = zerocopy.transfer(src_fd, dst_fd, count, src_offset=off, dst_offset=off)
+            try:
+                if off is None:
+                    n = zerocopy.transfer(src_fd, dst_fd, count)
+                else:
+                    n = zerocopy.transfer(src_fd, dst_fd, count, src_offset=off, dst_offset=off)
+            except OSError as e:
+                stats = zerocopy.transfer_stats()
+                path = stats["path"] if stats is not None else "read_write"
+                if path == "copy_file_range":
+                    raise DataError("copy", e) from None
+                raise DataError("write" if e.errno in WRITE_ERRNOS else "read", e) from None
             stats = zerocopy.transfer_stats()
             if stats is not None and n:
                 self.path = stats["path"]
             return n
-        n = self.pipe.read_from(src_fd, min(count, self.pipe.size), offset=off)
+        try:
+            n = self.pipe.read_from(src_fd, min(count, self.pipe.size), offset=off)
+        except OSError as e:
+            raise DataError("read", e) from None
         left = n
-        while left:
-            w = self.pipe.write_to(dst_fd, left, offset=None if off is None else off + n - left)
-            left -= w
+        try:
+            while left:
+                where = None if off is None else off + n - left
+                left -= self.pipe.write_to(dst_fd, left, offset=where)
+        except OSError as e:
+            raise DataError("write", e) from None
         if n:
             self.path = "splice_via_pipe"
         return n
