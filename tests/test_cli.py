@@ -360,8 +360,7 @@ def test_copy_refuses_a_bad_flag_in_cps_words_and_status() -> None:
     r = run(*VALID["copy"], "--bogus", timeout=30)
     assert (r.returncode, r.stdout) == (1, "")
     assert r.stderr == (
-        "fdkit copy: unrecognized option '--bogus'\n"
-        "Try 'fdkit copy --help' for more information.\n"
+        "fdkit copy: unrecognized option '--bogus'\nTry 'fdkit copy --help' for more information.\n"
     )
 
 

@@ -946,7 +946,9 @@ def test_command_line_as_cp(tmp_path: Path, args: tuple[str, ...]) -> None:
         (("f1", "@/dang2"), {"POSIXLY_CORRECT": "1"}),
         (("f1", "@/new", "-v"), {"POSIXLY_CORRECT": "1"}),
     ],
-    ids=lambda v: " ".join(v) if isinstance(v, tuple) else ",".join(f"{k}={x}" for k, x in v.items()),
+    ids=lambda v: (
+        " ".join(v) if isinstance(v, tuple) else ",".join(f"{k}={x}" for k, x in v.items())
+    ),
 )
 def test_environment_as_cp(tmp_path: Path, args: tuple[str, ...], env: dict[str, str]) -> None:
     """VERSION_CONTROL, SIMPLE_BACKUP_SUFFIX, POSIXLY_CORRECT (options after the operands
@@ -1055,7 +1057,7 @@ def test_a_bind_mounted_destination_is_written_into(tmp_path: Path) -> None:
         (tmp_path / f"{who}-mountpoint").write_bytes(b"underneath\n")
     script = (
         'mount --bind "$1-backing" "$1-mountpoint" && shift && "$@"; rc=$?; '
-        "cat \"$WHO-mountpoint\"; exit $rc"
+        'cat "$WHO-mountpoint"; exit $rc'
     )
     results = {}
     for who, program in (("cp", ["cp"]), ("fdkit", [FDKIT, "copy"])):
@@ -1077,8 +1079,19 @@ def test_a_bind_mounted_destination_is_written_into(tmp_path: Path) -> None:
     assert (tmp_path / "fdkit-mountpoint").read_bytes() == b"underneath\n"
     # --atomic cannot replace a mount point, and says so as cp would say it.
     r = subprocess.run(
-        [*prefix, "sh", "-c", script, "sh", "fdkit", FDKIT, "copy", "--atomic", "src",
-         "fdkit-mountpoint"],
+        [
+            *prefix,
+            "sh",
+            "-c",
+            script,
+            "sh",
+            "fdkit",
+            FDKIT,
+            "copy",
+            "--atomic",
+            "src",
+            "fdkit-mountpoint",
+        ],
         capture_output=True,
         text=True,
         timeout=60,
@@ -1136,11 +1149,19 @@ def test_atomic_never_leaves_a_half_written_destination(tmp_path: Path) -> None:
     limit = 'trap "" XFSZ; ulimit -f 1024; exec "$@"'
     inplace = subprocess.run(
         ["sh", "-c", limit, "sh", FDKIT, "copy", "src", "inplace"],
-        capture_output=True, text=True, timeout=60, check=False, cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        cwd=tmp_path,
     )
     atomic = subprocess.run(
         ["sh", "-c", limit, "sh", FDKIT, "copy", "--atomic", "src", "atomic"],
-        capture_output=True, text=True, timeout=60, check=False, cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        cwd=tmp_path,
     )
     assert inplace.returncode == atomic.returncode == 1
     assert 0 < (tmp_path / "inplace").stat().st_size < 3 << 20
@@ -1155,8 +1176,11 @@ def test_atomic_keeps_the_destinations_mode_and_gives_a_new_one_srcs(tmp_path: P
     (tmp_path / "kept").write_bytes(b"old\n")
     (tmp_path / "kept").chmod(0o604)
     os.utime(tmp_path / "src", ns=(T_SRC, T_SRC))
-    for args in (("--atomic", "src", "kept"), ("--atomic", "src", "made"), ("--atomic", "-p",
-                                                                            "src", "timed")):
+    for args in (
+        ("--atomic", "src", "kept"),
+        ("--atomic", "src", "made"),
+        ("--atomic", "-p", "src", "timed"),
+    ):
         r = run(*args, cwd=tmp_path)
         assert r.returncode == 0, r.stderr
     assert stat.S_IMODE((tmp_path / "kept").stat().st_mode) == 0o604
@@ -1214,7 +1238,10 @@ def test_help_and_version(tmp_path: Path) -> None:
     assert r.returncode == 0
     assert r.stdout.startswith("Usage: fdkit copy [OPTION]... [-T] SOURCE DEST\n")
     cp_help = subprocess.run(
-        ["cp", "--help"], capture_output=True, text=True, env={**os.environ, "LC_ALL": "C"},
+        ["cp", "--help"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "LC_ALL": "C"},
         check=False,
     ).stdout
     # Every option cp lists, but the SELinux ones, is listed with cp's words.

@@ -9,10 +9,10 @@ A property test (hypothesis) does the same for copytree on random small trees.""
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import shutil
 import socket
-import stat
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -65,14 +65,14 @@ def make_files(root: Path) -> None:
     os.utime(tree / "sub" / "b", ns=(T_SRC, T_SRC))
 
 
-def outcome(root: Path, call: Callable[[], Any]) -> tuple[object, ...]:
+def outcome(root: Path, call: Callable[[], Any]) -> tuple[object, dict[str, tuple[object, ...]]]:
     """What ``call`` returned or raised, with ``root`` written as ``ROOT``, and the tree."""
     here = os.getcwd()
     os.chdir(root)
     try:
         result: object = ("returned", _relative(call(), root))
     except shutil.Error as e:
-        result = ("raised", "shutil.Error", sorted(_relative(x, root) for x in e.args[0]))
+        result = ("raised", "shutil.Error", sorted(str(_relative(x, root)) for x in e.args[0]))
     except OSError as e:
         result = ("raised", type(e).__name__, e.errno, _relative(str(e), root))
     finally:
@@ -98,7 +98,7 @@ def same(tmp_path: Path, build: Callable[[Path], None], call: Callable[[Any], An
         root = tmp_path / name
         root.mkdir()
         build(root)
-        results.append(outcome(root, lambda m=module: call(m)))
+        results.append(outcome(root, functools.partial(call, module)))
     theirs, ours = results
     assert ours[0] == theirs[0]
     differ = {k for k in set(ours[1]) | set(theirs[1]) if ours[1].get(k) != theirs[1].get(k)}
@@ -191,9 +191,9 @@ def test_errors_of_a_tree_are_collected_as_shutil_collects_them(tmp_path: Path) 
     result = same(tmp_path, make_files, CALLS["copytree with a fifo and a socket"])
     assert isinstance(result, tuple)
     assert result[:2] == ("raised", "shutil.Error")
-    whys = [why for _, _, why in result[2]]  # type: ignore[misc]
-    assert "`./fifo` is a named pipe" in whys or any("is a named pipe" in w for w in whys)
-    assert any("No such device or address" in why for why in whys)
+    errors = " ".join(map(str, result[2]))
+    assert "is a named pipe" in errors
+    assert "No such device or address" in errors  # the socket
 
 
 def test_a_sparse_file_stays_sparse(tmp_path: Path) -> None:

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fnmatch
 import os
@@ -84,10 +85,8 @@ def set_owner(
         return 1
     except OSError as e:
         if e.errno in (errno.EPERM, errno.EINVAL):
-            try:
+            with contextlib.suppress(OSError):
                 _chown(target, -1, src.st_gid)
-            except OSError:
-                pass
         if not chown_failure_ok(e):
             report("failed to preserve ownership for", e)
             if require:

@@ -9,6 +9,7 @@ status; the ``fdkit copy`` command is its front.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import stat
@@ -256,9 +257,7 @@ class Run:
                 assert entry is not None
                 new_dst = True
                 mode = entry.st.st_mode
-                omit = mode & (
-                    0o077 if o.preserve_ownership else 0o022 if o.preserve_mode else 0
-                )
+                omit = mode & (0o077 if o.preserve_ownership else 0o022 if o.preserve_mode else 0)
                 mkdir_mode = 0o777 if o.explicit_no_preserve_mode else stat.S_IMODE(mode)
                 try:
                     os.mkdir(done, mkdir_mode & ~omit)
@@ -313,10 +312,8 @@ class Run:
                             f"failed to preserve ownership for {quote(path)}: {e.strerror}"
                         )
                         return False
-                    try:
+                    with contextlib.suppress(OSError):
                         os.chown(path, -1, entry.st.st_gid, follow_symlinks=False)
-                    except OSError:
-                        pass
             if o.preserve_mode:
                 try:
                     copy_acl(path.rstrip("/"), path, entry.st.st_mode, directory=True)
@@ -340,7 +337,14 @@ class Run:
         first_dir = [False]
         into_self = [False]
         return self._copy(
-            src, dst, nonexistent_dst, None, (), self.options.dereference, True, first_dir,
+            src,
+            dst,
+            nonexistent_dst,
+            None,
+            (),
+            self.options.dereference,
+            True,
+            first_dir,
             into_self,
         )
 
@@ -375,9 +379,7 @@ class Run:
             return False
         if command_line and is_dir and _inside(src, dst):
             # cp finds this once it has made a copy inside the copy; fdkit before making any.
-            report.error(
-                f"cannot copy a directory, {quote(src)}, into itself, {quote(dst)}"
-            )
+            report.error(f"cannot copy a directory, {quote(src)}, into itself, {quote(dst)}")
             return False
         if command_line and self.src_info is not None:
             if not is_dir and o.backup == "none" and self.src_info.seen(src, src_st):
@@ -421,9 +423,9 @@ class Run:
                     report.error(f"{quote(src)} and {quote(dst)} are the same file")
                     return False
                 if o.update and not is_dir and dst_st.st_mtime_ns >= src_st.st_mtime_ns:
-                    earlier = self._remember(dst, src_st)
-                    if earlier is not None:
-                        return self._hard_link(earlier, dst, True, o.verbose, dereference)
+                    linked = self._remember(dst, src_st)
+                    if linked is not None:
+                        return self._hard_link(linked, dst, True, o.verbose, dereference)
                     return True
                 if not is_dir and (
                     o.interactive in ("no", "skip")
@@ -458,9 +460,7 @@ class Run:
                     and srcbase not in (".", "..")
                     and not stat.S_ISDIR(dst_st.st_mode)
                 ):
-                    if o.backup != "numbered" and self._source_is_dst_backup(
-                        srcbase, src_st, dst
-                    ):
+                    if o.backup != "numbered" and self._source_is_dst_backup(srcbase, src_st, dst):
                         report.error(
                             f"backing up {quote(dst)} might destroy source;  "
                             f"{quote(src)} not copied"
@@ -510,10 +510,7 @@ class Run:
 
         earlier: str | None = None
         if o.recursive and is_dir:
-            if command_line:
-                earlier = self._remember(dst, src_st)
-            else:
-                earlier = self.copied.get(_key(src_st))
+            earlier = self._remember(dst, src_st) if command_line else self.copied.get(_key(src_st))
         elif (
             o.preserve_links
             and not o.hard_link
@@ -536,8 +533,7 @@ class Run:
                     return self._un_backup(dst, dst_backup, earlier, src_st)
                 if _same_name(dst, earlier):
                     report.error(
-                        f"warning: source directory {quote(self.top_src)} "
-                        "specified more than once"
+                        f"warning: source directory {quote(self.top_src)} specified more than once"
                     )
                     return True
                 if not (level == "always" or (command_line and level == "command_line")):
@@ -551,9 +547,7 @@ class Run:
                 return True
 
         dst_mode_bits = src_mode & 0o7777
-        omitted = dst_mode_bits & (
-            0o077 if o.preserve_ownership else 0o022 if is_dir else 0
-        )
+        omitted = dst_mode_bits & (0o077 if o.preserve_ownership else 0o022 if is_dir else 0)
         delayed_ok = True
         dest_is_symlink = False
         restore_dst_mode = False
@@ -625,7 +619,13 @@ class Run:
         elif stat.S_ISREG(src_mode) or (o.copy_as_regular and not stat.S_ISLNK(src_mode)):
             copied_as_regular = True
             ok, new_dst = copy_reg(
-                self, src, dst, dst_mode_bits & 0o777, omitted, new_dst, src_st,
+                self,
+                src,
+                dst,
+                dst_mode_bits & 0o777,
+                omitted,
+                new_dst,
+                src_st,
                 nofollow=level == "never",
             )
             if not ok:
@@ -653,9 +653,7 @@ class Run:
                 _force_symlink(target, dst, o.force)
             except OSError as e:
                 same = False
-                if o.update and not new_dst and dst_st is not None and stat.S_ISLNK(
-                    dst_st.st_mode
-                ):
+                if o.update and not new_dst and dst_st is not None and stat.S_ISLNK(dst_st.st_mode):
                     try:
                         same = os.readlink(dst) == target
                     except OSError:
@@ -677,18 +675,27 @@ class Run:
             return self._un_backup(dst, dst_backup, earlier, src_st)
 
         if command_line and self.dest_info is not None:
-            try:
+            with contextlib.suppress(OSError):
                 self.dest_info.record(dst, os.lstat(dst))
-            except OSError:
-                pass
         if o.hard_link and not is_dir:
             return delayed_ok
         if copied_as_regular:
             return delayed_ok
-        return self._finish(
-            src, dst, src_st, dst_st, new_dst, dest_is_symlink, is_dir, omitted,
-            restore_dst_mode, dst_mode,
-        ) and delayed_ok
+        return (
+            self._finish(
+                src,
+                dst,
+                src_st,
+                dst_st,
+                new_dst,
+                dest_is_symlink,
+                is_dir,
+                omitted,
+                restore_dst_mode,
+                dst_mode,
+            )
+            and delayed_ok
+        )
 
     def _finish(
         self,
@@ -949,13 +956,12 @@ class Run:
                 return True
         if o.backup != "none":
             if not same_link:
-                if (
+                # Backing up dst would leave a symlink src dangling: cp refuses now.
+                return not (
                     level != "never"
                     and stat.S_ISLNK(src_link.st_mode)
                     and not stat.S_ISLNK(dst_link.st_mode)
-                ):
-                    return False
-                return True
+                )
             return not _same_name(src, dst)
         if o.remove_destination:
             if stat.S_ISLNK(dst_link.st_mode):

@@ -16,6 +16,7 @@ the old bytes.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import stat
@@ -95,10 +96,8 @@ class _Temporary:
         )
 
     def discard(self) -> None:
-        try:
+        with contextlib.suppress(OSError):
             os.unlink(self.path)
-        except OSError:
-            pass
 
 
 def copy_reg(
@@ -114,7 +113,6 @@ def copy_reg(
 ) -> tuple[bool, bool]:
     """Copy the regular file (or, read as one, the FIFO or device) ``src`` to ``dst``. Returns
     whether it succeeded (failures are reported) and whether ``dst`` was made anew."""
-    o = run.options
     report = run.reporter
     try:
         src_fd = os.open(src, os.O_RDONLY | os.O_NOCTTY | (os.O_NOFOLLOW if nofollow else 0))
@@ -167,10 +165,8 @@ def _copy_open(
                 report.error(f"cannot create regular file {quote(dst)}: {e.strerror}")
                 return False, new_dst
             dst_fd = temp.fd
-            try:
+            with contextlib.suppress(OSError):
                 os.fchown(dst_fd, old_st.st_uid, old_st.st_gid)
-            except OSError:
-                pass
             os.fchmod(dst_fd, stat.S_IMODE(old_st.st_mode))
         else:
             flags = os.O_WRONLY | (os.O_TRUNC if o.data_copy_required else 0)
@@ -194,9 +190,7 @@ def _copy_open(
                 new_dst = True
                 old_st = None
             elif dst_fd < 0:
-                report.error(
-                    f"cannot create regular file {quote(dst)}: {dest_error.strerror}"
-                )
+                report.error(f"cannot create regular file {quote(dst)}: {dest_error.strerror}")
                 return False, new_dst
     if new_dst:
         # To allow copying xattrs on read-only files, made with u+w (cp does so too).
@@ -233,8 +227,21 @@ def _copy_open(
         omitted = extra = 0
 
     try:
-        ok = _fill(run, src, src_fd, open_st, dst, dst_fd, dst_mode, omitted, extra, new_dst,
-                   src_st, old_st, temp)
+        ok = _fill(
+            run,
+            src,
+            src_fd,
+            open_st,
+            dst,
+            dst_fd,
+            dst_mode,
+            omitted,
+            extra,
+            new_dst,
+            src_st,
+            old_st,
+            temp,
+        )
     except BaseException:
         if temp is not None:
             os.close(dst_fd)
@@ -268,8 +275,9 @@ def _fill(
         if o.data_copy_required:
             ok = _bytes(run, src, src_fd, open_st, dst, dst_fd, old_st, temp is not None)
         if ok:
-            ok = _attributes(run, src, src_fd, dst, dst_fd, dst_mode, omitted, extra, new_dst,
-                             src_st)
+            ok = _attributes(
+                run, src, src_fd, dst, dst_fd, dst_mode, omitted, extra, new_dst, src_st
+            )
         if temp is not None and ok:
             try:
                 os.fsync(dst_fd)
@@ -315,8 +323,9 @@ def _bytes(
     report.begin(st.st_size)
     copied: Copied | None = None
     try:
-        copied = copy_data(src_fd, dst_fd, reflink=o.reflink, sparse=o.sparse,
-                           progress=report.progress)
+        copied = copy_data(
+            src_fd, dst_fd, reflink=o.reflink, sparse=o.sparse, progress=report.progress
+        )
     except DataError as e:
         err = e.error
         reason = err.strerror or str(err)
@@ -354,10 +363,7 @@ def _debug_line(reflink: str, sparse: str, copied: Copied | None) -> str:
         offload = "yes"
     else:
         offload = "avoided"
-    if reflink == "never":
-        shared = "no"
-    else:
-        shared = "yes" if copied.cloned else "unsupported"
+    shared = "no" if reflink == "never" else "yes" if copied.cloned else "unsupported"
     if sparse == "always" and copied.holes:
         detection = "zeros"
     elif copied.holes:

@@ -16,8 +16,9 @@ from typing import Any, TypeVar
 
 from fdkit.copy._data import DataError, copy_data
 
-_Path = TypeVar("_Path", str, "os.PathLike[str]")
 StrPath = str | os.PathLike[str]
+StrOrBytesPath = str | bytes | os.PathLike[str] | os.PathLike[bytes]
+_Path = TypeVar("_Path", bound=StrOrBytesPath)
 
 
 def _samefile(src: Any, dst: Any) -> bool:
@@ -40,7 +41,7 @@ def _islink(fn: Any) -> bool:
     return fn.is_symlink() if isinstance(fn, os.DirEntry) else os.path.islink(fn)
 
 
-def copyfile(src: StrPath, dst: _Path, *, follow_symlinks: bool = True) -> _Path:
+def copyfile(src: StrOrBytesPath, dst: _Path, *, follow_symlinks: bool = True) -> _Path:
     """Copy the bytes of ``src`` to ``dst`` and return ``dst``, as :func:`shutil.copyfile`.
 
     ``dst`` is opened as shutil opens it (``open(dst, "wb")``: created, or truncated and
@@ -53,9 +54,11 @@ def copyfile(src: StrPath, dst: _Path, *, follow_symlinks: bool = True) -> _Path
     ``OSError`` subclasses as shutil does. With ``follow_symlinks=False`` a symlink ``src``
     is copied as a new symlink.
     """
-    if _samefile(src, dst):
-        raise shutil.SameFileError(f"{src!r} and {dst!r} are the same file")
-    for fn in (src, dst):
+    s: Any = src  # str, bytes, a path-like or an os.DirEntry, as shutil takes them
+    d: Any = dst
+    if _samefile(s, d):
+        raise shutil.SameFileError(f"{s!r} and {d!r} are the same file")
+    for fn in (s, d):
         try:
             st = _stat(fn)
         except OSError:
@@ -63,23 +66,21 @@ def copyfile(src: StrPath, dst: _Path, *, follow_symlinks: bool = True) -> _Path
         if stat.S_ISFIFO(st.st_mode):
             name = fn.path if isinstance(fn, os.DirEntry) else fn
             raise shutil.SpecialFileError(f"`{name}` is a named pipe")
-    if not follow_symlinks and _islink(src):
-        os.symlink(os.readlink(src), dst)
+    if not follow_symlinks and _islink(s):
+        os.symlink(os.readlink(s), d)
         return dst
-    with open(src, "rb", buffering=0) as fsrc:
+    with open(s, "rb", buffering=0) as fsrc:
         try:
-            with open(dst, "wb", buffering=0) as fdst:
+            with open(d, "wb", buffering=0) as fdst:
                 try:
                     copy_data(fsrc.fileno(), fdst.fileno())
                 except DataError as e:
                     err = e.error
-                    raise OSError(
-                        err.errno, err.strerror, fsrc.name, None, fdst.name
-                    ) from None
+                    raise OSError(err.errno, err.strerror, fsrc.name, None, fdst.name) from None
         except IsADirectoryError as e:
             # As shutil says it: the directory dst names does not exist (dst ends in "/").
-            if not os.path.exists(dst):
-                raise FileNotFoundError(f"Directory does not exist: {dst}") from e
+            if not os.path.exists(d):
+                raise FileNotFoundError(f"Directory does not exist: {d}") from e
             raise
     return dst
 
@@ -141,9 +142,10 @@ def copytree(
     """
     with os.scandir(src) as it:
         entries = list(it)
-    return _copytree(
+    _copytree(
         entries, src, dst, symlinks, ignore, copy_function, ignore_dangling_symlinks, dirs_exist_ok
     )
+    return dst
 
 
 def _copytree(

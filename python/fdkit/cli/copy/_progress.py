@@ -133,5 +133,3 @@ def _isatty(out: TextIO) -> bool:
         return out.isatty()
     except (ValueError, OSError):  # closed, or no fd behind it
         return False
-
-
