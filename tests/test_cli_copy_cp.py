@@ -1289,3 +1289,32 @@ def test_update_when_as_later_cp(tmp_path: Path, when: str, replaced: list[str])
     r = run("--update=sometimes", "s/f1", "x", cwd=tmp_path)
     assert r.returncode == 1
     assert r.stderr.startswith("fdkit copy: invalid argument 'sometimes' for '--update'\n")
+
+
+def test_one_file_system_makes_a_mount_point_and_does_not_enter_it(tmp_path: Path) -> None:
+    """-x: a directory on another filesystem is made (empty), not copied into, as cp makes
+    it. A tmpfs mounted inside the source, in a private mount namespace."""
+    prefix = unshare_mount()
+    src = tmp_path / "src"
+    (src / "mnt").mkdir(parents=True)
+    (src / "here").write_bytes(b"on this filesystem\n")
+    script = (
+        'mount -t tmpfs fdkit-x src/mnt && echo elsewhere > src/mnt/there && '
+        'cp -rvx src cp && "$0" copy -rvx src fdkit'
+    )
+    r = subprocess.run(
+        [*prefix, "sh", "-c", script, FDKIT],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        cwd=tmp_path,
+        env={**os.environ, "LC_ALL": "C"},
+    )
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    half = len(lines) // 2
+    assert [line.replace("'fdkit", "'cp") for line in lines[half:]] == lines[:half]
+    for out in ("cp", "fdkit"):
+        assert sorted(os.listdir(tmp_path / out)) == ["here", "mnt"]
+        assert os.listdir(tmp_path / out / "mnt") == []
