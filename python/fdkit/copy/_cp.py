@@ -10,54 +10,27 @@ status; the ``fdkit copy`` command is its front.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import errno
 import os
 import stat
 from dataclasses import dataclass, field
 
 from fdkit.copy._attrs import chown_failure_ok, copy_acl, copy_xattrs, set_owner
-from fdkit.copy._backup import make_backup
+from fdkit.copy._backup import backup_name, make_backup
+from fdkit.copy._links import force_link, force_symlink
+from fdkit.copy._names import Key, concat, inside, key, last_component, same_name, writable
 from fdkit.copy._options import Dereference, Options, Reporter
+from fdkit.copy._parents import ParentDir, make_parents, re_protect
 from fdkit.copy._quote import quote, quote_if_needed
 from fdkit.copy._regular import Stopped, copy_reg
-
-Key = tuple[int, int]  # (st_dev, st_ino)
-
-
-def _key(st: os.stat_result) -> Key:
-    return (st.st_dev, st.st_ino)
+from fdkit.copy._same import same_file_ok
 
 
 def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask
-
-
-def _same_name(a: str, b: str) -> bool:
-    """Whether ``a`` and ``b`` are one directory entry: the same last component in the same
-    directory (gnulib's ``same_name``)."""
-    if os.path.basename(a.rstrip("/")) != os.path.basename(b.rstrip("/")):
-        return False
-    try:
-        return os.path.samefile(os.path.dirname(a) or ".", os.path.dirname(b) or ".")
-    except OSError:
-        return False
-
-
-def _last_component(name: str) -> str:
-    stripped = name.rstrip("/")
-    return os.path.basename(stripped) if stripped else "/"
-
-
-def _concat(directory: str, base: str) -> str:
-    """gnulib's ``file_name_concat``: ``DIR/BASE`` with one slash between them."""
-    stripped = directory.rstrip("/")
-    if stripped and os.path.basename(stripped):
-        sep = "" if base.startswith("/") else "/"
-        return stripped + sep + base
-    # DIR is the root (or empty).
-    return (directory or "") + base.lstrip("/") if directory else base
 
 
 @dataclass
@@ -67,10 +40,10 @@ class _Files:
     names: dict[Key, list[str]] = field(default_factory=dict)
 
     def seen(self, name: str, st: os.stat_result) -> bool:
-        return any(_same_name(name, other) for other in self.names.get(_key(st), ()))
+        return any(same_name(name, other) for other in self.names.get(key(st), ()))
 
     def record(self, name: str, st: os.stat_result) -> None:
-        self.names.setdefault(_key(st), []).append(name)
+        self.names.setdefault(key(st), []).append(name)
 
 
 class UsageError(Exception):
@@ -166,10 +139,8 @@ class Run:
                 and os.path.isfile(dest)
             ):
                 # 'cp --force --backup foo foo' copies foo to its backup name.
-                from fdkit.copy._backup import backup_name
-
                 dest = backup_name(dest, o.backup, o.suffix)
-                opts = _replace(o, backup="none")
+                opts = dataclasses.replace(o, backup="none")
             saved = self.options
             self.options = opts
             try:
@@ -184,149 +155,25 @@ class Run:
             if o.strip_trailing_slashes:
                 arg = arg.rstrip("/") or ("/" if arg else arg)
             parent_exists = True
-            made: list[_ParentDir] = []
+            made: list[ParentDir] = []
             new = False
             if o.parents:
-                dst = _concat(target, arg.rstrip("/") or arg)
-                parent_exists, made, new = self._make_parents(dst, len(target), arg)
+                dst = concat(target, arg.rstrip("/") or arg)
+                parent_exists, made, new = make_parents(self, dst, len(target), arg)
             else:
-                base = _last_component(arg)
+                base = last_component(arg)
                 if base == "..":
                     base = "."
-                dst = _concat(target, base)
+                dst = concat(target, base)
             if not parent_exists:
                 ok = False
                 continue
             ok &= self.copy(arg, dst, 1 if new else 0)
             if o.parents:
-                ok &= self._re_protect(dst, made)
+                ok &= re_protect(self, dst, made)
         return ok
 
     # --- --parents ------------------------------------------------------------------------
-
-    def _make_parents(self, dst: str, offset: int, arg: str) -> tuple[bool, list[_ParentDir], bool]:
-        """``--parents``: make the directories of ``arg`` under the target (cp's
-        ``make_dir_parents_private``). Returns whether they exist now, those whose attributes
-        are set after the copy, and whether the last one was made here."""
-        o = self.options
-        report = self.reporter
-        made: list[_ParentDir] = []
-        new_dst = False
-        parent = os.path.dirname(dst.rstrip("/"))
-        if len(parent) <= offset:
-            return True, made, False
-        try:
-            st = os.stat(parent)
-        except OSError:
-            st = None
-        if st is not None:
-            if not stat.S_ISDIR(st.st_mode):
-                report.error(f"{quote(parent)} exists but is not a directory")
-                return False, made, False
-            return True, made, False
-        # Each component of the source's directory part, made under the target when missing.
-        rel = dst[offset:].lstrip("/")
-        parts = rel.split("/")[:-1]
-        done = dst[: len(dst) - len(rel)]
-        src_done = ""
-        for part in parts:
-            if not part:
-                continue
-            done = done + part if done.endswith("/") or not done else done + "/" + part
-            src_done = part if not src_done else src_done + "/" + part
-            src_dir = src_done if not arg.startswith("/") else "/" + src_done
-            try:
-                dst_st = os.stat(done)
-                missing = False
-            except OSError:
-                missing = True
-                dst_st = None
-            record = missing or o.preserve_ownership or o.preserve_mode or o.preserve_timestamps
-            entry: _ParentDir | None = None
-            if record:
-                try:
-                    src_st = os.stat(src_dir)
-                    if not stat.S_ISDIR(src_st.st_mode):
-                        raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR))
-                except OSError as e:
-                    report.error(f"failed to get attributes of {quote(src_dir)}: {e.strerror}")
-                    return False, made, new_dst
-                entry = _ParentDir(done, src_st)
-                made.append(entry)
-            if missing:
-                assert entry is not None
-                new_dst = True
-                mode = entry.st.st_mode
-                omit = mode & (0o077 if o.preserve_ownership else 0o022 if o.preserve_mode else 0)
-                mkdir_mode = 0o777 if o.explicit_no_preserve_mode else stat.S_IMODE(mode)
-                try:
-                    os.mkdir(done, mkdir_mode & ~omit)
-                except OSError as e:
-                    report.error(f"cannot make directory {quote(done)}: {e.strerror}")
-                    return False, made, new_dst
-                if o.verbose:
-                    report.say(f"{src_dir} -> {done}")
-                try:
-                    now = os.lstat(done)
-                except OSError as e:
-                    report.error(f"failed to get attributes of {quote(done)}: {e.strerror}")
-                    return False, made, new_dst
-                if not o.preserve_mode:
-                    if omit & ~now.st_mode:
-                        omit &= ~self.umask
-                    if omit & ~now.st_mode or (now.st_mode & 0o700) != 0o700:
-                        entry.mode = now.st_mode | omit
-                        entry.restore_mode = True
-                accessible = now.st_mode | 0o700
-                if now.st_mode != accessible:
-                    try:
-                        os.chmod(done, stat.S_IMODE(accessible))
-                    except OSError as e:
-                        report.error(f"setting permissions for {quote(done)}: {e.strerror}")
-                        return False, made, new_dst
-            elif dst_st is not None and not stat.S_ISDIR(dst_st.st_mode):
-                report.error(f"{quote(done)} exists but is not a directory")
-                return False, made, new_dst
-            else:
-                new_dst = False
-        return True, made, new_dst
-
-    def _re_protect(self, dst: str, made: list[_ParentDir]) -> bool:
-        """``--parents``: the attributes of the directories made, once the copy is in."""
-        o = self.options
-        report = self.reporter
-        for entry in reversed(made):
-            path = entry.path
-            if o.preserve_timestamps:
-                try:
-                    os.utime(path, ns=(entry.st.st_atime_ns, entry.st.st_mtime_ns))
-                except OSError as e:
-                    report.error(f"failed to preserve times for {quote(path)}: {e.strerror}")
-                    return False
-            if o.preserve_ownership:
-                try:
-                    os.chown(path, entry.st.st_uid, entry.st.st_gid, follow_symlinks=False)
-                except OSError as e:
-                    if not chown_failure_ok(e):
-                        report.error(
-                            f"failed to preserve ownership for {quote(path)}: {e.strerror}"
-                        )
-                        return False
-                    with contextlib.suppress(OSError):
-                        os.chown(path, -1, entry.st.st_gid, follow_symlinks=False)
-            if o.preserve_mode:
-                try:
-                    copy_acl(path.rstrip("/"), path, entry.st.st_mode, directory=True)
-                except OSError as e:
-                    report.error(f"preserving permissions for {quote(path)}: {e.strerror}")
-                    return False
-            elif entry.restore_mode:
-                try:
-                    os.chmod(path, stat.S_IMODE(entry.mode))
-                except OSError as e:
-                    report.error(f"failed to preserve permissions for {quote(path)}: {e.strerror}")
-                    return False
-        return True
 
     # --- one source (cp's copy and copy_internal) -------------------------------------------
 
@@ -377,7 +224,7 @@ class Run:
         if is_dir and not o.recursive:
             report.error(f"-r not specified; omitting directory {quote(src)}")
             return False
-        if command_line and is_dir and _inside(src, dst):
+        if command_line and is_dir and inside(src, dst):
             # cp finds this once it has made a copy inside the copy; fdkit before making any.
             report.error(f"cannot copy a directory, {quote(src)}, into itself, {quote(dst)}")
             return False
@@ -417,8 +264,8 @@ class Run:
                         new_dst = True
             if dst_st is not None:
                 return_now = [False]
-                if o.interactive not in ("no", "skip") and not self._same_file_ok(
-                    src, src_st, dst, dst_st, level, return_now
+                if o.interactive not in ("no", "skip") and not same_file_ok(
+                    o, src, src_st, dst, dst_st, level, return_now
                 ):
                     report.error(f"{quote(src)} and {quote(dst)} are the same file")
                     return False
@@ -454,7 +301,7 @@ class Run:
                 if not is_dir and stat.S_ISDIR(dst_st.st_mode):
                     report.error(f"cannot overwrite directory {quote(dst)} with non-directory")
                     return False
-                srcbase = _last_component(src)
+                srcbase = last_component(src)
                 if (
                     o.backup != "none"
                     and srcbase not in (".", "..")
@@ -510,7 +357,7 @@ class Run:
 
         earlier: str | None = None
         if o.recursive and is_dir:
-            earlier = self._remember(dst, src_st) if command_line else self.copied.get(_key(src_st))
+            earlier = self._remember(dst, src_st) if command_line else self.copied.get(key(src_st))
         elif (
             o.preserve_links
             and not o.hard_link
@@ -524,14 +371,14 @@ class Run:
 
         if earlier is not None:
             if is_dir:
-                if _same_name(src, earlier):
+                if same_name(src, earlier):
                     report.error(
                         f"cannot copy a directory, {quote(self.top_src)}, "
                         f"into itself, {quote(self.top_dst)}"
                     )
                     into_self[0] = True
                     return self._un_backup(dst, dst_backup, earlier, src_st)
-                if _same_name(dst, earlier):
+                if same_name(dst, earlier):
                     report.error(
                         f"warning: source directory {quote(self.top_src)} specified more than once"
                     )
@@ -555,10 +402,10 @@ class Run:
         copied_as_regular = False
 
         if is_dir:
-            if _key(src_st) in ancestors:
+            if key(src_st) in ancestors:
                 report.error(f"cannot copy cyclic symbolic link {quote(src)}")
                 return self._un_backup(dst, dst_backup, earlier, src_st)
-            below = (*ancestors, _key(src_st))
+            below = (*ancestors, key(src_st))
             if new_dst or dst_st is None or not stat.S_ISDIR(dst_st.st_mode):
                 try:
                     os.mkdir(dst, dst_mode_bits & ~omitted)
@@ -606,7 +453,7 @@ class Run:
                     )
                     return self._un_backup(dst, dst_backup, earlier, src_st)
             try:
-                _force_symlink(src, dst, o.force)
+                force_symlink(src, dst, o.force)
             except OSError as e:
                 report.error(
                     f"cannot create symbolic link {quote(dst)} to {quote(src)}: {e.strerror}"
@@ -650,7 +497,7 @@ class Run:
                 report.error(f"cannot read symbolic link {quote(src)}: {e.strerror}")
                 return self._un_backup(dst, dst_backup, earlier, src_st)
             try:
-                _force_symlink(target, dst, o.force)
+                force_symlink(target, dst, o.force)
             except OSError as e:
                 same = False
                 if o.update and not new_dst and dst_st is not None and stat.S_ISLNK(dst_st.st_mode):
@@ -826,8 +673,8 @@ class Run:
             local_first = [first_dir[0]]
             local_into_self = [False]
             ok &= self._copy(
-                _concat(src, name),
-                _concat(dst, name),
+                concat(src, name),
+                concat(dst, name),
                 1 if new_dst else 0,
                 src_st,
                 ancestors,
@@ -854,10 +701,10 @@ class Run:
     def _remember(self, dst: str, st: os.stat_result) -> str | None:
         """The name of the earlier copy of ``st``'s inode, or None after recording ``dst`` as
         its first (cp's ``remember_copied``)."""
-        key = _key(st)
-        earlier = self.copied.get(key)
+        k = key(st)
+        earlier = self.copied.get(k)
         if earlier is None:
-            self.copied[key] = dst
+            self.copied[k] = dst
         return earlier
 
     def _un_backup(
@@ -865,7 +712,7 @@ class Run:
     ) -> bool:
         """A failed copy: forget it was made, and put the backup back. Returns False."""
         if earlier is None:
-            self.copied.pop(_key(src_st), None)
+            self.copied.pop(key(src_st), None)
         if backup is not None:
             try:
                 os.rename(backup, dst)
@@ -880,7 +727,7 @@ class Run:
         self, src: str, dst: str, replace: bool, verbose: bool, dereference: bool
     ) -> bool:
         try:
-            replaced = _force_link(src, dst, replace, dereference)
+            replaced = force_link(src, dst, replace, dereference)
         except OSError as e:
             self.reporter.error(
                 f"cannot create hard link {quote(dst)} to {quote(src)}: {e.strerror}"
@@ -892,7 +739,7 @@ class Run:
 
     def _overwrite_ok(self, dst: str, dst_st: os.stat_result) -> bool:
         o = self.options
-        if stat.S_ISLNK(dst_st.st_mode) or os.geteuid() == 0 or _writable(dst):
+        if stat.S_ISLNK(dst_st.st_mode) or os.geteuid() == 0 or writable(dst):
             return self.reporter.ask(f"overwrite {quote(dst)}? ")
         perms = stat.filemode(dst_st.st_mode)[1:]
         mode = f"{stat.S_IMODE(dst_st.st_mode):04o}"
@@ -909,174 +756,4 @@ class Run:
             back = os.stat(dst + suffix)
         except OSError:
             return False
-        return _key(back) == _key(src_st)
-
-    def _same_file_ok(
-        self,
-        src: str,
-        src_st: os.stat_result,
-        dst: str,
-        dst_st: os.stat_result,
-        level: Dereference,
-        return_now: list[bool],
-    ) -> bool:
-        """cp's ``same_file_ok``: whether copying ``src`` onto ``dst`` is safe although they
-        may be one file; ``return_now[0]`` set when there is nothing left to do."""
-        o = self.options
-        same = _key(src_st) == _key(dst_st)
-        if same and o.hard_link:
-            return_now[0] = True
-            return True
-        if level == "never":
-            same_link = same
-            if stat.S_ISLNK(src_st.st_mode) and stat.S_ISLNK(dst_st.st_mode):
-                sn = _same_name(src, dst)
-                if not sn:
-                    if o.backup != "none":
-                        return True
-                    if same_link:
-                        return_now[0] = True
-                        return True
-                return not sn
-            src_link, dst_link = src_st, dst_st
-        else:
-            if not same:
-                return True
-            try:
-                dst_link = os.lstat(dst)
-                src_link = os.lstat(src)
-            except OSError:
-                return True
-            same_link = _key(src_link) == _key(dst_link)
-            if (
-                stat.S_ISLNK(src_link.st_mode)
-                and stat.S_ISLNK(dst_link.st_mode)
-                and o.remove_destination
-            ):
-                return True
-        if o.backup != "none":
-            if not same_link:
-                # Backing up dst would leave a symlink src dangling: cp refuses now.
-                return not (
-                    level != "never"
-                    and stat.S_ISLNK(src_link.st_mode)
-                    and not stat.S_ISLNK(dst_link.st_mode)
-                )
-            return not _same_name(src, dst)
-        if o.remove_destination:
-            if stat.S_ISLNK(dst_link.st_mode):
-                return True
-            if same_link and dst_link.st_nlink > 1 and not _same_name(src, dst):
-                return True
-        if not stat.S_ISLNK(src_link.st_mode) and not stat.S_ISLNK(dst_link.st_mode):
-            if _key(src_link) != _key(dst_link):
-                return True
-            if o.hard_link:
-                return_now[0] = True
-                return True
-        if o.symbolic_link and stat.S_ISLNK(dst_link.st_mode):
-            return True
-        if level == "never":
-            try:
-                s = src_link if not stat.S_ISLNK(src_link.st_mode) else os.stat(src)
-                d = dst_link if not stat.S_ISLNK(dst_link.st_mode) else os.stat(dst)
-            except OSError:
-                return True
-            if _key(s) != _key(d):
-                return True
-            if o.hard_link:
-                return_now[0] = not stat.S_ISLNK(dst_link.st_mode)
-                return True
-        return False
-
-
-def _inside(src: str, dst: str) -> bool:
-    """Whether ``dst`` is below the directory ``src`` (``cp -r a a/b``)."""
-    real_src = os.path.realpath(src)
-    real_dst = os.path.join(
-        os.path.realpath(os.path.dirname(os.path.abspath(dst))), os.path.basename(dst)
-    )
-    return real_dst != real_src and os.path.commonpath([real_src, real_dst]) == real_src
-
-
-@dataclass
-class _ParentDir:
-    """A directory ``--parents`` met or made, with its source's attributes."""
-
-    path: str
-    st: os.stat_result
-    mode: int = 0
-    restore_mode: bool = False
-
-
-def _writable(path: str) -> bool:
-    try:
-        return os.access(path, os.W_OK, effective_ids=os.access in os.supports_effective_ids)
-    except OSError:
-        return False
-
-
-def _temporary_name(dst: str, n: int) -> str:
-    head, base = os.path.split(dst)
-    return os.path.join(head, f".{base}.fdkit-{os.getpid()}-{n}")
-
-
-def _replace_by(make: object, dst: str) -> None:
-    """Make something at a temporary name beside ``dst`` (``make(name)``) and rename it over
-    ``dst``: ``dst`` is never missing (gnulib's ``force_linkat``/``force_symlinkat``)."""
-    for n in range(100):
-        tmp = _temporary_name(dst, n)
-        try:
-            make(tmp)  # type: ignore[operator]
-        except FileExistsError:
-            continue
-        try:
-            os.rename(tmp, dst)
-        except OSError:
-            os.unlink(tmp)
-            raise
-        if os.path.lexists(tmp):  # dst was already this file: rename(2) did nothing
-            os.unlink(tmp)
-        return
-    raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), dst)
-
-
-def _link(src: str, dst: str, follow: bool) -> None:
-    """``linkat(src, dst)``, following a symlink ``src`` when ``follow``. (``os.link`` calls
-    link(2), which never follows one, unless it is given a directory fd.)"""
-    if not follow:
-        os.link(src, dst, follow_symlinks=False)
-        return
-    here = os.open(".", os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.link(src, dst, src_dir_fd=here, follow_symlinks=True)
-    finally:
-        os.close(here)
-
-
-def _force_link(src: str, dst: str, replace: bool, follow: bool) -> bool:
-    """``link(src, dst)``; with ``replace``, an existing ``dst`` is replaced. True when it
-    was."""
-    try:
-        _link(src, dst, follow)
-        return False
-    except FileExistsError:
-        if not replace:
-            raise
-    _replace_by(lambda tmp: _link(src, tmp, follow), dst)
-    return True
-
-
-def _force_symlink(target: str, dst: str, force: bool) -> None:
-    try:
-        os.symlink(target, dst)
-    except FileExistsError:
-        if not force:
-            raise
-        _replace_by(lambda tmp: os.symlink(target, tmp), dst)
-
-
-def _replace(o: Options, **changes: object) -> Options:
-    import dataclasses
-
-    return dataclasses.replace(o, **changes)  # type: ignore[arg-type]
+        return key(back) == key(src_st)
