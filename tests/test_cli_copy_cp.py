@@ -1299,7 +1299,7 @@ def test_one_file_system_makes_a_mount_point_and_does_not_enter_it(tmp_path: Pat
     (src / "mnt").mkdir(parents=True)
     (src / "here").write_bytes(b"on this filesystem\n")
     script = (
-        'mount -t tmpfs fdkit-x src/mnt && echo elsewhere > src/mnt/there && '
+        "mount -t tmpfs fdkit-x src/mnt && echo elsewhere > src/mnt/there && "
         'cp -rvx src cp && "$0" copy -rvx src fdkit'
     )
     r = subprocess.run(
