@@ -11,8 +11,20 @@ Submodules:
     fdkit.zerocopy  transfer (the best kernel path between two fds), Pipe, proxy, relay.
 """
 
-from fdkit import atomic_pipe, copy, fd, uring, zerocopy
+from typing import Any
+
+from fdkit import atomic_pipe, fd, uring, zerocopy
 from fdkit._fdkit import __version__
 from fdkit.static_server import serve
 
 __all__ = ["__version__", "atomic_pipe", "copy", "fd", "serve", "uring", "zerocopy"]
+
+
+def __getattr__(name: str) -> Any:
+    """``fdkit.copy`` is imported when first used: it imports ``shutil`` (and with it zlib,
+    bz2 and lzma, about 15 ms), which a program that copies nothing should not pay for."""
+    if name == "copy":
+        import importlib
+
+        return importlib.import_module("fdkit.copy")
+    raise AttributeError(f"module 'fdkit' has no attribute {name!r}")
