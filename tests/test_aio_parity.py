@@ -471,7 +471,7 @@ async def _paused_read(tr: Any, peer: socket.socket, protos: Sequence[Any], n: i
     peer.sendall(b"y" * n)
     await asyncio.sleep(0.05)
     tr.resume_reading()
-    first = await asyncio.wait_for(protos[0].got.get(), 5)
+    first: int = await asyncio.wait_for(protos[0].got.get(), 5)
     tr.pause_reading()
     left = n - first
     while left > 0:  # the rest, read as they come

@@ -191,7 +191,9 @@ def main(argv: Sequence[str], out: TextIO | None = None) -> int:
     if command.version:
         stdout.write(f"{PROG} (fdkit) {__version__}\n")
         return 0
-    logger = _log.setup("copy", argparse.Namespace(quiet=command.quiet, verbose=command.log))
+    # --log asks for the details: it wins over -q, which only hides the progress line then.
+    level = argparse.Namespace(quiet=command.quiet and not command.log, verbose=command.log)
+    logger = _log.setup("copy", level)
     progress = Progress(0, stdout, command.quiet)
     run = Run(command.options, _Reporter(progress, logger))
     try:
