@@ -33,6 +33,7 @@ MODULES = [
     "fdkit",
     "fdkit.fd",
     "fdkit.zerocopy",
+    "fdkit.copy",
     "fdkit.uring",
     "fdkit.atomic_pipe",
     "fdkit.aio",

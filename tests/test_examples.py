@@ -51,6 +51,7 @@ EXPECTED = {
         "b'ping'",
         "b'take this' b'via the passed fd'",
     ],
+    "docs_copy_tour.py": ["67108864 True\n", "sub/disk.img\n", "SameFileError\n"],
     "docs_zerocopy_tour.py": ["4194304 {'path': ", "61440", "7 5 b'request' b'reply'"],
     "docs_atomic_pipe_tour.py": ["100000\n1\n1\n1\n", "line 14", "burst 23", "message 10000"],
     "docs_logging_children.py": ["item 0 done", "item 99 done"],
