@@ -344,6 +344,7 @@ sys.meta_path.insert(0, _NoNative())
 """
 
 
+@pytest.mark.source_tree
 def test_a_build_without_the_native_docstrings_fails_naming_them(tmp_path: Path) -> None:
     """Where ``fdkit._fdkit`` cannot be imported (an extension not built in place), the
     native functions' docstrings are not there to read: the build fails, saying so, instead
