@@ -6,7 +6,7 @@ A run's JSON document, as ``python -m bench NAME --json`` prints it, is saved un
 RUNS=N``, which runs the benches N times, or ``python -m bench.figures save FILE`` for a
 document already made; one file per bench). What the pages show is generated from those files only:
 
-- the README's table of headline rows (the rows with a goal), between the markers
+- the README's table, a line per capability (the tour's headline rows), between the markers
   ``<!-- figures:begin -->`` and ``<!-- figures:end -->``: ``python -m bench.figures readme``
   writes it, ``--check`` fails when the README's copy differs (``make test`` checks it);
 - the documentation site's figures: ``{{ figures("aio") }}`` (a bench's table, every run's
@@ -147,12 +147,43 @@ def figure(runs_by_bench: dict[str, list[Run]], row_id: str) -> str:
 
 
 def readme_block(runs_by_bench: dict[str, list[Run]]) -> str:
-    """The README's headline table, every bench's rows with a goal."""
-    parts = [BEGIN, ""]
-    for bench in sorted(runs_by_bench):
-        parts += [f"**{bench}** — " + bench_table(runs_by_bench[bench], only_goals=True), ""]
-    parts.append(END)
-    return "\n".join(parts)
+    """The README's figures: a line per capability, the tour's stops (``bench.tour.STOPS``),
+    each with its headline row's figures and every saved run's ratio, then which runs they
+    are. The full tables are the documentation site's (``{{ figures("BENCH") }}``)."""
+    from bench.tour import STOPS
+
+    lines = [
+        BEGIN,
+        "",
+        "| capability | against | fdkit | peer | ratio per run | goal |",
+        "|---|---|---|---|---|---|",
+    ]
+    used: dict[str, list[Run]] = {}
+    for stop in STOPS:
+        runs = runs_by_bench.get(stop.bench, [])
+        row_id, where = stop.row, stop.where
+        if runs and row_id not in runs[0].rows and stop.full_row:
+            row_id, where = stop.full_row, stop.full_where
+        row = runs[0].rows.get(row_id) if runs else None
+        where = f" {where}" if where else ""
+        if row is None:
+            lines.append(f"| {stop.label} | {stop.peer}{where} | no saved run of "
+                         f"`{row_id}` | | | |")  # fmt: skip
+            continue
+        used[stop.bench] = runs
+        unit = row["unit"]
+        lines.append(
+            f"| {stop.label} | {stop.peer}{where} (`{row_id}`) | {_fig(row['fdkit'])} {unit} "
+            f"| {_fig(row['baseline'])} {unit} | {_ratios(runs, row_id)} | {_goal(row, runs)} |"
+        )
+    # Which runs: benches saved by one command on one date and machine share a line.
+    groups: dict[str, list[str]] = {}
+    for bench, runs in used.items():
+        groups.setdefault(_where(runs), []).append(f"`{bench}`")
+    lines.append("")
+    lines += [f"- {', '.join(b)}: {w}." for w, b in groups.items()]
+    lines += ["", END]
+    return "\n".join(lines)
 
 
 def replace_block(text: str, block: str) -> str:

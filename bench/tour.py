@@ -40,16 +40,19 @@ class Stop:
     where: str = ""
     better: str = ""
     worse: str = ""
+    full_row: str = ""
+    """The row a full-size run gives instead of ``row`` (a quick run's), where they differ."""
+    full_where: str = ""
 
 
 STOPS: tuple[Stop, ...] = (
     Stop("fd.accept_many", "accept", "accept_cpu", "CPU per accept",
          "selectors + socket.accept()"),
-    Stop("int fds", "memory", "fd_memory", "memory per open socket", "socket.socket objects"),
+    Stop("int fds", "memory", "fd_memory", "memory per socket", "socket.socket objects"),
     Stop("transfer", "zerocopy", "transfer_tcp_tcp_1m", "CPU per GiB",
          "a recv_into/sendall loop", "(TCP to TCP)"),
     Stop("copy", "zerocopy", "copy_file_128m", "", "shutil.copyfile", "on a 128 MiB file",
-         better="faster", worse="slower"),
+         better="faster", worse="slower", full_row="copy_file_1g", full_where="on a 1 GiB file"),
     Stop("fdkit proxy", "proxy", "proxy_vs_asyncio", "CPU per GiB", "an asyncio proxy"),
     Stop("AtomicPipe", "atomic_pipe", "atomic_pipe_batch_100b", "messages per second",
          "multiprocessing.Queue", "(100 B each)"),
