@@ -29,6 +29,28 @@ CP = shutil.which("cp")
 pytestmark = pytest.mark.skipif(CP is None, reason="no cp to compare with")
 
 
+def _cp_version() -> tuple[int, ...]:
+    """GNU cp's version here (``cp (GNU coreutils) 9.1``), () when it says none."""
+    if CP is None:
+        return ()
+    out = subprocess.run([CP, "--version"], capture_output=True, text=True, check=False)
+    words = out.stdout.splitlines()[0].split() if out.stdout else []
+    try:
+        return tuple(int(n) for n in words[-1].split("."))
+    except (IndexError, ValueError):
+        return ()
+
+
+#: The cp whose words and statuses fdkit copy gives: GNU coreutils 9.1 (Debian 12's). Where a
+#: later cp says or exits otherwise (9.10: a declined ``-i`` exits 1, a file over a directory
+#: names the file too), the case compares with nothing fdkit claims, and skips.
+CP_FDKIT_SPEAKS = (9, 1)
+as_cp_9_1 = pytest.mark.skipif(
+    _cp_version() > CP_FDKIT_SPEAKS,
+    reason=f"cp {'.'.join(map(str, _cp_version()))} here; fdkit copy answers as cp 9.1 does",
+)
+
+
 def _command(
     argv: list[str], cwd: Path | None, stdin: str | None, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
@@ -366,7 +388,11 @@ def test_a_source_named_twice_is_copied_once_with_cps_warning(tmp_path: Path) ->
         (["-r", "dir", "dir"], "cannot copy a directory, 'dir', into itself, 'dir/dir'"),
         (["-r", "dir", "dir/sub"], "cannot copy a directory, 'dir', into itself, 'dir/sub/dir'"),
         (["-r", "dir", "one"], "cannot overwrite non-directory 'one' with directory 'dir'"),
-        (["one", "hasdir"], "cannot overwrite directory 'hasdir/one' with non-directory"),
+        pytest.param(
+            ["one", "hasdir"],
+            "cannot overwrite directory 'hasdir/one' with non-directory",
+            marks=as_cp_9_1,
+        ),
     ],
 )
 def test_errors_say_what_cp_says(tmp_path: Path, args: list[str], message: str) -> None:
@@ -497,8 +523,8 @@ def test_no_clobber_leaves_the_destination(tmp_path: Path) -> None:
     [
         (["-i"], "y\n", True),
         (["-i"], "Yes please\n", True),
-        (["-i"], "n\n", False),
-        (["-i"], "", False),  # end of input: no
+        pytest.param(["-i"], "n\n", False, marks=as_cp_9_1),
+        pytest.param(["-i"], "", False, marks=as_cp_9_1),  # end of input: no
         (["-n", "-i"], "y\n", True),  # the last of -n/-i wins
         (["-i", "-n"], "y\n", False),
     ],
