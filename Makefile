@@ -226,10 +226,11 @@ space := $(empty) $(empty)
 
 # --- CPython 3.14 and 3.15: Debian unstable's, in a root under target/ --------------------------
 # The CPythons of ROOT_PYTHONS come from Debian's unstable archive (sid), which has each with
-# -dev, -venv and libpython3.X-testsuite (CPython's own tests, test.test_asyncio among them), and
-# their tests need a few programs beside (PYROOT_TOOLS). mmdebstrap installs them into PYROOT
-# (about 500 MB, a minute), kept between runs; a change of PYROOT_DEBS makes it again (the
-# stamp's name is the list's checksum). Making and entering the root need root.
+# -dev, -venv and libpython3.X-testsuite (CPython's own tests, test.test_asyncio among them);
+# PYROOT_TOOLS are the programs the suite runs or compares with that this machine has too (the
+# test of each skips without its program). mmdebstrap installs them into PYROOT (about 700 MB,
+# a minute or two), kept between runs; a change of PYROOT_DEBS makes it again (the stamp's
+# name is the list's checksum). Making and entering the root need root.
 #
 # Their wheels are built here, with the same maturin and zig as the others: maturin reads the
 # interpreter's tags through PYROOT_BIN/python3.X (a script running the root's python3.X under
@@ -239,7 +240,7 @@ ROOT_PYTHONS := 3.14 3.15
 PYROOT := target/pyroot
 PYROOT_BIN := target/pyroot-bin
 PYROOT_SUITE := sid
-PYROOT_TOOLS :=
+PYROOT_TOOLS := curl make gcc libc6-dev nginx h2o
 PYROOT_DEBS := $(foreach v,$(ROOT_PYTHONS),python$(v)-dev python$(v)-venv libpython$(v)-testsuite) \
 	$(PYROOT_TOOLS)
 PYROOT_STAMP := $(PYROOT)/.made-$(firstword $(shell echo '$(PYROOT_SUITE) $(PYROOT_DEBS)' | cksum))
@@ -251,13 +252,16 @@ PYO3_CONFIG_SCRIPT := import struct, sys, sysconfig; v = sysconfig.get_config_va
 	"build_flags=" + ",".join(f for f in ("Py_DEBUG", "Py_REF_DEBUG", "Py_GIL_DISABLED", "COUNT_ALLOCS") if v(f)), \
 	"suppress_build_script_link_lines=false"]))
 # `$(IN_PYROOT) DIR [VAR=value...] CMD...` runs CMD in the root with DIR (a directory here) as
-# its /tmp, in an environment of PATH, HOME and LANG (and the VARs) only. The mounts it needs
-# (/proc, /dev, /sys, DIR) are made in a mount namespace of its own (unshare -m): no other
-# process sees them, and they are gone when CMD ends, however it ends.
+# its /tmp, in an environment of root's PATH, HOME and LANG (and the VARs) only. The mounts it
+# needs (/proc, /dev, /sys, DIR) are made in a mount namespace of its own (unshare -m): no other
+# process sees them, and they are gone when CMD ends, however it ends. The root is bound onto
+# itself first, so that its / is a mount point, as the tests that unshare a mount namespace of
+# their own need.
 IN_PYROOT = unshare --mount --propagation private -- sh -ec \
-	'r=$$1; t=$$2; shift 2; chmod 1777 "$$t"; mount -t proc proc "$$r/proc"; mount --rbind /dev "$$r/dev"; \
+	'r=$$1; t=$$2; shift 2; chmod 1777 "$$t"; mount --bind "$$r" "$$r"; \
+	mount -t proc proc "$$r/proc"; mount --rbind /dev "$$r/dev"; \
 	mount --rbind /sys "$$r/sys"; mount --bind "$$t" "$$r/tmp"; \
-	exec chroot "$$r" /usr/bin/env -i PATH=/usr/bin:/bin HOME=/root LANG=C.UTF-8 "$$@"' \
+	exec chroot "$$r" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 "$$@"' \
 	sh $(abspath $(PYROOT))
 
 $(PYROOT_STAMP):
@@ -326,10 +330,13 @@ $(WHEEL_DIR)/.built-%: $(STAMP_WHEEL_TOOLS) $(WHEEL_INPUTS)
 # 3.12). What comes of each release's arm64 packages is unpacked by mmdebstrap (--variant=extract
 # --architectures=arm64: nothing is installed, nothing runs, the machine's apt configuration is
 # not touched) into target/aarch64-sysroot-RELEASE: the libgcc_s.so.1 the wheel links (the reason
-# is above LIBGCC_S), the interpreter's sysconfig that PyO3 builds against (PYO3_CROSS_LIB_DIR),
-# and for `make test-wheels-aarch64` the arm64 CPython itself with the libraries its stdlib loads,
-# run by qemu-user. A wheel no test has run is not shipped: every version here has its CPython
-# to test on. `make wheels WHEEL_AARCH64_PYTHONS=` builds x86-64 alone.
+# is above LIBGCC_S), the interpreter's sysconfig that maturin and PyO3 build against
+# (PYO3_CROSS_LIB_DIR: no CPython of that version need be on this machine), and for `make
+# test-wheels-aarch64` the arm64 CPython itself with the libraries its stdlib loads, run by
+# qemu-user. Where a release keeps its files under /usr only (merged /usr, unstable), the links
+# /bin, /sbin and /lib that installing would make are made here (the dynamic linker is
+# /lib/ld-linux-aarch64.so.1). A wheel no test has run is not shipped: every version here has
+# its CPython to test on. `make wheels WHEEL_AARCH64_PYTHONS=` builds x86-64 alone.
 # For the tests, once per machine (root): apt-get install qemu-user-static.
 WHEEL_AARCH64_PYTHONS := 3.11 3.13 3.14 3.15
 AARCH64_SUITES := 3.11:bookworm 3.13:sid 3.14:sid 3.15:sid
@@ -364,9 +371,10 @@ define AARCH64_SYSROOT_RULE
 $(call aarch64_stamp,$(1)):
 	@set -eo pipefail; $$(NEED_MMDEBSTRAP); \
 	root=$(call AARCH64_SYSROOT,$(1)); rm -rf "$$$$root" "$$$$root.new"; mkdir -p target; \
-	echo "aarch64: Debian $(1)'s arm64 $(call aarch64_debs,$(1)) (and what they depend on) into $$$$root (mmdebstrap, extracted)"; \
+	echo "aarch64: Debian $(1)'s arm64 $(strip $(call aarch64_debs,$(1))) (and what they depend on) into $$$$root (mmdebstrap, extracted)"; \
 	$(MMDEBSTRAP) --variant=extract --architectures=arm64 \
 	  --include=$$(subst $$(space),$$(comma),$(strip $(call aarch64_debs,$(1)))) $(1) "$$$$root.new"; \
+	for d in bin sbin lib; do [ -e "$$$$root.new/$$$$d" ] || ln -s "usr/$$$$d" "$$$$root.new/$$$$d"; done; \
 	mv "$$$$root.new" "$$$$root"; \
 	touch $$@
 endef
@@ -382,7 +390,7 @@ $(WHEEL_DIR)/.built-aarch64-%: $(STAMP_WHEEL_TOOLS) $(WHEEL_INPUTS)
 	RUSTFLAGS="$${RUSTFLAGS:-} -C link-arg=$$root/lib/aarch64-linux-gnu/libgcc_s.so.1" \
 	PYO3_CROSS_LIB_DIR=$$root/usr/lib/python$* \
 	$(VENV)/bin/maturin build --release --strip --zig --target $(AARCH64_TARGET) \
-	  --compatibility $(WHEEL_COMPAT) --interpreter python$* --out $(WHEEL_DIR); \
+	  --compatibility $(WHEEL_COMPAT) --out $(WHEEL_DIR); \
 	whl=$$(ls $(WHEEL_DIR)/fdkit-*-$$tag-$$tag-*aarch64.whl); \
 	$(VENV)/bin/auditwheel show "$$whl" | tee $(WHEEL_DIR)/auditwheel-$$tag-aarch64.txt; \
 	tr -s ' \n' '  ' < $(WHEEL_DIR)/auditwheel-$$tag-aarch64.txt \
