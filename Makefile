@@ -228,7 +228,7 @@ space := $(empty) $(empty)
 # The CPythons of ROOT_PYTHONS come from Debian's unstable archive (sid), which has each with
 # -dev, -venv and libpython3.X-testsuite (CPython's own tests, test.test_asyncio among them);
 # PYROOT_TOOLS are the programs the suite runs or compares with that this machine has too (the
-# test of each skips without its program). mmdebstrap installs them into PYROOT (about 700 MB,
+# test of each skips without its program; unstable has no h2o). mmdebstrap installs them into PYROOT (about 700 MB,
 # a minute or two), kept between runs; a change of PYROOT_DEBS makes it again (the stamp's
 # name is the list's checksum). Making and entering the root need root.
 #
@@ -240,7 +240,7 @@ ROOT_PYTHONS := 3.14 3.15
 PYROOT := target/pyroot
 PYROOT_BIN := target/pyroot-bin
 PYROOT_SUITE := sid
-PYROOT_TOOLS := curl make gcc libc6-dev nginx h2o
+PYROOT_TOOLS := curl make gcc libc6-dev nginx
 PYROOT_DEBS := $(foreach v,$(ROOT_PYTHONS),python$(v)-dev python$(v)-venv libpython$(v)-testsuite) \
 	$(PYROOT_TOOLS)
 PYROOT_STAMP := $(PYROOT)/.made-$(firstword $(shell echo '$(PYROOT_SUITE) $(PYROOT_DEBS)' | cksum))
