@@ -240,7 +240,7 @@ ROOT_PYTHONS := 3.14 3.15
 PYROOT := target/pyroot
 PYROOT_BIN := target/pyroot-bin
 PYROOT_SUITE := sid
-PYROOT_TOOLS := curl make gcc libc6-dev nginx
+PYROOT_TOOLS := curl make gcc libc6-dev nginx mount
 PYROOT_DEBS := $(foreach v,$(ROOT_PYTHONS),python$(v)-dev python$(v)-venv libpython$(v)-testsuite) \
 	$(PYROOT_TOOLS)
 PYROOT_STAMP := $(PYROOT)/.made-$(firstword $(shell echo '$(PYROOT_SUITE) $(PYROOT_DEBS)' | cksum))
