@@ -355,7 +355,8 @@ WHEEL_AARCH64_STAMPS := $(foreach v,$(WHEEL_AARCH64_PYTHONS),$(WHEEL_DIR)/.built
 # /proc/TID/syscall, where qemu shows the host's x86-64 numbers; qemu answers socket() of an
 # unknown type with EPROTONOSUPPORT, not EINVAL, and the ioctl SIOCOUTQNSD with ENOSYS; it
 # refuses seccomp filters (the no-io_uring helper installs one); a write to a closed stdout
-# kills it with SIGPIPE that CPython ignores natively.
+# kills it with SIGPIPE that CPython ignores natively; it answers getsockopt(TCP_INFO) with 4
+# bytes (the accept-queue test reads tcpi_unacked at byte 24).
 AARCH64_TEST_TIMEOUT := 600
 AARCH64_TESTS := test_package test_binding_module test_errors test_fd_files test_fd_sockets \
 	test_fd_splice test_zerocopy_transfer test_zerocopy_pipe test_atomic_pipe_wire \
@@ -363,7 +364,8 @@ AARCH64_TESTS := test_package test_binding_module test_errors test_fd_files test
 AARCH64_QEMU_DESELECT := test_errors.py::test_einval_socket_state \
 	test_fd_splice.py::test_ioctl_int_requests \
 	test_aio_engine.py::test_without_io_uring_the_loop_runs_on_epoll_and_says_why \
-	test_cli.py::test_closed_stdout_after_help_is_quiet
+	test_cli.py::test_closed_stdout_after_help_is_quiet \
+	test_aio_engine.py::test_a_server_takes_no_connection_before_asyncio_accepts
 AARCH64_PYTEST_ARGS := $(foreach f,$(AARCH64_TESTS),tests/$(f).py) \
 	$(foreach t,$(AARCH64_QEMU_DESELECT),--deselect tests/$(t))
 
@@ -406,17 +408,19 @@ wheels-aarch64: $(WHEEL_AARCH64_STAMPS) ## the aarch64 wheels alone (cross-built
 # qemu-aarch64-static with that release's sysroot as its root (-L), outside the tree like
 # test-wheels. With no binfmt_misc in a container, the kernel cannot exec an arm64 program
 # itself: the venv's python is a script that starts qemu, so a test's subprocess
-# (sys.executable, the `fdkit` command) runs under qemu too. qemu-user has no io_uring: `fdkit
-# doctor` says so first, and the io_uring tests skip (SKIPPED lines): this run tests the epoll
-# engine and the fallbacks. AARCH64_PYTEST_ARGS picks tests. It takes about 20 minutes a
-# version here, more than CI's whole budget for four: `make test-wheels` (CI) runs the x86-64
-# wheels only, and this target is run by hand before a release.
+# (sys.executable, the `fdkit` command) runs under qemu too. pip is installed from the
+# release's own pip wheel, run from the wheel (Debian's ensurepip copies that wheel with its
+# extended attributes, a syscall qemu -L does not redirect into the sysroot). qemu-user has no
+# io_uring: `fdkit doctor` says so first, and the io_uring tests skip (SKIPPED lines): this run
+# tests the epoll engine and the fallbacks. AARCH64_PYTEST_ARGS picks tests. It takes 7 to 10
+# minutes a version here (pytest 3 to 4 of them), half an hour for four: `make test-wheels` (CI)
+# runs the x86-64 wheels only, and this target is run by hand before a release.
 .PHONY: test-wheels-aarch64
 test-wheels-aarch64: $(WHEEL_AARCH64_STAMPS) ## the aarch64 wheels under qemu-user, Debian's arm64 CPythons: pytest on each
 	@set -eo pipefail; \
 	qemu=$$(command -v qemu-aarch64-static || command -v qemu-aarch64) \
 	  || { echo "test-wheels-aarch64: no qemu-aarch64-static; as root: apt-get install qemu-user-static" >&2; exit 1; }; \
-	tmp=""; trap 'rm -rf "$$tmp"' EXIT; \
+	failed=""; tmp=""; trap 'rm -rf "$$tmp"' EXIT; \
 	for ver in $(WHEEL_AARCH64_PYTHONS); do \
 	  suite=$$(for p in $(AARCH64_SUITES); do [ "$${p%%:*}" != "$$ver" ] || echo "$${p#*:}"; done); \
 	  root=$(abspath $(call AARCH64_SYSROOT,$$suite)); \
@@ -424,22 +428,24 @@ test-wheels-aarch64: $(WHEEL_AARCH64_STAMPS) ## the aarch64 wheels under qemu-us
 	  whl=$$(ls $(WHEEL_DIR)/fdkit-*-$$tag-$$tag-*aarch64.whl); \
 	  tmp=$$(mktemp -d -t fdkit-wheel-$$tag-aarch64.XXXXXX); chmod 755 "$$tmp"; \
 	  echo "test-wheels-aarch64: $$whl in $$tmp/venv ($$py under $$qemu)"; \
-	  "$$qemu" -L "$$root" "$$py" -m venv --without-pip "$$tmp/venv"; \
-	  rm "$$tmp/venv/bin/python$$ver"; \
-	  printf '#!/bin/sh\nexec %s -L %s -0 "$$0" %s "$$@"\n' "$$qemu" "$$root" "$$py" > "$$tmp/venv/bin/python$$ver"; \
-	  chmod 755 "$$tmp/venv/bin/python$$ver"; \
-	  "$$tmp/venv/bin/python" -m ensurepip --default-pip >/dev/null; \
-	  "$$tmp/venv/bin/python" -m pip install --quiet --disable-pip-version-check --only-binary :all: \
-	    -r requirements-test.txt "$$whl"; \
-	  cp -r $(wildcard $(WHEEL_TEST_FILES)) "$$tmp/"; \
-	  ( cd "$$tmp" && env -u VIRTUAL_ENV -u PYTHONPATH \
-	    PATH="$$tmp/venv/bin:$(subst $(abspath $(VENV))/bin:,,$(PATH))" \
-	    sh -c 'venv/bin/python -c "import platform; print(\"test-wheels-aarch64: machine\", platform.machine())" \
-	      && venv/bin/fdkit doctor \
-	      && exec venv/bin/python -m pytest -p no:cacheprovider --timeout $(AARCH64_TEST_TIMEOUT) "$$@"' \
-	    sh $(AARCH64_PYTEST_ARGS) ); \
+	  ( "$$qemu" -L "$$root" "$$py" -m venv --without-pip "$$tmp/venv" \
+	    && rm "$$tmp/venv/bin/python$$ver" \
+	    && printf '#!/bin/sh\nexec %s -L %s -0 "$$0" %s "$$@"\n' "$$qemu" "$$root" "$$py" > "$$tmp/venv/bin/python$$ver" \
+	    && chmod 755 "$$tmp/venv/bin/python$$ver" \
+	    && pipwhl=$$(ls "$$root"/usr/share/python-wheels/pip-*.whl) \
+	    && "$$tmp/venv/bin/python" "$$pipwhl/pip" install --quiet --disable-pip-version-check --no-index "$$pipwhl" \
+	    && "$$tmp/venv/bin/python" -m pip install --quiet --disable-pip-version-check --only-binary :all: \
+	      -r requirements-test.txt "$$whl" \
+	    && cp -r $(wildcard $(WHEEL_TEST_FILES)) "$$tmp/" \
+	    && cd "$$tmp" && env -u VIRTUAL_ENV -u PYTHONPATH \
+	      PATH="$$tmp/venv/bin:$(subst $(abspath $(VENV))/bin:,,$(PATH))" \
+	      sh -c 'venv/bin/python -c "import platform; print(\"test-wheels-aarch64: machine\", platform.machine())" \
+	        && venv/bin/fdkit doctor \
+	        && exec venv/bin/python -m pytest -p no:cacheprovider --timeout $(AARCH64_TEST_TIMEOUT) "$$@"' \
+	      sh $(AARCH64_PYTEST_ARGS) ) || failed="$$failed $$ver"; \
 	  rm -rf "$$tmp"; \
-	done
+	done; \
+	if [ -n "$$failed" ]; then echo "test-wheels-aarch64: failed for CPython$$failed" >&2; exit 1; fi
 
 .PHONY: wheels
 wheels: $(WHEEL_STAMPS) $(WHEEL_AARCH64_STAMPS) ## release wheels: x86-64 for CPython 3.11-3.15, aarch64 for 3.11, 3.13-3.15 (manylinux2014)
