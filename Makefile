@@ -14,12 +14,15 @@ RUST_SOURCES := $(shell find crates -name '*.rs' -o -name Cargo.toml 2>/dev/null
 
 .PHONY: help
 help: ## list the targets
-	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
+	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' \
+	  '{ name[NR] = $$1; text[NR] = $$2; if (length($$1) > w) w = length($$1) } \
+	   END { for (i = 1; i <= NR; i++) printf "  make %-*s  %s\n", w, name[i], text[i] }'
 
-$(STAMP_DEPS): requirements-dev.txt requirements-test.txt requirements-docs.txt
+$(STAMP_DEPS): requirements-dev.txt requirements-test.txt requirements-docs.txt requirements-uvicorn-0.35.txt
 	python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -r requirements-dev.txt
+	$(PY) -m pip install --quiet --no-deps --upgrade --target $(VENV)/uvicorn-0.35 -r requirements-uvicorn-0.35.txt
 	touch $@
 
 # Cargo.toml's `fast` profile builds everything but the wheels: release code (opt-level 3, no
@@ -34,6 +37,10 @@ $(STAMP_BUILD): $(STAMP_DEPS) $(RUST_SOURCES) pyproject.toml
 
 .PHONY: setup
 setup: $(STAMP_BUILD) ## create .venv, install tools, build the extension (optimised, no LTO)
+	@if git rev-parse --git-dir >/dev/null 2>&1 && [ "$$(git config core.hooksPath)" != .githooks ]; then \
+	  git config core.hooksPath .githooks \
+	  && echo "setup: git hooks from .githooks (commit-msg refuses a subject over 72 characters)"; \
+	fi
 
 # `make bench` measures the extension as the wheels build it (the release profile, fat LTO),
 # so its figures are those of what ships; `make demo`'s quick tour runs on the setup build. One
@@ -51,13 +58,14 @@ setup-release: $(STAMP_BUILD_RELEASE) ## build the extension as the wheels do (f
 demo: setup bench-tools bench-deps ## set up, then a tour: one line per capability against its best-known peer
 	@$(PY) -m bench --tour
 
-# The serve bench's peers: wrk (the load), nginx and h2o (the baselines), Debian packages.
+# The serve bench's peers: wrk (the load), nginx and h2o (the baselines), and valgrind (aio_anatomy
+# counts instructions under callgrind), Debian packages.
 # Installed here, by the project's own setup, never by the harness. Only what is missing, with
 # apt-get as root or through passwordless sudo; otherwise the command to run is printed and the
 # bench skips those rows. Never fails: `make test` does not need these.
-BENCH_TOOLS := wrk:wrk nginx:nginx h2o:h2o
+BENCH_TOOLS := wrk:wrk nginx:nginx h2o:h2o valgrind:valgrind
 .PHONY: bench-tools
-bench-tools: ## install wrk, nginx and h2o for the serve and aio benches when missing (apt-get)
+bench-tools: ## install wrk, nginx, h2o (serve and aio benches) and valgrind (aio_anatomy) when missing (apt-get)
 	@$(if $(JSON),exec 1>&2;) missing=""; \
 	for pair in $(BENCH_TOOLS); do \
 	  tool=$${pair%%:*}; pkg=$${pair#*:}; \
@@ -74,12 +82,43 @@ bench-tools: ## install wrk, nginx and h2o for the serve and aio benches when mi
 	  echo "bench-tools: missing:$$missing; to install them run: sudo apt-get install -y$$missing"; \
 	  exit 0; \
 	fi; \
-	echo "bench-tools: installing$$missing (apt-get)"; \
+	echo "bench-tools: installing$$missing with apt-get: Debian packages the benches and make demo's tour measure with (wrk drives the HTTP load; nginx and h2o are fdkit serve's peers; valgrind counts aio_anatomy's instructions). make demo BENCH_TOOLS= installs none, and their rows are skipped."; \
 	export DEBIAN_FRONTEND=noninteractive; \
 	$$sudo apt-get install -y -qq --no-install-recommends $$missing >/dev/null 2>&1 \
 	  || { $$sudo apt-get update -qq >/dev/null 2>&1 \
 	       && $$sudo apt-get install -y -qq --no-install-recommends $$missing >/dev/null; } \
 	  || echo "bench-tools: apt-get could not install$$missing; the bench skips their rows"
+
+# The tests' reference tools, Debian packages: socat (tests/test_cli_proxy.py runs the same relay
+# through socat and through `fdkit proxy` and compares what a client sees). Installed the way
+# bench-tools installs its own: only what is missing, with apt-get as root or through passwordless
+# sudo, saying what and why first; otherwise the command to run is printed and those tests skip,
+# saying so. Never fails: a machine without them still runs the rest of `make test`.
+TEST_TOOLS := socat:socat
+.PHONY: test-tools
+test-tools: ## install socat (the proxy tests' reference) when missing (apt-get)
+	@missing=""; \
+	for pair in $(TEST_TOOLS); do \
+	  tool=$${pair%%:*}; pkg=$${pair#*:}; \
+	  PATH="$$PATH:/usr/sbin:/sbin" command -v $$tool >/dev/null 2>&1 || missing="$$missing $$pkg"; \
+	done; \
+	if [ -z "$$missing" ]; then exit 0; fi; \
+	if ! command -v apt-get >/dev/null 2>&1; then \
+	  echo "test-tools: missing:$$missing (no apt-get here: install them with your package manager; until then the tests that compare with them skip)"; \
+	  exit 0; \
+	fi; \
+	if [ "$$(id -u)" = 0 ]; then sudo=""; \
+	elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then sudo="sudo"; \
+	else \
+	  echo "test-tools: missing:$$missing; to install them run: sudo apt-get install -y$$missing"; \
+	  exit 0; \
+	fi; \
+	echo "test-tools: installing$$missing (apt-get), the reference the proxy tests compare with"; \
+	export DEBIAN_FRONTEND=noninteractive; \
+	$$sudo apt-get install -y -qq --no-install-recommends $$missing >/dev/null 2>&1 \
+	  || { $$sudo apt-get update -qq >/dev/null 2>&1 \
+	       && $$sudo apt-get install -y -qq --no-install-recommends $$missing >/dev/null; } \
+	  || echo "test-tools: apt-get could not install$$missing; the tests that compare with them skip"
 
 # The aio bench's contenders (uvloop, rloop, uvicorn, httptools), pinned in requirements-bench.txt,
 # installed into .venv for `make bench` and `make demo` only: `make test` does not need them (the
@@ -116,7 +155,7 @@ PYTEST_PARALLEL = $(PY) -m pytest -n $(PYTEST_JOBS) --dist loadfile
 PYTEST_SERIAL = $(PY) -m pytest -m serial
 
 .PHONY: test
-test: lint docs ## set up, lint, build the docs, then cargo test (core) and pytest (Python API and CLI)
+test: lint docs test-tools ## set up, lint, build the docs, then cargo test (core) and pytest (Python API and CLI)
 	$(REQUIRE_URING) cargo test --workspace $(CARGO_PROFILE)
 	$(REQUIRE_URING) $(PYTEST_PARALLEL) -m "not serial"
 	$(REQUIRE_URING) $(PYTEST_SERIAL)
@@ -124,7 +163,7 @@ test: lint docs ## set up, lint, build the docs, then cargo test (core) and pyte
 # The edit loop, a minute or two: the extension rebuilt if a source changed, the core's Rust
 # tests, and the Python tests not marked slow or serial, in parallel. `make test` before a push.
 .PHONY: test-fast
-test-fast: setup ## the edit loop: build, cargo test of the core, pytest -n 2 without slow tests
+test-fast: setup test-tools ## the edit loop: build, cargo test of the core, pytest -n 2 without slow tests
 	$(REQUIRE_URING) cargo test -p fdkit $(CARGO_PROFILE)
 	$(REQUIRE_URING) $(PYTEST_PARALLEL) -m "not slow and not serial"
 
@@ -158,6 +197,17 @@ bench: setup-release bench-tools bench-deps ## the full benchmarks (minutes); BE
 # and on fdkit's with both engines. The report lists every test that passes on asyncio's loop
 # and not on fdkit's; a hang is reported as one (per-test timeout, then a watchdog). It downloads,
 # so it is not part of `make test`. PEER="--suite anyio --loop epoll -j 2" to narrow; JSON=1.
+# The published figures (bench/figures.py): each run's JSON saved in docs/figures/, one file per
+# bench, then the README's table of headline rows rewritten from the saved runs.
+RUNS ?= 1
+.PHONY: figures
+figures: setup-release bench-tools bench-deps ## run BENCH (all when empty) RUNS times, save each run in docs/figures/, rewrite the README's figures
+	@set -eo pipefail; for i in $$(seq 1 $(RUNS)); do \
+	  $(PY) -m bench $(BENCH) --json > target/figures-run.json; \
+	  $(PY) -m bench.figures save target/figures-run.json --command "make bench$(if $(BENCH), BENCH=\"$(BENCH)\") JSON=1"; \
+	done; \
+	$(PY) -m bench.figures readme
+
 .PHONY: peer-tests
 peer-tests: setup ## other projects' suites (uvloop, anyio, aiohttp) on asyncio's loop and fdkit's: what differs
 	@$(PY) -m tests.peer_suites $(PEER) $(if $(JSON),--json)

@@ -30,6 +30,12 @@ own). The calls rows of fdkit.aio's two engines carry goal 1.0 (issue 23: no Pyt
 the loop's beside the protocol's own); the others are figures. The loop's busiest functions
 are on stderr.
 
+Then the same ``hello`` server, without the hook, under callgrind: the instructions its
+process runs in user space per request, counted (exact, whatever else the machine runs; the
+kernel's work left out). Rows ``aio_hello_instr_vs_L`` and ``aio_epoll_hello_instr_vs_L`` for L
+in asyncio, uvloop, rloop: fdkit.aio's engine against loop L (``ratio`` = L's count ÷ fdkit's).
+Needs valgrind (``make bench-tools``); skipped, saying so, without it.
+
 Modes: full (64 connections, 3 rounds of 20,000 requests), ``--quick`` (64, one round of
 5,000), tiny (``FDKIT_BENCH_TINY``: 4 connections, 400 requests).
 """
@@ -38,9 +44,13 @@ from __future__ import annotations
 
 import contextlib
 import json
+import shutil
+import subprocess
 import sys
+import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from bench import aio
 from bench._common import Result, alternate, compare, median, note, pick, skip
@@ -68,7 +78,7 @@ def row_id(key: str, kind: str) -> str:
 
 def planned_ids() -> list[str]:
     """Every row id ``run`` produces when every loop is here."""
-    return [row_id(k, kind) for k in LOOPS for kind in KINDS]
+    return [row_id(k, kind) for k in LOOPS for kind in KINDS] + planned_instr_ids()
 
 
 @dataclass(frozen=True)
@@ -253,6 +263,134 @@ def _rows(key: str, rounds: Sequence[Calls], plan: Plan) -> list[Result]:
     ]  # fmt: skip
 
 
+# --- instructions ---------------------------------------------------------------------------
+#
+# The same hello server (the plain ``hello`` program: no hook) under callgrind, which counts the
+# instructions its process runs in user space while the client's requests are answered
+# (instrumentation on for the round only, ``callgrind_control``; a dump per round). A count is
+# exact and does not depend on what else the machine runs, so it ranks the loops' user-space
+# work where two shared cores make CPU time noisy; it leaves the kernel's work out. Rows: each
+# fdkit.aio engine against each other loop, ``aio_hello_instr_vs_uvloop`` and so on.
+
+INSTR_OTHERS = ("asyncio", "uvloop", "rloop")
+INSTR_UNIT = "instr/req"
+
+
+def instr_row_id(subject: str, other: str) -> str:
+    """The id of fdkit.aio engine ``subject``'s instructions row against loop ``other``."""
+    return f"{ID_HEAD[subject]}_hello_instr_vs_{other}"
+
+
+def planned_instr_ids() -> list[str]:
+    return [instr_row_id(s, o) for s in ("fdkit", "epoll_engine") for o in INSTR_OTHERS]
+
+
+def _callgrind_missing() -> str | None:
+    lacking = [t for t in ("valgrind", "callgrind_control") if shutil.which(t) is None]
+    if lacking:
+        return f"{' and '.join(lacking)} not found (`make bench-tools` installs valgrind)"
+    return None
+
+
+@dataclass
+class Counted:
+    """One loop's hello server under callgrind and its client."""
+
+    pair: Pair
+    out: Path  # callgrind's output file; each round's dump is OUT.N
+
+
+def _start_counted(stack: contextlib.ExitStack, key: str, plan: Plan, tmp: Path) -> Counted:
+    port = _free_port()
+    out = tmp / f"callgrind.{key}"
+    argv = ["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out}",
+            sys.executable, script("aio_servers"), "hello", aio._child_loop(key), "127.0.0.1",
+            str(port)]  # fmt: skip
+    server = Child(f"hello server on {key} under callgrind", argv, env=aio._child_env(key))
+    stack.callback(server.stop)
+    aio._pin(server.pid, 0)
+    aio._check_loop(key, server.reply(START_TIMEOUT * 4), f"hello server for {key}")
+    client = Child(f"hello client of {key}", [sys.executable, script("aio_servers"),
+                                               "hello-client"])  # fmt: skip
+    stack.callback(client.stop)
+    aio._pin(client.pid, 1)
+    _expect(client.ask(f"connect 127.0.0.1 {port} {plan.conns}", START_TIMEOUT * 4), "connected")
+    warm = plan.conns * plan.warm_per_conn
+    _expect(client.ask(f"run {warm}", _bound(warm)), "done")
+    return Counted(Pair(server, client, port), out)
+
+
+def _callgrind(pid: int, *args: str) -> None:
+    done = subprocess.run(["callgrind_control", *args, str(pid)], capture_output=True,
+                          text=True, timeout=START_TIMEOUT)  # fmt: skip
+    if done.returncode != 0:
+        raise aio.Failed(f"callgrind_control {' '.join(args)}: {done.stderr.strip()[:200]}")
+
+
+def dump_total(path: Path) -> int:
+    """The instructions a callgrind dump counted (its ``totals:`` line)."""
+    for line in path.read_text().splitlines():
+        if line.startswith("totals:"):
+            return int(line.split()[1])
+    raise aio.Failed(f"{path} has no totals line")
+
+
+def _measure_instr(c: Counted, n: int) -> Callable[[], float]:
+    dumps = [0]
+
+    def once() -> float:
+        pid = c.pair.server.pid
+        _callgrind(pid, "--instr=on")
+        answer = c.pair.client.ask(f"run {n}", _bound(n))
+        _callgrind(pid, "--instr=off")
+        _callgrind(pid, "--dump")
+        dumps[0] += 1
+        if answer.split()[:2] != ["done", str(n)]:
+            raise aio.Failed(f"the hello client answered {answer!r}")
+        return dump_total(c.out.with_name(f"{c.out.name}.{dumps[0]}")) / n
+
+    return once
+
+
+def run_instructions(plan: Plan, keys: Sequence[str]) -> list[Result]:
+    """fdkit.aio's engines against the other loops here, in instructions per request."""
+    subjects = [k for k in ("fdkit", "epoll_engine") if k in keys]
+    others = [k for k in INSTR_OTHERS if k in keys]
+    missing = _callgrind_missing()
+    if missing is not None:
+        skip(BENCH, planned_instr_ids(), missing)
+        return []
+    failed: dict[str, str] = {}
+    with contextlib.ExitStack() as stack:
+        tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="fdkit-callgrind-")))
+        counted: dict[str, Counted] = {}
+        for key in subjects + others:
+            try:
+                counted[key] = _start_counted(stack, key, plan, tmp)
+            except RuntimeError as e:  # aio.Failed too
+                failed[key] = str(e).splitlines()[0] if str(e) else type(e).__name__
+                note(f"aio_anatomy: {aio.LABELS[key]} under callgrind left out: {failed[key]}")
+        contenders = {k: _measure_instr(c, plan.requests) for k, c in counted.items()}
+        runs = alternate(aio.guarded(contenders, "instructions", failed), plan.rounds, 0)
+    per = {k: median([v for v in vs if v is not None]) for k, vs in runs.items()}
+    note("aio_anatomy: instructions per hello request (callgrind): " + ", ".join(
+        f"{aio.LABELS[k]} {v:,.0f}" for k, v in per.items()))  # fmt: skip
+    rows: list[Result] = []
+    case = (f"asyncio.Protocol hello server, user-space instructions per request counted by "
+            f"callgrind [{plan.conns} keep-alive connections, a request in flight on each, "
+            f"{plan.requests:,} requests per round]")  # fmt: skip
+    for s in subjects:
+        for o in others:
+            if s in per and o in per:
+                rows.append(compare(instr_row_id(s, o), BENCH, f"{aio.LABELS[s]}, {case}",
+                                    "instructions per request (user space)", INSTR_UNIT,
+                                    per[s], per[o], aio.LABELS[o]))  # fmt: skip
+            else:
+                why = failed.get(s) or failed.get(o) or "no measurement"
+                skip(BENCH, [instr_row_id(s, o)], why)
+    return rows
+
+
 def run(quick: bool) -> list[Result]:
     """Every loop here, its counting server under the same load, alternating rounds."""
     plan = _plan(quick)
@@ -277,4 +415,4 @@ def run(quick: bool) -> list[Result]:
         if rounds:
             _note(key, rounds)
             rows += _rows(key, rounds, plan)
-    return rows
+    return rows + run_instructions(plan, keys)

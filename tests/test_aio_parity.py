@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import contextvars
 import errno
+import fcntl
 import json
 import logging
 import os
@@ -22,6 +23,7 @@ import socket
 import struct
 import subprocess
 import sys
+import termios
 import time
 from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
@@ -425,6 +427,82 @@ def test_no_data_received_above_256_kib(engine: FdkitEngine) -> None:
     however much is waiting (aiohttp bounds its buffers on that)."""
     oracle, got = both_run(engine, _chunk_sizes)
     assert all(oracle.values()), oracle
+    assert got == oracle
+
+
+async def _read_sizes_follow_max_size() -> list[tuple[str, int]]:
+    loop = asyncio.get_running_loop()
+    protos: list[Reads] = []
+
+    class Reads(_Server):
+        def __init__(self) -> None:
+            super().__init__()
+            protos.append(self)
+            self.got: asyncio.Queue[int] = asyncio.Queue()
+
+        def data_received(self, data: bytes) -> None:
+            self.got.put_nowait(len(data))
+
+    base = asyncio.selector_events._SelectorTransport  # type: ignore[attr-defined]
+    server = await loop.create_server(Reads, HOST, 0)
+    peer = socket.create_connection(server_address(server))
+    seen: list[tuple[str, int]] = []
+    try:
+        await _made(protos)
+        tr = protos[0].transport
+        tr.pause_reading()
+        seen.append(("class default", await _paused_read(tr, peer, protos, 40_000)))
+        tr.max_size = 1000  # the instance's own
+        seen.append(("instance 1000", await _paused_read(tr, peer, protos, 40_000)))
+        del tr.max_size
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(base, "max_size", 3000)  # asyncio's class, after the transport exists
+            seen.append(("base class 3000", await _paused_read(tr, peer, protos, 40_000)))
+        seen.append(("restored", await _paused_read(tr, peer, protos, 40_000)))
+    finally:
+        peer.close()
+        for p in protos:
+            await p.close()
+        await close_server(server)
+    return seen
+
+
+def _queued(fd: int) -> int:
+    """The bytes waiting in socket ``fd``'s receive queue (FIONREAD)."""
+    return struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, b"\0" * 4))[0]  # type: ignore[no-any-return]
+
+
+async def _paused_read(tr: Any, peer: socket.socket, protos: Sequence[Any], n: int) -> int:
+    """The size of the first read once ``n`` bytes wait: sent while reading is paused, then
+    reading resumed for one read."""
+    peer.sendall(b"y" * n)
+    fd = tr.get_extra_info("socket").fileno()
+    deadline = time.monotonic() + 5
+    # all of it in the receive queue (n fits in a loopback socket's window), however loaded
+    # the machine
+    while _queued(fd) < n:
+        assert time.monotonic() < deadline, f"{_queued(fd)} of {n} bytes arrived in 5 s"
+        await asyncio.sleep(0.005)
+    tr.resume_reading()
+    first: int = await asyncio.wait_for(protos[0].got.get(), 5)
+    tr.pause_reading()
+    left = n - first
+    while left > 0:  # the rest, read as they come
+        tr.resume_reading()
+        left -= await asyncio.wait_for(protos[0].got.get(), 5)
+        tr.pause_reading()
+    return first
+
+
+@each_engine
+def test_read_size_follows_max_size_wherever_it_is_set(engine: FdkitEngine) -> None:
+    """A read asks for ``transport.max_size`` bytes, read as asyncio reads it each time: the
+    instance's own value, else the class's, also when a program changes asyncio's class
+    after the transport exists."""
+    oracle, got = both_run(engine, _read_sizes_follow_max_size)
+    assert dict(oracle)["class default"] == 40_000, oracle  # all that waits, under 256 KiB
+    assert dict(oracle)["instance 1000"] == 1000, oracle
+    assert dict(oracle)["base class 3000"] == 3000, oracle
     assert got == oracle
 
 
@@ -1103,3 +1181,68 @@ def test_partial_denial_of_io_uring_is_detected(syscall: str) -> None:
         capture_output=True, text=True, timeout=30, env=python_env(), check=False,
     )  # fmt: skip
     assert not re.search(r"^io_uring\s+yes", doctor.stdout, re.MULTILINE), doctor.stdout
+
+
+# --- run_forever's iterations ---------------------------------------------------------------
+
+
+def _iterations(kind: Kind) -> dict[str, Any]:
+    """What a program sees of the loop's iterations: ``_run_once`` called by hand runs one;
+    replaced on the instance from a callback, ``run_forever`` calls the replacement from the
+    next iteration on; ``stop()`` ends ``run_forever`` after the iteration it was called in."""
+    with kind.loop() as loop:
+        ran: list[int] = []
+
+        def chain(i: int) -> None:
+            ran.append(i)
+            if i < 5:
+                loop.call_soon(chain, i + 1)
+
+        loop.call_soon(chain, 0)
+        loop._run_once()  # type: ignore[attr-defined]
+        after_one = list(ran)
+        loop._run_once()  # type: ignore[attr-defined]
+        after_two = list(ran)
+
+        calls: list[int] = []
+        original = loop._run_once  # type: ignore[attr-defined]
+
+        def counting() -> None:
+            calls.append(len(ran))
+            original()
+
+        def replace() -> None:
+            loop._run_once = counting  # type: ignore[attr-defined]
+
+        def stop_at(n: int) -> None:
+            ran.append(100 + n)
+            if n == 3:
+                loop.stop()
+            else:
+                loop.call_soon(stop_at, n + 1)
+
+        loop.call_soon(replace)
+        loop.call_soon(stop_at, 0)
+        loop.run_forever()
+        replaced_calls = list(calls)
+        del loop._run_once  # type: ignore[attr-defined]
+        loop.call_soon(stop_at, 2)
+        loop.run_forever()  # the class's _run_once again: asyncio's on asyncio, fdkit's on fdkit
+        return {
+            "one _run_once": after_one,
+            "two": after_two,
+            "ran": ran,
+            "replacement called": replaced_calls,
+            "replacement not called after del": calls == replaced_calls,
+        }
+
+
+@each_engine
+def test_iterations_as_run_forever_and_a_direct_call_make_them(engine: FdkitEngine) -> None:
+    """``loop._run_once()`` called by hand runs exactly one iteration; ``run_forever`` runs
+    iterations until ``stop()``, and calls a ``_run_once`` a callback put on the instance from
+    the next iteration on, as asyncio's loop does."""
+    oracle, got = both(engine, _iterations)
+    assert oracle["one _run_once"] == [0], oracle
+    assert oracle["replacement called"], oracle
+    assert got == oracle

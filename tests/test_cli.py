@@ -52,7 +52,7 @@ def test_there_is_no_bench_subcommand() -> None:
 def test_every_subcommand_has_help(sub: str) -> None:
     r = run(sub, "--help")
     assert r.returncode == 0
-    assert f"usage: fdkit {sub}" in r.stdout
+    assert f"usage: fdkit {sub}" in r.stdout.lower()  # copy says it as cp: "Usage:"
 
 
 def test_no_command_prints_help_and_fails() -> None:
@@ -224,7 +224,8 @@ def test_closed_stdout_after_help_is_quiet(argv: list[str], unbuffered: bool) ->
 
 
 def test_closed_stdout_in_a_shell_pipeline() -> None:
-    """The issue's own spelling: `fdkit doctor | (exec 0<&-)`."""
+    """`fdkit doctor | (exec 0<&-)`: a reader that closes the pipe at once ends the command
+    with SIGPIPE's status (141) and not one line on stderr."""
     proc = subprocess.run(
         ["bash", "-c", f"'{FDKIT}' doctor | (exec 0<&-); echo ${{PIPESTATUS[0]}}"],
         capture_output=True,
@@ -280,7 +281,8 @@ def _unprivileged_port_start() -> int:
 @pytest.mark.skipif(shutil.which("setpriv") is None, reason="needs setpriv (util-linux)")
 @pytest.mark.skipif(_unprivileged_port_start() <= 80, reason="port 80 is not privileged here")
 def test_serve_port_80_as_non_root_blames_the_port_not_the_directory() -> None:
-    """The issue: `Permission denied: '<DIR>'`; the directory was fine, the bind was not."""
+    """Binding port 80 without the privilege names the address that could not be bound, not
+    the directory served (which is readable): no `Permission denied: '<DIR>'`."""
     nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
     # An interpreter under a private home (pyenv's in /root) may not start as nobody at all.
     py = subprocess.run([*nobody, sys.executable, "-c", ""], capture_output=True, timeout=60)
@@ -354,7 +356,7 @@ VALID = {
 }
 
 
-@pytest.mark.parametrize("sub", sorted(VALID))
+@pytest.mark.parametrize("sub", sorted(set(VALID) - {"copy"}))
 def test_a_bad_flag_prints_the_subcommands_own_usage(sub: str) -> None:
     """Not the top-level `usage: fdkit [-h] [--version] COMMAND ...`, which names none of the
     subcommand's options: `usage: fdkit copy [-h] [-q | -v] SRC DST`, as git or pip do."""
@@ -363,6 +365,16 @@ def test_a_bad_flag_prints_the_subcommands_own_usage(sub: str) -> None:
     assert r.stdout == ""
     assert r.stderr.startswith(f"usage: fdkit {sub} "), r.stderr
     assert r.stderr.splitlines()[-1] == f"fdkit {sub}: error: unrecognized arguments: --bogus"
+
+
+def test_copy_refuses_a_bad_flag_in_cps_words_and_status() -> None:
+    """`fdkit copy` reads its command line as cp reads its own: cp's message, cp's hint,
+    exit status 1 (argparse's is 2)."""
+    r = run(*VALID["copy"], "--bogus", timeout=30)
+    assert (r.returncode, r.stdout) == (1, "")
+    assert r.stderr == (
+        "fdkit copy: unrecognized option '--bogus'\nTry 'fdkit copy --help' for more information.\n"
+    )
 
 
 def test_a_surplus_argument_names_the_subcommand_too() -> None:
@@ -379,7 +391,18 @@ def test_a_bad_flag_before_the_subcommand_is_the_top_levels() -> None:
     assert r.stderr.splitlines()[-1] == "fdkit: error: unrecognized arguments: --bogus"
 
 
-@pytest.mark.parametrize("sub", ["copy", "doctor", "pipe-cat", "proxy"])
+def test_copy_takes_quiet_and_verbose_together() -> None:
+    """copy's -v is cp's (its lines on stdout), -q fdkit's (no progress, no notices): one
+    does not exclude the other."""
+    r = run("copy", "--help")
+    assert "-q, --quiet" in r.stdout
+    assert "-v, --verbose" in r.stdout
+    both = run("copy", "-q", "-v", "/dev/null", "/dev/null", timeout=30)
+    assert both.returncode == 1
+    assert both.stderr == "fdkit copy: '/dev/null' and '/dev/null' are the same file\n"
+
+
+@pytest.mark.parametrize("sub", ["doctor", "pipe-cat", "proxy"])
 def test_every_subcommand_takes_quiet_and_verbose(sub: str) -> None:
     r = run(sub, "--help")
     assert r.returncode == 0
@@ -423,3 +446,30 @@ def test_doctor_quiet_prints_only_what_does_not_work() -> None:
     assert "somaxconn" not in r.stdout
     for name in broken:
         assert name in r.stdout
+
+
+@pytest.mark.parametrize(
+    ("flags", "stamped", "shown"),
+    [([], False, ["notice"]), (["-v"], True, ["detail", "notice"]), (["-q"], False, [])],
+)
+def test_log_lines_are_time_stamped_only_with_verbose(
+    flags: list[str], stamped: bool, shown: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A notice reads ``fdkit copy: ...``; with ``-v`` every line starts with the time, as
+    the docs show; ``-q`` keeps warnings only."""
+    import argparse
+
+    from fdkit.cli import _log
+
+    parser = argparse.ArgumentParser()
+    _log.add_verbosity(parser)
+    log = _log.setup("copy", parser.parse_args(flags))
+    log.debug("detail")
+    log.info("notice")
+    lines = capsys.readouterr().err.splitlines()
+    assert [line.rsplit(": ", 1)[1] for line in lines] == shown
+    for line in lines:
+        if stamped:
+            assert re.fullmatch(STAMP + " fdkit copy: .+", line), line
+        else:
+            assert line.startswith("fdkit copy: "), line

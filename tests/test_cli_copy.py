@@ -138,10 +138,11 @@ def test_a_failure_ends_the_live_line_before_the_error(tmp_path: Path) -> None:
         sh='trap "" XFSZ; ulimit -f 67584',  # 66 MiB in 1 KiB blocks
     )
     assert code == 1
-    assert err == f"fdkit copy: writing {str(dst)!r}: File too large\n"
+    # cp's words for a failed write(2) (--reflink=never: no copy_file_range).
+    assert err == f"fdkit copy: error writing {str(dst)!r}: File too large\n"
     assert LIVE.match(terminal), repr(terminal)
     assert terminal.endswith("\x1b[K\r\n"), repr(terminal)  # the tty turns \n into \r\n
-    assert not dst.exists()
+    assert dst.stat().st_size == 67584 << 10  # written in place up to the limit, as cp leaves it
 
 
 def test_quiet_is_silent_on_a_terminal_too(tmp_path: Path) -> None:
@@ -152,12 +153,12 @@ def test_quiet_is_silent_on_a_terminal_too(tmp_path: Path) -> None:
     assert (tmp_path / "dst.bin").read_bytes() == src.read_bytes()
 
 
-def test_verbose_logs_the_summary_on_stderr_with_a_timestamp(tmp_path: Path) -> None:
+def test_log_writes_the_details_and_summary_on_stderr_with_a_timestamp(tmp_path: Path) -> None:
     src = tmp_path / "src.bin"
     src.write_bytes(os.urandom(1 << 20))
-    r = run("-v", str(src), str(tmp_path / "dst.bin"))
+    r = run("-v", "--log", str(src), str(tmp_path / "dst.bin"))
     assert r.returncode == 0, r.stderr
-    # As cp -v: each copy on stdout; the details on stderr.
+    # As cp -v: each copy on stdout; the log, time-stamped, on stderr only.
     assert r.stdout == f"{str(src)!r} -> {str(tmp_path / 'dst.bin')!r}\n"
     stamp = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d fdkit copy: "
     first, last = r.stderr.splitlines()
@@ -165,6 +166,9 @@ def test_verbose_logs_the_summary_on_stderr_with_a_timestamp(tmp_path: Path) -> 
         stamp + r"copying '.+src.bin' \(1\.0 MiB\) to '.+dst.bin' \(new file\)", first
     )
     assert re.fullmatch(stamp + r"copied 1\.0 MiB in \d+\.\d{3} s \(.+/s\) via \w+", last), last
+    # -v alone: cp's lines, no log.
+    r = run("-v", str(src), str(tmp_path / "dst.bin"))
+    assert (r.stdout.count(" -> "), r.stderr) == (1, "")
 
 
 def test_eta_is_the_rest_at_the_rate_so_far() -> None:

@@ -1,6 +1,10 @@
-"""`fdkit copy` beyond one file, with GNU cp as the oracle: each test runs cp and fdkit with
-the same flags on the same tree and compares what they made (contents, modes, times with -p,
-symlink targets, hard links, special files, holes), their exit status and their words.
+"""`fdkit copy` with GNU cp (coreutils 9.1) as the oracle: each test runs cp and fdkit with
+the same command line on the same tree and compares what they made (contents, modes, times,
+symlink targets, link counts and shared inodes, special files, holes, backups, extended
+attributes), their stdout, their stderr (the program's name aside) and their exit status: every
+option of `cp --help` but the SELinux ones, the mistakes cp refuses, and the destinations where
+writing in place matters (a bind mount, a writable file in a directory the user cannot write,
+a file with other hard links).
 
 Also the sizes the kernel reports wrongly: sysfs and procfs files are copied by reading to the
 end, never sized by stat (a sysfs attribute says 4096 bytes in no blocks and holds a few)."""
@@ -10,6 +14,8 @@ from __future__ import annotations
 import contextlib
 import os
 import pty
+import random
+import re
 import shutil
 import socket
 import stat
@@ -22,6 +28,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from helpers.cp_oracle import assert_same, both
 
 FDKIT = shutil.which("fdkit", path=os.path.dirname(sys.executable)) or "fdkit"
 CP = shutil.which("cp")
@@ -116,13 +124,15 @@ def snapshot(root: Path, *, times: bool = False) -> dict[str, tuple[object, ...]
 
 
 def make_tree(root: Path) -> Path:
-    """A tree with every kind of entry cp -r knows."""
+    """A tree with every kind of entry cp -r knows, the same bytes each time."""
     src = root / "src"
     (src / "sub" / "deeper").mkdir(parents=True)
     (src / "a.txt").write_bytes(b"alpha\n")
     (src / "a.txt").chmod(0o640)
     (src / "empty").write_bytes(b"")
-    (src / "sub" / "b.bin").write_bytes(os.urandom(200_000))
+    (src / "sub" / "b.bin").write_bytes(random.Random(25).randbytes(200_000))
+    # A block of zeros between data: a hole with --sparse=always.
+    (src / "zeros").write_bytes(b"z" * 5000 + bytes(64 << 10) + b"z")
     (src / "sub" / "deeper" / "c").write_bytes(b"c" * 10)
     os.link(src / "a.txt", src / "sub" / "a-hardlink")
     (src / "link").symlink_to("a.txt")
@@ -138,6 +148,8 @@ def make_tree(root: Path) -> Path:
     s.close()
     with contextlib.suppress(PermissionError):
         os.mknod(src / "nulldev", stat.S_IFCHR | 0o644, os.makedev(1, 3))
+    with contextlib.suppress(OSError):  # kept by -a and --preserve=xattr
+        os.setxattr(src / "a.txt", "user.fdkit", b"kept")
     (src / "sub" / "deeper").chmod(0o750)
     (src / "sub").chmod(0o755)
     os.utime(src / "a.txt", ns=(1_000_000_000_123_456_789, 1_100_000_000_987_654_321))
@@ -240,54 +252,94 @@ def test_a_file_that_grows_while_copied_does_not_hang(tmp_path: Path) -> None:
 # --- trees -------------------------------------------------------------------------------
 
 
-def test_recursive_tree_matches_cp(tmp_path: Path) -> None:
-    """Every kind of entry, as cp -r makes it; hard links kept as cp keeps them when asked
-    (--preserve=links; fdkit keeps them always)."""
-    src = make_tree(tmp_path)
-    want = cp("-r", "--preserve=links", str(src), str(tmp_path / "cp"))
-    got = run("-r", str(src), str(tmp_path / "fdkit"))
-    assert (got.returncode, got.stderr) == (want.returncode, want.stderr) == (0, "")
-    theirs, ours = snapshot(tmp_path / "cp"), snapshot(tmp_path / "fdkit")
-    assert ours == theirs
-    assert ours["sub/a-hardlink"][-1] == ("a.txt", "sub/a-hardlink")
-    assert ours["sparse"][2] == (b"head" + bytes((8 << 20) - 4), True)
-    assert ours["fifo"][0] == stat.S_IFIFO
-    assert ours["sock"][0] == stat.S_IFSOCK
+@pytest.mark.parametrize(
+    "flags",
+    [
+        ["-r"],
+        ["-R", "--preserve=links"],
+        ["-rv"],
+        ["-a"],
+        ["-av"],
+        ["-dR"],
+        ["-rP"],
+        ["-rH"],
+        ["-rl"],
+        ["-rlP"],
+        ["-rsv"],
+        ["-rx"],
+        ["-r", "--sparse=never"],
+        ["-r", "--sparse=always"],
+        ["-a", "--no-preserve=mode"],
+        ["-r", "--attributes-only"],
+        ["-a", "--attributes-only"],
+        ["-rp"],
+        ["-r", "--preserve=all"],
+        ["-r", "--reflink=never"],
+    ],
+    ids=" ".join,
+)
+def test_recursive_tree_matches_cp(tmp_path: Path, flags: list[str]) -> None:
+    """Every kind of entry, as cp makes it with the same flags: stdout line for line (both
+    read the same directories, in inode order), stderr, the tree, the status."""
+    theirs, ours = both(tmp_path, make_tree, *flags, "src", "@/dst")
+    assert_same(theirs, ours)
+    if flags == ["-r"]:
+        assert ours.code == 0, ours.stderr
+        assert ours.tree["dst/sparse"][2] == (b"head" + bytes((8 << 20) - 4), True)
+        assert ours.tree["dst/fifo"][0] == stat.S_IFIFO
+        assert ours.tree["dst/sock"][0] == stat.S_IFSOCK
+        # Plain -r makes two files of two hard links, as cp -r does; -a keeps them linked.
+        assert ours.tree["dst/sub/a-hardlink"][-1] == ("dst/sub/a-hardlink",)
+    if flags == ["-a"]:
+        assert ours.tree["dst/sub/a-hardlink"][-1] == ("dst/a.txt", "dst/sub/a-hardlink")
+        assert ours.tree["dst/a.txt"][3] == (("user.fdkit", b"kept"),)
+
+
+def test_recursive_tree_twice_merges_into_the_copy(tmp_path: Path) -> None:
+    """The second `cp -r src dst` copies into dst/src: the same lines and trees again."""
+
+    def dest(root: Path) -> None:
+        make_tree(root / "prev")
+        (root / "prev" / "src").rename(root / "dst")
+        shutil.rmtree(root / "prev")
+
+    theirs, ours = both(tmp_path, make_tree, "-rv", "src", "@/dst", dest=dest)
+    assert_same(theirs, ours)
+    assert "'src/a.txt' -> '../fdkit/dst/src/a.txt'" in ours.stdout.splitlines()
 
 
 def test_recursive_with_p_keeps_times_modes_and_owners_as_cp(tmp_path: Path) -> None:
-    src = make_tree(tmp_path)
-    if os.geteuid() == 0:
-        os.chown(src / "a.txt", 1234, 5678)
-        os.chown(src / "link", 4321, 8765, follow_symlinks=False)
-    want = cp("-rp", "--preserve=links", str(src), str(tmp_path / "cp"))
-    # cp's read may have moved the source's atime (relatime): the one fdkit sees is this.
-    atime = os.stat(src / "a.txt").st_atime_ns
-    got = run("-rp", str(src), str(tmp_path / "fdkit"))
-    assert (got.returncode, got.stderr) == (want.returncode, want.stderr) == (0, "")
-    a = os.lstat(tmp_path / "fdkit" / "a.txt")
-    assert a.st_atime_ns == atime  # before the snapshot reads it
-    theirs, ours = snapshot(tmp_path / "cp", times=True), snapshot(tmp_path / "fdkit", times=True)
-    assert ours == theirs
+    def build(root: Path) -> None:
+        src = make_tree(root)
+        if os.geteuid() == 0:
+            os.chown(src / "a.txt", 1234, 5678)
+            os.chown(src / "link", 4321, 8765, follow_symlinks=False)
+
+    theirs, ours = both(
+        tmp_path, build, "-rp", "--preserve=links", "src", "@/dst", times=True, owners=True
+    )
+    assert_same(theirs, ours)
+    assert ours.code == 0, ours.stderr
+    dst = tmp_path / "fdkit" / "dst"
+    a = os.lstat(dst / "a.txt")
     assert a.st_mtime_ns == 1_100_000_000_987_654_321
     assert stat.S_IMODE(a.st_mode) == 0o640
-    assert os.lstat(tmp_path / "fdkit" / "link").st_mtime_ns == 1_300_000_000_000_000_000
-    assert os.stat(tmp_path / "fdkit" / "sub" / "deeper").st_mtime_ns == 1_200_000_000_000_000_001
+    assert os.lstat(dst / "link").st_mtime_ns == 1_300_000_000_000_000_000
+    assert os.stat(dst / "sub" / "deeper").st_mtime_ns == 1_200_000_000_000_000_001
     if os.geteuid() == 0:
         assert (a.st_uid, a.st_gid) == (1234, 5678)
 
 
 def test_into_an_existing_directory_and_merging(tmp_path: Path) -> None:
-    src = make_tree(tmp_path)
-    for out in ("cp", "fdkit"):
-        (tmp_path / out / "src" / "sub").mkdir(parents=True)
-        (tmp_path / out / "src" / "sub" / "kept").write_bytes(b"was here")
-        (tmp_path / out / "src" / "sub" / "b.bin").write_bytes(b"old, to be overwritten\n")
-        (tmp_path / out / "src" / "sub" / "b.bin").chmod(0o600)
-    want = cp("-r", "--preserve=links", str(src), str(tmp_path / "cp"))
-    got = run("-r", str(src), str(tmp_path / "fdkit"))
-    assert got.returncode == want.returncode == 0, got.stderr
-    assert snapshot(tmp_path / "fdkit") == snapshot(tmp_path / "cp")
+    def dest(root: Path) -> None:
+        (root / "src" / "sub").mkdir(parents=True)
+        (root / "src" / "sub" / "kept").write_bytes(b"was here")
+        (root / "src" / "sub" / "b.bin").write_bytes(b"old, to be overwritten\n")
+        (root / "src" / "sub" / "b.bin").chmod(0o600)
+
+    theirs, ours = both(tmp_path, make_tree, "-rv", "src", "@", dest=dest)
+    assert_same(theirs, ours)
+    assert ours.code == 0, ours.stderr
     assert (tmp_path / "fdkit" / "src" / "sub" / "kept").read_bytes() == b"was here"
     assert stat.S_IMODE((tmp_path / "fdkit" / "src" / "sub" / "b.bin").stat().st_mode) == 0o600
 
@@ -541,18 +593,6 @@ def test_interactive_asks_on_stderr_and_reads_stdin_as_cp(
     assert (tmp_path / "fdkit" / "dst").read_bytes() == (tmp_path / "cp" / "dst").read_bytes()
 
 
-def test_verbose_prints_each_copy_as_cp(tmp_path: Path) -> None:
-    src = make_tree(tmp_path)
-    want = cp("-rv", "--preserve=links", src.name, "cp", cwd=tmp_path)
-    got = run("-rv", src.name, "fdkit", cwd=tmp_path)
-    assert got.returncode == want.returncode == 0, got.stderr
-    # cp walks in directory order, fdkit by name: the same lines.
-    assert sorted(got.stdout.replace("'fdkit", "'cp").splitlines()) == sorted(
-        want.stdout.splitlines()
-    )
-    assert "'src/a.txt' -> 'fdkit/a.txt'" in got.stdout.splitlines()
-
-
 def test_read_only_destination_file_as_cp(tmp_path: Path) -> None:
     two_dsts(tmp_path)
     for out in ("cp", "fdkit"):
@@ -594,8 +634,14 @@ def test_reflink_always_fails_as_cp_where_blocks_cannot_be_shared(tmp_path: Path
     assert words(got, "fdkit copy: ") == [
         "failed to clone 'dst' from '../f': Operation not supported"
     ]
-    assert os.listdir(tmp_path / "fdkit") == []
+    # Both made dst before asking for the clone, and leave it empty (in place, as cp).
+    assert os.listdir(tmp_path / "fdkit") == os.listdir(tmp_path / "cp") == ["dst"]
+    assert (tmp_path / "fdkit" / "dst").read_bytes() == b""
+    # --atomic leaves nothing behind.
+    got = run("--atomic", "--reflink=always", "f", "atomic", cwd=tmp_path)
+    assert got.returncode == 1
     assert not [p for p in tmp_path.iterdir() if p.name.endswith(".fdkit-tmp")]
+    assert not (tmp_path / "atomic").exists()
     for how in ("auto", "never"):
         r = run(f"--reflink={how}", "f", how, cwd=tmp_path)
         assert r.returncode == 0, r.stderr
@@ -612,9 +658,9 @@ def test_a_bare_reflink_means_always_and_takes_no_operand(tmp_path: Path) -> Non
     got = run("--reflink", "../f", "g", cwd=tmp_path / "fdkit")
     assert got.returncode == want.returncode, (got.stderr, want.stderr)
     assert words(got, "fdkit copy: ") == words(want, "cp: ")
-    # Where blocks can be shared both made g; elsewhere both failed to clone (cp leaves an
-    # empty g behind, fdkit nothing).
-    assert ((tmp_path / "fdkit" / "g").exists()) == (want.returncode == 0)
+    # Where blocks can be shared both made g; elsewhere both failed to clone, leaving g
+    # empty.
+    assert (tmp_path / "fdkit" / "g").read_bytes() == (tmp_path / "cp" / "g").read_bytes()
     # After ``--`` it is an operand (a file named --reflink), as for cp.
     (tmp_path / "--reflink").write_bytes(b"odd name")
     got = run("--", "--reflink", "h", cwd=tmp_path)
@@ -628,12 +674,12 @@ def test_reflink_where_the_filesystem_shares_blocks(tmp_path: Path) -> None:
     src.write_bytes(os.urandom(1 << 20))
     if cp("--reflink=always", str(src), str(tmp_path / "probe")).returncode != 0:
         pytest.skip("the filesystem of the temporary directory cannot share blocks")
-    r = run("-v", "--reflink=always", str(src), str(tmp_path / "clone"))
+    r = run("--log", "--reflink=always", str(src), str(tmp_path / "clone"))
     assert r.returncode == 0, r.stderr
     assert (tmp_path / "clone").read_bytes() == src.read_bytes()
     assert "via ficlone" in r.stderr
     # never: a copy that owns its blocks, as cp's (copy_file_range would share them here).
-    r = run("-v", "--reflink=never", str(src), str(tmp_path / "own"))
+    r = run("--log", "--reflink=never", str(src), str(tmp_path / "own"))
     assert r.returncode == 0, r.stderr
     assert (tmp_path / "own").read_bytes() == src.read_bytes()
     assert "via ficlone" not in r.stderr
@@ -692,3 +738,609 @@ def test_interactive_on_a_terminal(tmp_path: Path, answer: bytes, replaced: bool
         os.close(slave)
     want = b"new bytes\n" if replaced else b"old bytes, kept?\n"
     assert (tmp_path / "fdkit" / "dst").read_bytes() == want
+
+
+# --- every option of cp --help, one command line each -------------------------------------
+
+T_OLD = 946_684_800_123_456_789  # 2000-01-01, and some nanoseconds
+T_SRC = 1_500_000_000_987_654_321  # 2017
+T_NEW = 4_102_444_800_000_000_001  # 2100
+
+
+def sources(root: Path) -> None:
+    """What the command lines copy: files with modes, times and an extended attribute, a
+    setuid file, symlinks (one dangling, one to a directory), a directory, a file with a block
+    of zeros, a sparse file, a deep path for --parents."""
+    (root / "f1").write_bytes(b"one\n")
+    (root / "f1").chmod(0o640)
+    with contextlib.suppress(OSError):
+        os.setxattr(root / "f1", "user.fdkit", b"from f1")
+    (root / "f2").write_bytes(b"two two\n")
+    (root / "f2").chmod(0o604)
+    (root / "exe").write_bytes(b"#!/bin/sh\n")
+    (root / "exe").chmod(0o4755)
+    (root / "lf").symlink_to("f1")
+    (root / "dang").symlink_to("nowhere")
+    (root / "d" / "sub").mkdir(parents=True)
+    (root / "d" / "f1").write_bytes(b"d's one\n")
+    (root / "d" / "sub" / "g").write_bytes(b"g\n")
+    with contextlib.suppress(PermissionError):
+        os.mknod(root / "d" / "null", stat.S_IFCHR | 0o644, os.makedev(1, 3))
+    (root / "ld").symlink_to("d")
+    (root / "zeros").write_bytes(b"z" * 5000 + bytes(64 << 10) + b"z")
+    with (root / "sparse").open("wb") as f:
+        f.write(b"data")
+        f.truncate(4 << 20)
+    (root / "a" / "b" / "c").mkdir(parents=True)
+    (root / "a" / "b" / "c" / "file").write_bytes(b"deep\n")
+    (root / "a" / "b").chmod(0o750)
+    for name in ("f1", "exe", "zeros", "sparse", "a/b/c/file"):
+        os.utime(root / name, ns=(T_SRC, T_SRC))
+    os.utime(root / "f2", ns=(T_OLD, T_OLD))
+    for name in ("d/sub", "d", "a/b/c", "a/b", "a"):
+        os.utime(root / name, ns=(T_SRC, T_SRC))
+
+
+def destinations(root: Path) -> None:
+    """What is there before: a file with a second hard link, a read-only file, files newer
+    and older than the sources, a directory, a socket, a dangling symlink, a symlink to a
+    file, an earlier numbered backup."""
+    (root / "old").write_bytes(b"old contents, longer than the new\n")
+    (root / "old").chmod(0o600)
+    os.link(root / "old", root / "old-link")
+    (root / "ro").write_bytes(b"read-only\n")
+    (root / "ro").chmod(0o444)
+    (root / "newer").write_bytes(b"newer\n")
+    os.utime(root / "newer", ns=(T_NEW, T_NEW))
+    (root / "older").write_bytes(b"older\n")
+    os.utime(root / "older", ns=(T_OLD, T_OLD))
+    (root / "dir").mkdir()
+    (root / "dir" / "f1").write_bytes(b"dir's f1\n")
+    s = socket.socket(socket.AF_UNIX)
+    s.bind(str(root / "sock"))
+    s.close()
+    (root / "dang2").symlink_to("nowhere")
+    (root / "to-old").symlink_to("old")
+    (root / "numbered").write_bytes(b"numbered\n")
+    (root / "numbered.~3~").write_bytes(b"an earlier backup\n")
+
+
+#: Command lines run by cp and fdkit copy on the trees above (``@``: the destination tree),
+#: with what they read on stdin and the environment they get.
+COMMAND_LINES: list[tuple[str, ...]] = [
+    # In place: the other hard link sees the new bytes, the mode stays.
+    ("f1", "@/old"),
+    ("-v", "f1", "@/old"),
+    ("f1", "@/to-old"),
+    ("f2", "@/ro"),
+    ("f1", "f2", "exe", "@/dir"),
+    # -p, --preserve, --no-preserve
+    ("-p", "f1", "@/new"),
+    ("-p", "f1", "@/old"),
+    ("-p", "exe", "@/new"),
+    ("--preserve", "f1", "@/old"),
+    ("--preserve=mode", "exe", "@/new"),
+    ("--preserve=timestamps", "f1", "@/new"),
+    ("--preserve=ownership", "f1", "@/new"),
+    ("--preserve=xattr", "f1", "@/new"),
+    ("--preserve=links", "f1", "@/new"),
+    ("--preserve=all", "f1", "@/old"),
+    ("--preserve=mode,timestamps", "f1", "@/new"),
+    ("--no-preserve=mode", "exe", "@/new"),
+    ("-a", "--no-preserve=timestamps", "f1", "@/new"),
+    ("-a", "--no-preserve=all", "f1", "@/new"),
+    ("-a", "f1", "exe", "lf", "dang", "@/dir"),
+    # -f, -n, -i, -u
+    ("-f", "f1", "@/sock"),
+    ("f1", "@/sock"),
+    ("-vf", "f1", "@/ro"),
+    ("-n", "f1", "@/old"),
+    ("-n", "-v", "f1", "@/new"),
+    ("-u", "f1", "@/newer"),
+    ("-uv", "f1", "@/older"),
+    ("-u", "f1", "@/new"),
+    ("-ni", "f1", "@/old"),
+    ("-in", "f1", "@/old"),
+    # -t, -T
+    ("-t", "@/dir", "f1", "f2"),
+    ("-vt@/dir", "f1"),
+    ("--target-directory=@/dir", "f1"),
+    ("-t", "@/nope", "f1"),
+    ("-t", "@/old", "f1"),
+    ("-T", "f1", "@/dir"),
+    ("-T", "f1", "@/new"),
+    ("-rT", "d", "@/dir"),
+    ("-rvT", "d", "@/new"),
+    ("-t", "@/dir", "-T", "f1"),
+    ("-t", "@/dir", "-t", "@/dir", "f1"),
+    ("-T", "f1", "f2", "@/new"),
+    # -l, -s
+    ("-l", "f1", "@/new"),
+    ("-lv", "f1", "@/old"),
+    ("-lf", "f1", "@/old"),
+    ("-rl", "d", "@/new"),
+    ("-s", "f1", "@/sym"),
+    ("-sv", "f1", "f2", "@/dir"),
+    # -L, -P, -H, -d
+    ("lf", "@/new"),
+    ("-L", "lf", "@/new"),
+    ("-P", "lf", "@/new"),
+    ("-d", "lf", "@/new"),
+    ("-dv", "lf", "@/old"),
+    ("-P", "dang", "@/new"),
+    ("dang", "@/new"),
+    ("-r", "ld", "@/new"),
+    ("-rH", "ld", "@/new"),
+    ("-rL", "ld", "@/new"),
+    # -x, --copy-contents, --strip-trailing-slashes
+    ("-rx", "d", "@/new"),
+    ("-r", "--copy-contents", "d", "@/new"),
+    ("-r", "d/", "@/new"),
+    ("-rv", "--strip-trailing-slashes", "d///", "@/dir"),
+    # --parents
+    ("--parents", "-v", "a/b/c/file", "@/dir"),
+    ("--parents", "-p", "a/b/c/file", "@/dir"),
+    ("--parents", "-rv", "a/b", "@/dir"),
+    ("--parents", "a/b/c/file", "@/old"),
+    ("--parents", "a/b/c/file", "@/nope"),
+    ("--path", "f1", "@/dir"),
+    # --remove-destination
+    ("--remove-destination", "-v", "f1", "@/old"),
+    ("--remove-destination", "f1", "@/dang2"),
+    # -b, --backup, -S, --suffix
+    ("-b", "-v", "f1", "@/old"),
+    ("-b", "f1", "@/numbered"),
+    ("--backup=numbered", "-v", "f1", "@/old"),
+    ("--backup=t", "f1", "@/numbered"),
+    ("--backup=existing", "-v", "f1", "@/numbered"),
+    ("--backup=nil", "f1", "@/old"),
+    ("--backup=simple", "f1", "@/old"),
+    ("--backup=never", "f1", "@/numbered"),
+    ("--backup=off", "f1", "@/old"),
+    ("--backup=none", "-v", "f1", "@/old"),
+    ("--backup=nu", "f1", "@/old"),
+    ("-S", ".bak", "-v", "f1", "@/old"),
+    ("--suffix=.orig", "f1", "@/old"),
+    ("-S", "a/b", "f1", "@/old"),
+    ("-bv", "f1", "f2", "@/dir"),
+    ("-fb", "@/old", "@/old"),
+    ("-fbv", "--backup=numbered", "@/numbered", "@/numbered"),
+    # --sparse, --reflink, --attributes-only
+    ("--sparse=always", "zeros", "@/new"),
+    ("--sparse=auto", "sparse", "@/new"),
+    ("--sparse=never", "sparse", "@/new"),
+    ("--sparse=al", "sparse", "@/new"),
+    ("--reflink=auto", "f1", "@/old"),
+    ("--reflink=never", "f1", "@/old"),
+    ("--attributes-only", "f1", "@/new"),
+    ("--attributes-only", "-p", "f1", "@/old"),
+    ("--attributes-only", "--preserve=xattr", "f1", "@/old"),
+    # the same file, symlinks at the destination
+    ("@/old", "@/old"),
+    ("@/old", "@/old-link"),
+    ("@/old", "@/to-old"),
+    ("f1", "@/dang2"),
+    ("-f", "f1", "@/dang2"),
+    # several sources, and a source named twice
+    ("f1", "f1", "./f1", "@/dir"),
+    ("f1", "f2", "@/old"),
+    ("d", "f1", "@/dir"),
+    ("-r", "d", "f1", "d", "@/dir"),
+    # mistakes, with cp's words and exit status 1
+    ("-k", "f1", "@/new"),
+    ("--bogus", "f1", "@/new"),
+    ("--bogus=1", "f1", "@/new"),
+    ("--re", "f1", "@/new"),
+    ("--v", "f1", "@/new"),
+    ("--rec", "f1", "@/new"),
+    ("--recursive=yes", "f1", "@/new"),
+    ("-S",),
+    ("--suffix",),
+    ("--backup=foo", "f1", "@/new"),
+    ("--backup=n", "f1", "@/new"),
+    ("--preserve=foo", "f1", "@/new"),
+    ("--preserve=mode,foo", "f1", "@/new"),
+    ("--no-preserve", "f1", "@/new"),
+    ("--sparse=foo", "f1", "@/new"),
+    ("--sparse", "f1", "@/new"),
+    ("--reflink=maybe", "f1", "@/new"),
+    (),
+    ("f1",),
+    ("-ls", "f1", "@/new"),
+    ("-nb", "f1", "@/new"),
+    ("--reflink", "--sparse=never", "f1", "@/new"),
+    ("--preserve=context", "f1", "@/new"),
+    ("--", "-v", "@/new"),
+]
+
+
+@pytest.mark.parametrize("args", COMMAND_LINES, ids=lambda a: " ".join(a) or "(none)")
+def test_command_line_as_cp(tmp_path: Path, args: tuple[str, ...]) -> None:
+    theirs, ours = both(tmp_path, sources, *args, dest=destinations, owners=True)
+    assert_same(theirs, ours)
+
+
+@pytest.mark.parametrize(
+    ("args", "env"),
+    [
+        (("-b", "f1", "@/old"), {"VERSION_CONTROL": "numbered"}),
+        (("--backup", "f1", "@/numbered"), {"VERSION_CONTROL": "never"}),
+        (("--backup", "f1", "@/old"), {"VERSION_CONTROL": "bogus"}),
+        (("--backup=simple", "f1", "@/old"), {"VERSION_CONTROL": "bogus"}),
+        (("-b", "f1", "@/old"), {"SIMPLE_BACKUP_SUFFIX": ".was"}),
+        (("-b", "-S", ".bak", "f1", "@/old"), {"SIMPLE_BACKUP_SUFFIX": ".was"}),
+        (("f1", "@/dang2"), {"POSIXLY_CORRECT": "1"}),
+        (("f1", "@/new", "-v"), {"POSIXLY_CORRECT": "1"}),
+    ],
+    ids=lambda v: (
+        " ".join(v) if isinstance(v, tuple) else ",".join(f"{k}={x}" for k, x in v.items())
+    ),
+)
+def test_environment_as_cp(tmp_path: Path, args: tuple[str, ...], env: dict[str, str]) -> None:
+    """VERSION_CONTROL, SIMPLE_BACKUP_SUFFIX, POSIXLY_CORRECT (options after the operands
+    are operands; a dangling symlink destination is written through)."""
+    theirs, ours = both(tmp_path, sources, *args, dest=destinations, env=env)
+    assert_same(theirs, ours)
+
+
+@pytest.mark.parametrize(
+    ("args", "answer"),
+    [
+        (("-i", "f1", "@/old"), "y\n"),
+        (("-i", "f1", "@/old"), "n\n"),
+        (("-i", "f1", "@/ro"), "y\n"),
+        (("-iv", "--backup=numbered", "f1", "@/numbered"), "y\n"),
+        (("-ri", "d", "@/dir"), "y\ny\n"),
+        (("-i", "-l", "f1", "@/old"), "y\n"),
+        (("-i", "-s", "f1", "@/old"), "y\n"),
+        (("-if", "f1", "@/sock"), "y\n"),
+        (("-iu", "f1", "@/older"), "y\n"),
+        (("-iu", "f1", "@/newer"), "y\n"),
+    ],
+    ids=lambda v: " ".join(v) if isinstance(v, tuple) else v.strip(),
+)
+def test_interactive_as_cp(tmp_path: Path, args: tuple[str, ...], answer: str) -> None:
+    theirs, ours = both(tmp_path, sources, *args, dest=destinations, stdin=answer)
+    assert_same(theirs, ours)
+
+
+def test_an_unwritable_file_prompts_as_cp_for_a_user(shared_dir: Path) -> None:
+    """cp -i names the mode of a file its user may not write ("unwritable 'ro' (mode 0444,
+    r--r--r--); try anyway?"; with -f "replace ... overriding mode"); root writes any file."""
+    prefix = as_nobody()
+    for flags in (("-i",), ("-if",)):
+        for d in ("cp", "fdkit"):
+            (shared_dir / d).mkdir()
+            (shared_dir / d / "ro").write_bytes(b"read-only\n")
+            (shared_dir / d / "ro").chmod(0o444)
+            (shared_dir / d / "new").write_bytes(b"new\n")
+            if prefix:
+                for p in (shared_dir / d, shared_dir / d / "ro", shared_dir / d / "new"):
+                    os.chown(p, 65534, 65534)
+        want = cp(*flags, "new", "ro", cwd=shared_dir / "cp", stdin="n\n", prefix=prefix)
+        got = run(*flags, "new", "ro", cwd=shared_dir / "fdkit", stdin="n\n", prefix=prefix)
+        assert (got.returncode, got.stdout) == (want.returncode, want.stdout)
+        assert got.stderr.replace("fdkit copy: ", "cp: ") == want.stderr
+        assert "(mode 0444, r--r--r--)" in got.stderr or "overriding mode 0444" in got.stderr
+        shutil.rmtree(shared_dir / "cp")
+        shutil.rmtree(shared_dir / "fdkit")
+
+
+# --- writing in place: where a replace fails and cp succeeds ------------------------------
+
+
+def test_a_file_with_other_hard_links_is_updated_under_every_name(tmp_path: Path) -> None:
+    """`ln h1 h2; cp src h1` writes into the file h1 and h2 both name (it used to replace h1
+    with a new file, leaving h2 with the old bytes)."""
+
+    def dest(root: Path) -> None:
+        (root / "h1").write_bytes(b"old bytes, and more of them\n")
+        os.link(root / "h1", root / "h2")
+
+    def src(root: Path) -> None:
+        (root / "src").write_bytes(b"new bytes\n")
+
+    theirs, ours = both(tmp_path, src, "src", "@/h1", dest=dest)
+    assert_same(theirs, ours)
+    assert ours.code == 0, ours.stderr
+    h1, h2 = tmp_path / "fdkit" / "h1", tmp_path / "fdkit" / "h2"
+    assert h2.read_bytes() == b"new bytes\n"
+    assert os.stat(h1).st_ino == os.stat(h2).st_ino
+    assert os.stat(h1).st_nlink == 2
+    # --atomic replaces h1: h2 keeps the old bytes (that is what it is for).
+    (tmp_path / "fdkit" / "h1").write_bytes(b"old again\n")
+    r = run("--atomic", "shared/src", "fdkit/h1", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert h1.read_bytes() == b"new bytes\n"
+    assert h2.read_bytes() == b"old again\n"
+    assert os.stat(h1).st_nlink == 1
+
+
+def unshare_mount() -> tuple[str, ...]:
+    """A prefix that runs a command in a private mount namespace, or skip saying why."""
+    if shutil.which("unshare") is None:
+        pytest.skip("no unshare command to make a private mount namespace")
+    probe = subprocess.run(
+        ["unshare", "-m", "sh", "-c", "mount --bind / /mnt"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    if probe.returncode != 0:
+        pytest.skip(f"mounts are not permitted here: {probe.stderr.strip()}")
+    return ("unshare", "-m")
+
+
+def test_a_bind_mounted_destination_is_written_into(tmp_path: Path) -> None:
+    """A file bind-mounted onto another (as a container's /etc/resolv.conf is): cp writes
+    into it; renaming over a mount point fails with EBUSY. Run in a private mount namespace,
+    each program with its own mount."""
+    prefix = unshare_mount()
+    (tmp_path / "src").write_bytes(b"nameserver 10.0.0.1\n")
+    for who in ("cp", "fdkit"):
+        (tmp_path / f"{who}-backing").write_bytes(b"nameserver 192.0.2.1\n")
+        (tmp_path / f"{who}-mountpoint").write_bytes(b"underneath\n")
+    script = (
+        'mount --bind "$1-backing" "$1-mountpoint" && shift && "$@"; rc=$?; '
+        'cat "$WHO-mountpoint"; exit $rc'
+    )
+    results = {}
+    for who, program in (("cp", ["cp"]), ("fdkit", [FDKIT, "copy"])):
+        r = subprocess.run(
+            [*prefix, "sh", "-c", script, "sh", who, *program, "src", f"{who}-mountpoint"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+            cwd=tmp_path,
+            env={**os.environ, "WHO": who, "LC_ALL": "C"},
+        )
+        results[who] = r
+    assert results["fdkit"].returncode == results["cp"].returncode == 0, results
+    assert results["fdkit"].stdout == results["cp"].stdout == "nameserver 10.0.0.1\n"
+    assert results["fdkit"].stderr == ""
+    # The mount's file got the bytes; the file underneath the mount point did not.
+    assert (tmp_path / "fdkit-backing").read_bytes() == b"nameserver 10.0.0.1\n"
+    assert (tmp_path / "fdkit-mountpoint").read_bytes() == b"underneath\n"
+    # --atomic cannot replace a mount point, and says so as cp would say it.
+    r = subprocess.run(
+        [
+            *prefix,
+            "sh",
+            "-c",
+            script,
+            "sh",
+            "fdkit",
+            FDKIT,
+            "copy",
+            "--atomic",
+            "src",
+            "fdkit-mountpoint",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        cwd=tmp_path,
+        env={**os.environ, "WHO": "fdkit"},
+    )
+    assert r.returncode == 1
+    assert r.stderr == (
+        "fdkit copy: cannot create regular file 'fdkit-mountpoint': Device or resource busy\n"
+    )
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".fdkit-tmp")]
+
+
+def test_a_writable_file_in_a_directory_the_user_cannot_write(shared_dir: Path) -> None:
+    """A user may write a file whose directory they may not: cp writes into it; a temporary
+    file beside it cannot be made."""
+    prefix = as_nobody()
+    for who in ("cp", "fdkit"):
+        d = shared_dir / who
+        d.mkdir()
+        (d / "target").write_bytes(b"old\n")
+        (d / "target").chmod(0o666)
+        d.chmod(0o555)
+    (shared_dir / "src").write_bytes(b"new\n")
+    (shared_dir / "src").chmod(0o644)
+    try:
+        want = cp("src", "cp/target", cwd=shared_dir, prefix=prefix)
+        got = run("src", "fdkit/target", cwd=shared_dir, prefix=prefix)
+        atomic = run("--atomic", "src", "fdkit/target", cwd=shared_dir, prefix=prefix)
+    finally:
+        for who in ("cp", "fdkit"):
+            (shared_dir / who).chmod(0o755)
+    assert (got.returncode, got.stdout, got.stderr) == (want.returncode, want.stdout, want.stderr)
+    assert got.returncode == 0, got.stderr
+    assert (shared_dir / "fdkit" / "target").read_bytes() == b"new\n"
+    assert sorted(os.listdir(shared_dir / "fdkit")) == ["target"]
+    if prefix:
+        assert atomic.returncode == 1
+        assert atomic.stderr == (
+            "fdkit copy: cannot create regular file 'fdkit/target': Permission denied\n"
+        )
+
+
+# --- fdkit's own: --atomic, --debug, -q, --log ---------------------------------------------
+
+
+def test_atomic_never_leaves_a_half_written_destination(tmp_path: Path) -> None:
+    """A write that fails half way (RLIMIT_FSIZE: EFBIG): in place, the destination is left
+    as far as it got, as cp leaves it; --atomic leaves the old file whole and nothing else."""
+    src = tmp_path / "src"
+    src.write_bytes(random.Random(1).randbytes(3 << 20))
+    for name in ("inplace", "atomic"):
+        (tmp_path / name).write_bytes(b"the old bytes\n")
+    limit = 'trap "" XFSZ; ulimit -f 1024; exec "$@"'
+    inplace = subprocess.run(
+        ["sh", "-c", limit, "sh", FDKIT, "copy", "src", "inplace"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        cwd=tmp_path,
+    )
+    atomic = subprocess.run(
+        ["sh", "-c", limit, "sh", FDKIT, "copy", "--atomic", "src", "atomic"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        cwd=tmp_path,
+    )
+    assert inplace.returncode == atomic.returncode == 1
+    assert 0 < (tmp_path / "inplace").stat().st_size < 3 << 20
+    assert (tmp_path / "atomic").read_bytes() == b"the old bytes\n"
+    assert sorted(os.listdir(tmp_path)) == ["atomic", "inplace", "src"]
+    assert "File too large" in atomic.stderr
+
+
+def test_atomic_keeps_the_destinations_mode_and_gives_a_new_one_srcs(tmp_path: Path) -> None:
+    (tmp_path / "src").write_bytes(b"new\n")
+    (tmp_path / "src").chmod(0o751)
+    (tmp_path / "kept").write_bytes(b"old\n")
+    (tmp_path / "kept").chmod(0o604)
+    os.utime(tmp_path / "src", ns=(T_SRC, T_SRC))
+    for args in (
+        ("--atomic", "src", "kept"),
+        ("--atomic", "src", "made"),
+        ("--atomic", "-p", "src", "timed"),
+    ):
+        r = run(*args, cwd=tmp_path)
+        assert r.returncode == 0, r.stderr
+    assert stat.S_IMODE((tmp_path / "kept").stat().st_mode) == 0o604
+    assert stat.S_IMODE((tmp_path / "made").stat().st_mode) == 0o751 & ~_umask()
+    assert (tmp_path / "timed").stat().st_mtime_ns == T_SRC
+    assert stat.S_IMODE((tmp_path / "timed").stat().st_mode) == 0o751
+    for name in ("kept", "made", "timed"):
+        assert (tmp_path / name).read_bytes() == b"new\n"
+    assert sorted(os.listdir(tmp_path)) == ["kept", "made", "src", "timed"]
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def test_debug_says_how_each_file_was_copied(tmp_path: Path) -> None:
+    """--debug (cp 9.2's) implies -v and adds cp's line for each file."""
+    (tmp_path / "src").write_bytes(b"x" * 10_000)
+    with (tmp_path / "sparse").open("wb") as f:
+        f.write(b"x")
+        f.truncate(1 << 20)
+    r = run("--debug", "src", "sparse", "--reflink=never", "dir", cwd=tmp_path)
+    assert r.returncode == 1  # dir does not exist: a usage error, nothing copied
+    (tmp_path / "dir").mkdir()
+    r = run("--debug", "--reflink=never", "src", "sparse", "dir", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines() == [
+        "'src' -> 'dir/src'",
+        "copy offload: yes, reflink: no, sparse detection: no",
+        "'sparse' -> 'dir/sparse'",
+        "copy offload: yes, reflink: no, sparse detection: SEEK_HOLE",
+    ]
+    assert r.stderr == ""
+
+
+def test_log_lines_go_to_stderr_time_stamped_never_into_verbose_stdout(tmp_path: Path) -> None:
+    (tmp_path / "src").write_bytes(b"x" * 100_000)
+    r = run("-v", "--log", "src", "dst", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == "'src' -> 'dst'\n"
+    lines = r.stderr.splitlines()
+    stamp = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d fdkit copy: "
+    assert re.fullmatch(stamp + r"copying 'src' \(97\.7 KiB\) to 'dst' \(new file\)", lines[0])
+    assert re.fullmatch(stamp + r"copied 97\.7 KiB in \d+\.\d{3} s \(.+/s\) via \w+", lines[-1])
+    plain = run("-v", "src", "dst", cwd=tmp_path)
+    assert (plain.stdout, plain.stderr) == ("'src' -> 'dst'\n", "")
+    again = run("--log", "src", "dst", cwd=tmp_path)
+    assert "(regular file, written in place)" in again.stderr
+
+
+def test_help_and_version(tmp_path: Path) -> None:
+    r = run("--help")
+    assert r.returncode == 0
+    assert r.stdout.startswith("Usage: fdkit copy [OPTION]... [-T] SOURCE DEST\n")
+    cp_help = subprocess.run(
+        ["cp", "--help"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "LC_ALL": "C"},
+        check=False,
+    ).stdout
+    # Every option cp lists, but the SELinux ones, is listed with cp's words.
+    for line in cp_help.splitlines():
+        if line.startswith("  -") and "SELinux" not in line and "-Z" not in line:
+            option = line.split()[0].rstrip(",")
+            assert option in r.stdout, option
+    for own in ("--atomic", "--log", "-q, --quiet", "--debug", "--update[=UPDATE]"):
+        assert own in r.stdout
+    v = run("--version")
+    assert v.returncode == 0
+    assert v.stdout.startswith("fdkit copy (fdkit) ")
+    # --help wins over what follows it, as getopt reads one option at a time.
+    assert run("--help", "--bogus").returncode == 0
+    assert run("--bogus", "--help").returncode == 1
+
+
+def test_options_cp_lacks_are_never_abbreviated(tmp_path: Path) -> None:
+    """--at is cp's --attributes-only, --l its --link, --d its --dereference: fdkit's
+    --atomic, --log and later cp's --debug do not make them ambiguous."""
+    (tmp_path / "f").write_bytes(b"f\n")
+    for abbrev, want in (("--at", b""), ("--l", b"f\n"), ("--d", b"f\n")):
+        r = run(abbrev, "f", f"g{abbrev}", cwd=tmp_path)
+        assert r.returncode == 0, (abbrev, r.stderr)
+        assert (tmp_path / f"g{abbrev}").read_bytes() == want
+    assert os.stat(tmp_path / "g--l").st_ino == os.stat(tmp_path / "f").st_ino
+    r = run("--atom", "f", "h", cwd=tmp_path)
+    assert r.returncode == 1
+    assert r.stderr.splitlines()[0] == "fdkit copy: unrecognized option '--atom'"
+
+
+@pytest.mark.parametrize(
+    ("when", "replaced"), [("all", ["older", "newer"]), ("none", []), ("older", ["older"])]
+)
+def test_update_when_as_later_cp(tmp_path: Path, when: str, replaced: list[str]) -> None:
+    """--update=WHEN (coreutils 9.3; 9.1 has -u alone): all replaces, none never does (and
+    is no failure), older replaces what is older than its source, as -u."""
+    (tmp_path / "s").mkdir()
+    sources(tmp_path / "s")
+    destinations(tmp_path)
+    for name in ("older", "newer"):
+        r = run(f"--update={when}", "s/f1", name, cwd=tmp_path)
+        assert (r.returncode, r.stdout, r.stderr) == (0, "", "")
+        assert ((tmp_path / name).read_bytes() == b"one\n") is (name in replaced)
+    r = run("--update=sometimes", "s/f1", "x", cwd=tmp_path)
+    assert r.returncode == 1
+    assert r.stderr.startswith("fdkit copy: invalid argument 'sometimes' for '--update'\n")
+
+
+def test_one_file_system_makes_a_mount_point_and_does_not_enter_it(tmp_path: Path) -> None:
+    """-x: a directory on another filesystem is made (empty), not copied into, as cp makes
+    it. A tmpfs mounted inside the source, in a private mount namespace."""
+    prefix = unshare_mount()
+    src = tmp_path / "src"
+    (src / "mnt").mkdir(parents=True)
+    (src / "here").write_bytes(b"on this filesystem\n")
+    script = (
+        "mount -t tmpfs fdkit-x src/mnt && echo elsewhere > src/mnt/there && "
+        'cp -rvx src cp && "$0" copy -rvx src fdkit'
+    )
+    r = subprocess.run(
+        [*prefix, "sh", "-c", script, FDKIT],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        cwd=tmp_path,
+        env={**os.environ, "LC_ALL": "C"},
+    )
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    half = len(lines) // 2
+    assert [line.replace("'fdkit", "'cp") for line in lines[half:]] == lines[:half]
+    for out in ("cp", "fdkit"):
+        assert sorted(os.listdir(tmp_path / out)) == ["here", "mnt"]
+        assert os.listdir(tmp_path / out / "mnt") == []

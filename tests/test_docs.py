@@ -2,7 +2,8 @@
 of every module, every link of the built site leads to a page and an anchor that exist, the
 README's links lead to files that exist, and the deployment recipes of
 docs/deploy.md serve an app on fdkit.aio's loop for real (gunicorn with the worker class of
-examples/docs_gunicorn_worker.py, hypercorn from examples/docs_hypercorn_serve.py).
+examples/docs_gunicorn_worker.py, hypercorn from examples/docs_hypercorn_serve.py, uvicorn
+before 0.36 from examples/docs_uvicorn_before_036.py).
 
 `make docs` builds the same site; `make test` runs it before this suite.
 """
@@ -32,6 +33,7 @@ MODULES = [
     "fdkit",
     "fdkit.fd",
     "fdkit.zerocopy",
+    "fdkit.copy",
     "fdkit.uring",
     "fdkit.atomic_pipe",
     "fdkit.aio",
@@ -274,3 +276,93 @@ def test_hypercorn_recipe_serves_on_fdkit_aio() -> None:
         stopped(proc, signal.SIGINT)
     finally:
         reaped(proc)
+
+
+#: uvicorn 0.35, installed by `make setup` beside the current one (requirements-uvicorn-0.35.txt)
+OLD_UVICORN = ROOT / ".venv" / "uvicorn-0.35"
+
+
+def old_uvicorn_env() -> dict[str, str]:
+    if not (OLD_UVICORN / "uvicorn").is_dir():
+        pytest.skip(f"no uvicorn 0.35 in {OLD_UVICORN} (make setup installs it)")
+    env = server_env()
+    env["PYTHONPATH"] = f"{OLD_UVICORN}:{env['PYTHONPATH']}"
+    return env
+
+
+def test_uvicorn_before_036_refuses_a_loop_factory() -> None:
+    """What the recipe is for: uvicorn 0.35 refuses ``--loop fdkit.aio:new_event_loop``."""
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "uvicorn",
+            "--loop",
+            "fdkit.aio:new_event_loop",
+            "docs_asgi_app:app",
+        ],
+        cwd=EXAMPLES,
+        env=old_uvicorn_env(),
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert done.returncode == 2, done
+    assert "Invalid value for '--loop'" in done.stderr
+
+
+def test_uvicorn_before_036_recipe_serves_on_fdkit_aio() -> None:
+    env = {**old_uvicorn_env(), "PORT": "0"}
+    proc = subprocess.Popen(
+        [sys.executable, str(EXAMPLES / "docs_uvicorn_before_036.py")],
+        cwd=EXAMPLES,
+        env=env,
+        stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        text=True,
+    )  # fmt: skip
+    try:
+        port = started_port(proc, r"Uvicorn running on http://127\.0\.0\.1:(\d+)",
+                            time.monotonic() + 30)  # fmt: skip
+        body = get(port)
+        assert body in (b"UringEventLoop io_uring\n", b"EpollEventLoop epoll\n"), body
+        stopped(proc, signal.SIGINT)
+    finally:
+        reaped(proc)
+
+
+BLOCK_NATIVE = """
+import sys
+
+
+class _NoNative:
+    def find_spec(self, name, path=None, target=None):
+        if name == "fdkit._fdkit":
+            raise ImportError("fdkit._fdkit is kept from this build by the test")
+        return None
+
+
+sys.meta_path.insert(0, _NoNative())
+"""
+
+
+@pytest.mark.source_tree
+def test_a_build_without_the_native_docstrings_fails_naming_them(tmp_path: Path) -> None:
+    """Where ``fdkit._fdkit`` cannot be imported (an extension not built in place), the
+    native functions' docstrings are not there to read: the build fails, saying so, instead
+    of publishing a reference without them."""
+    block = tmp_path / "block"
+    block.mkdir()
+    (block / "sitecustomize.py").write_text(BLOCK_NATIVE)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["PYTHONPATH"] = str(block)
+    r = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "-f", "mkdocs.yml",
+         "-d", str(tmp_path / "site")],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert r.returncode != 0, r.stderr[-2000:]
+    assert "public names of fdkit have no docstring" in r.stderr, r.stderr[-2000:]
+    assert "fdkit.atomic_pipe.AtomicPipe" in r.stderr
+    assert "build the extension in place" in r.stderr

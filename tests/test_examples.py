@@ -51,6 +51,7 @@ EXPECTED = {
         "b'ping'",
         "b'take this' b'via the passed fd'",
     ],
+    "docs_copy_tour.py": ["67108864 True\n", "sub/disk.img\n", "SameFileError\n"],
     "docs_zerocopy_tour.py": ["4194304 {'path': ", "61440", "7 5 b'request' b'reply'"],
     "docs_atomic_pipe_tour.py": ["100000\n1\n1\n1\n", "line 14", "burst 23", "message 10000"],
     "docs_logging_children.py": ["item 0 done", "item 99 done"],
@@ -63,8 +64,15 @@ EXPECTED = {
 }
 
 
-#: The docs' examples that are not programs on their own: tests/test_docs.py runs them.
-RUN_BY_TEST_DOCS = {"docs_asgi_app.py", "docs_gunicorn_worker.py", "docs_hypercorn_serve.py"}
+#: The docs' examples that are not programs on their own: tests/test_docs.py runs them, and
+#: tests/test_cli_proxy.py runs docs_proxy_record.py on a recording the proxy made.
+RUN_BY_TEST_DOCS = {
+    "docs_asgi_app.py",
+    "docs_gunicorn_worker.py",
+    "docs_hypercorn_serve.py",
+    "docs_proxy_record.py",
+    "docs_uvicorn_before_036.py",
+}
 
 #: The scripts that need io_uring (they exit saying so without it).
 NEEDS_URING = {"readme_uring.py", "docs_uring_ring.py"}

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from fdkit import fd
-from helpers import Fds
+from helpers import Fds, wait_for
 
 
 def test_splice_constants_match_os() -> None:
@@ -93,8 +93,11 @@ def test_ioctl_int_requests(fds: Fds, tcp_pair: tuple[int, int]) -> None:
     fd.send(a, b"12345")
     fd.poll([(b, fd.POLLIN)], 5)
     assert fd.ioctl(b, fd.SIOCINQ) == 5
-    assert fd.ioctl(a, fd.SIOCOUTQ) >= 0
-    assert fd.ioctl(a, fd.SIOCOUTQNSD) >= 0
+    # The sender's queue counts what the peer has not acknowledged (SIOCOUTQ) and what was not
+    # sent yet (SIOCOUTQNSD): the 5 bytes arrived, so nothing is left unsent, and the
+    # acknowledgement (maybe delayed) empties the queue.
+    assert fd.ioctl(a, fd.SIOCOUTQNSD) == 0
+    wait_for(lambda: fd.ioctl(a, fd.SIOCOUTQ) == 0, what="the peer's acknowledgement")
     r, w = fds.pipe()
     fd.write(w, b"abc")
     assert fd.ioctl(r, fd.FIONREAD) == 3
@@ -190,7 +193,8 @@ CHILD = (
 
 
 def test_dup2_onto_stdout_survives_exec(fds: Fds) -> None:
-    """The issue's case: ``dup2(w, 1)`` before an exec must leave the child its stdout."""
+    """``dup2(w, 1)`` before an exec leaves the child its stdout: the new fd 1 is not
+    close-on-exec, whatever ``w`` was."""
     r, w = fds.pipe()
     child = subprocess.run(
         [sys.executable, "-c", CHILD, str(w)],

@@ -80,6 +80,31 @@ def test_auto_engine_prefers_io_uring(site: Path) -> None:
 
 
 @pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["{missing}"], "no such directory: {missing}"),
+        (["-d", "{missing}"], "no such directory: {missing}"),
+        (["{file}"], "not a directory: {file}"),
+    ],
+)
+def test_a_directory_that_cannot_be_served_is_named(
+    site: Path, args: list[str], message: str
+) -> None:
+    """What is wrong with the directory, in its own words: missing, or not a directory."""
+    subst = {"{missing}": str(site / "nope"), "{file}": str(site / "hallo.txt")}
+    r = subprocess.run(
+        [FDKIT, "serve", *(subst.get(a, a) for a in args)],
+        capture_output=True,
+        text=True,
+        timeout=20,
+        check=False,
+    )
+    assert r.returncode != 0
+    want = message.replace("{missing}", subst["{missing}"]).replace("{file}", subst["{file}"])
+    assert want in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize(
     ("args", "why"),
     [
         (["{missing}"], "a directory that does not exist"),

@@ -221,8 +221,8 @@ def test_a_412_keeps_the_connection(srv: Serve, file: Path) -> None:
 
 
 def test_if_range_with_an_older_date_sends_the_whole_new_file(srv: Serve, file: Path) -> None:
-    """The issue's case: a download resumed with the date of the old version of a file that
-    has changed since must get the whole new file (200), not new bytes at the old offset."""
+    """A download resumed with the date of the old version of a file that has changed since
+    gets the whole new file (200), not new bytes at the old offset."""
     old_date = http_date(OLD)
     assert get(srv, url(file), "Range: bytes=0-1", f"If-Range: {old_date}").status == 206
     new = bytes(reversed(BODY))

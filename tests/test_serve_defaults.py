@@ -4,9 +4,7 @@ native signature, the hand-written stub, ``fdkit.serve`` and ``fdkit serve`` all
 from __future__ import annotations
 
 import argparse
-import ast
 import inspect
-from pathlib import Path
 from typing import Any, get_type_hints
 
 import fdkit
@@ -14,6 +12,8 @@ from fdkit import _fdkit
 from fdkit._fdkit import SERVE_DEFAULTS
 from fdkit.cli import serve as serve_cli
 from fdkit.types import ServeDefaults
+from helpers.stub import keyword_defaults as keyword_defaults_of
+from helpers.stub import stub_function
 
 #: Keywords with a default that is not a setting: the callback.
 NOT_SETTINGS = {"on_listen"}
@@ -29,15 +29,8 @@ def keyword_defaults(sig: inspect.Signature) -> dict[str, Any]:
 
 def stub_keyword_defaults(name: str) -> dict[str, Any]:
     """The keyword-only defaults of function ``name`` in ``_fdkit.pyi``, read with ``ast``."""
-    stub = Path(fdkit.__file__).with_name("_fdkit.pyi")
-    tree = ast.parse(stub.read_text())
-    (func,) = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == name]
-    args = func.args
-    return {
-        a.arg: ast.literal_eval(d)
-        for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=True)
-        if d is not None and a.arg not in NOT_SETTINGS
-    }
+    defaults = keyword_defaults_of(stub_function(name))
+    return {k: v for k, v in defaults.items() if k not in NOT_SETTINGS}
 
 
 def test_the_table_has_the_keys_its_type_says() -> None:

@@ -451,8 +451,8 @@ def test_relay_from_a_source_that_refuses_splice(
 
 
 def test_relay_camera_to_client_and_recording_with_a_slow_client(fds: Fds, tmp_path: Path) -> None:
-    """The issue's example: a camera socket relayed to a client socket and recorded to a file;
-    the client reads slowly, which must not lose or reorder anything in either copy."""
+    """A camera socket relayed to a client socket and recorded to a file: the client reads
+    slowly, which must not lose or reorder anything in either copy."""
     data = payload(2 << 20, seed=5)
     camera, src = pair("unix", fds)
     dst, client = pair("tcp", fds)

@@ -558,9 +558,9 @@ def test_no_sigpipe_death_with_pythons_default_disposition(tmp_path: Path) -> No
 
 
 def test_proxy_and_relay_never_die_of_sigpipe(tmp_path: Path) -> None:
-    """The issue: "No SIGPIPE death (send with MSG_NOSIGNAL where possible, handle EPIPE)".
-    A program that restored SIGPIPE's default action (as CLI tools piping to `head` do) must
-    get an error from proxy/relay, not be killed by the kernel's splice to a dead socket."""
+    """No death by SIGPIPE: a program that restored SIGPIPE's default action (as CLI tools
+    piping to `head` do) gets an error from proxy/relay (sends use MSG_NOSIGNAL, EPIPE is
+    handled); it is not killed by the kernel's splice to a dead socket."""
     setup = "signal.signal(signal.SIGPIPE, signal.SIG_DFL)"
     lines = run_sigpipe_child(tmp_path, setup, ["proxy", "relay"])
     assert lines[-1] == "alive"

@@ -7,6 +7,10 @@ the merged function would show no signature: this extension makes each such name
 that carries its overloads, which the reference then shows. It also turns the Sphinx roles of
 the package's docstrings (``:class:`Ring```) into code spans, since Markdown has no roles, and
 reads ``#: text`` comments above a module attribute as its docstring, as Sphinx does.
+
+Last, it refuses to build a reference with a public name that has no docstring: the native
+functions' docstrings exist only in the compiled module, and a build run where ``fdkit._fdkit``
+cannot be imported (the extension not built in place) would otherwise drop them silently.
 """
 
 from __future__ import annotations
@@ -30,6 +34,14 @@ class FdkitNative(griffe.Extension):
             self._promote_overloads(native)
         self._comments(pkg)
         self._roles(pkg)
+        undocumented = sorted(_undocumented(pkg))
+        if undocumented:
+            raise RuntimeError(
+                f"{len(undocumented)} public names of fdkit have no docstring, "
+                f"{', '.join(undocumented[:8])}{', ...' if len(undocumented) > 8 else ''}: "
+                "when they are native functions, fdkit._fdkit could not be imported "
+                "(build the extension in place: make setup, or maturin develop)"
+            )
 
     def _promote_overloads(self, obj: griffe.Module | griffe.Class) -> None:
         for name, overloads in list(obj.overloads.items()):
@@ -75,3 +87,40 @@ class FdkitNative(griffe.Extension):
         for member in obj.members.values():
             if not isinstance(member, griffe.Alias):
                 self._roles(member)
+
+
+def _undocumented(module: griffe.Module) -> list[str]:
+    """The functions and classes (and the classes' public methods) each public module of
+    ``module``'s tree exports (``__all__``) that have no docstring, as dotted paths."""
+    out: list[str] = []
+    if not module.name.startswith("_") and module.exports:
+        for name in module.exports:
+            member: Any = module.get_member(name) if name in module.members else None
+            try:
+                target = member.final_target if isinstance(member, griffe.Alias) else member
+            except griffe.AliasResolutionError:
+                target = None
+            if target is None:
+                out.append(f"{module.path}.{name}")
+                continue
+            if not isinstance(target, (griffe.Function, griffe.Class)):
+                continue  # constants and submodules: documented on their pages
+            if not _documented(target):
+                out.append(f"{module.path}.{name}")
+            if isinstance(target, griffe.Class):
+                out += [
+                    f"{module.path}.{name}.{m.name}"
+                    for m in target.members.values()
+                    if not m.name.startswith("_")
+                    and not m.is_alias
+                    and isinstance(m, griffe.Function)
+                    and not _documented(m)
+                ]
+    for sub in module.modules.values():
+        if not sub.name.startswith("_") and not sub.is_alias:
+            out += _undocumented(sub)
+    return out
+
+
+def _documented(obj: griffe.Object) -> bool:
+    return obj.docstring is not None and bool(obj.docstring.value.strip())

@@ -12,6 +12,7 @@ from fdkit.types import (
     AtomicPipeMode,
     CompletionOp,
     Engine,
+    EngineName,
     Inet6Address,
     InetAddress,
     ListenInfo,
@@ -194,6 +195,14 @@ def poll(fds: Iterable[tuple[int, int]], timeout: float | None = None) -> list[t
 # io_uring
 def uring_probe() -> dict[str, Any]: ...
 
+# None where this kernel runs fdkit's io_uring engines (the core's MIN_KERNEL, Linux 6.0), else
+# why `what` cannot run here: "<what> needs Linux 6.0; this kernel is <release>".
+def uring_kernel_check(what: str) -> str | None: ...
+
+# Every spelling of an engine fdkit accepts, and the engine it names (the core's ENGINE_NAMES:
+# "uring" is an alias of "io_uring"); fdkit.types.Engine is held to it by a test.
+ENGINE_NAMES: dict[str, EngineName]
+
 @final
 class Completion:
     @property
@@ -220,6 +229,10 @@ class Completion:
     def address(self) -> _Address | None: ...  # accept(address=True)'s peer, recvmsg's sender
     @property
     def statx(self) -> Statx | None: ...
+
+# The core's ReactorOptions::DEFAULT, by argument name; the default below is held to it by
+# tests/test_aio_reactor_defaults.py.
+REACTOR_DEFAULTS: dict[str, int]
 
 @final
 class Reactor:
@@ -262,249 +275,79 @@ class LoopCore:
 # Makes cls.write fdkit's native socket-transport write (private to fdkit.aio).
 def install_write(cls: type) -> None: ...
 
+# The core's io_uring op table (fdkit::ring_ops!), one entry per Ring op: its name, its
+# positional parameters (user_data last), its keyword parameters with their defaults, and
+# whether it takes fixed=True.
+RING_OPS: list[tuple[str, tuple[str, ...], dict[str, int | bool | None], bool]]
+
 @final
 class Ring:
     def __new__(
         cls, entries: int = 256, *, defer_taskrun: bool | None = None, cq_entries: int | None = None
     ) -> Ring: ...
-    # Every op takes the SQE flags as keywords (**sqe: link, hardlink, drain, async_,
-    # skip_success); ops on an fd take fixed=True (fd: an index into register_files).
-    def nop(
-        self,
-        user_data: int,
-        **sqe: Unpack[SqeFlags],
-    ) -> None: ...
-    def socket(
-        self,
-        family: int,
-        type: int,
-        user_data: int,
-        *,
-        proto: int = 0,
-        **sqe: Unpack[SqeFlags],
-    ) -> None: ...
-    def accept(
-        self,
-        fd: int,
-        user_data: int,
-        *,
-        multishot: bool = False,
-        address: bool = False,
-        fixed: bool = False,
-        **sqe: Unpack[SqeFlags],
-    ) -> None: ...
-    def connect(
-        self,
-        fd: int,
-        address: _Address,
-        user_data: int,
-        **sqe: Unpack[SqeFlags],
-    ) -> None: ...
-    def recv(
-        self,
-        fd: int,
-        nbytes: int,
-        user_data: int,
-        *,
-        flags: int = 0,
-        fixed: bool = False,
-        **sqe: Unpack[SqeFlags],
-    ) -> None: ...
-    def recv_multishot(
-        self,
-        fd: int,
-        group: int,
-        user_data: int,
-        *,
-        fixed: bool = False,
-        **sqe: Unpack[SqeFlags],
-    ) -> None: ...
     def provide_buffers(self, group: int, count: int, size: int) -> None: ...
-    def send(
-        self,
-        fd: int,
-        data: ReadableBuffer,
-        user_data: int,
-        *,
-        flags: int = 0,
-        fixed: bool = False,
-        **sqe: Unpack[SqeFlags],
-    ) -> None: ...
-    def send_zc(
-        self,
-        fd: int,
-        data: ReadableBuffer,
-        user_data: int,
-        *,
-        flags: int = 0,
-        fixed: bool = False,
-        **sqe: Unpack[SqeFlags],
-    ) -> None: ...
-    def read(
-        self,
-        fd: int,
-        nbytes: int,
-        user_data: int,
-        *,
-        offset: int | None = None,
-        fixed: bool = False,
-        **sqe: Unpack[SqeFlags],
-    ) -> None: ...
-    def write(
-        self,
-        fd: int,
-        data: ReadableBuffer,
-        user_data: int,
-        *,
-        offset: int | None = None,
-        fixed: bool = False,
-        **sqe: Unpack[SqeFlags],
-    ) -> None: ...
-    def splice(
-        self,
-        fd_in: int,
-        fd_out: int,
-        nbytes: int,
-        user_data: int,
-        *,
-        off_in: int | None = None,
-        off_out: int | None = None,
-        flags: int = 0,
-        **sqe: Unpack[SqeFlags],
-    ) -> None: ...
-    def tee(
-        self,
-        fd_in: int,
-        fd_out: int,
-        nbytes: int,
-        user_data: int,
-        *,
-        flags: int = 0,
-        **sqe: Unpack[SqeFlags],
-    ) -> None: ...
-    def shutdown(
-        self,
-        fd: int,
-        how: int,
-        user_data: int,
-        *,
-        fixed: bool = False,
-        **sqe: Unpack[SqeFlags],
-    ) -> None: ...
-    def close_fd(
-        self,
-        fd: int,
-        user_data: int,
-        **sqe: Unpack[SqeFlags],
-    ) -> None: ...
-    def poll_add(
-        self,
-        fd: int,
-        events: int,
-        user_data: int,
-        *,
-        multishot: bool = False,
-        fixed: bool = False,
-        **sqe: Unpack[SqeFlags],
-    ) -> None: ...
-    def timeout(
-        self,
-        seconds: float,
-        user_data: int,
-        *,
-        count: int = 0,
-        **sqe: Unpack[SqeFlags],
-    ) -> None: ...
-    def cancel(
-        self,
-        target_user_data: int,
-        user_data: int,
-        **sqe: Unpack[SqeFlags],
-    ) -> None: ...
-    def link_timeout(
-        self,
-        seconds: float,
-        user_data: int,
-        **sqe: Unpack[SqeFlags],
-    ) -> None: ...
-    def openat(
-        self,
-        path: _Path,
-        flags: int,
-        user_data: int,
-        *,
-        mode: int = 0o777,
-        dir_fd: int | None = None,
-        **sqe: Unpack[SqeFlags],
-    ) -> None: ...
-    def statx(
-        self,
-        path: _Path,
-        user_data: int,
-        *,
-        dir_fd: int | None = None,
-        flags: int = 0,
-        mask: int = 0x7FF,
-        **sqe: Unpack[SqeFlags],
-    ) -> None: ...
-    def fsync(
-        self,
-        fd: int,
-        user_data: int,
-        *,
-        datasync: bool = False,
-        fixed: bool = False,
-        **sqe: Unpack[SqeFlags],
-    ) -> None: ...
-    def sendmsg(
-        self,
-        fd: int,
-        buffers: Iterable[ReadableBuffer],
-        user_data: int,
-        *,
-        address: _Address | None = None,
-        flags: int = 0,
-        fixed: bool = False,
-        **sqe: Unpack[SqeFlags],
-    ) -> None: ...
-    def recvmsg(
-        self,
-        fd: int,
-        nbytes: int,
-        user_data: int,
-        *,
-        flags: int = 0,
-        fixed: bool = False,
-        **sqe: Unpack[SqeFlags],
-    ) -> None: ...
     def register_files(self, fds: Iterable[int]) -> None: ...
     def unregister_files(self) -> None: ...
     def register_buffers(self, count: int, size: int) -> None: ...
     def unregister_buffers(self) -> None: ...
     def fill_buffer(self, index: int, data: ReadableBuffer, *, offset: int = 0) -> None: ...
     def buffer_bytes(self, index: int, nbytes: int | None = None, *, offset: int = 0) -> bytes: ...
-    def read_fixed(
-        self,
-        fd: int,
-        buf_index: int,
-        nbytes: int,
-        user_data: int,
-        *,
-        offset: int | None = None,
-        fixed: bool = False,
-        **sqe: Unpack[SqeFlags],
-    ) -> None: ...
-    def write_fixed(
-        self,
-        fd: int,
-        buf_index: int,
-        data: ReadableBuffer | int,
-        user_data: int,
-        *,
-        offset: int | None = None,
-        fixed: bool = False,
-        **sqe: Unpack[SqeFlags],
-    ) -> None: ...
+    # The ops, in the order of the core's op table (fdkit::ring_ops!, exported as RING_OPS;
+    # tests/test_uring_ops_table.py holds these to it). Each takes the SQE flags as keywords
+    # (**sqe: link, hardlink, drain, async_, skip_success); those with `fixed` take fixed=True
+    # (fd: an index into register_files).
+    # fmt: off
+    def nop(self, user_data: int, **sqe: Unpack[SqeFlags]) -> None: ...
+    def socket(self, family: int, type: int, user_data: int, *, proto: int = 0,
+               **sqe: Unpack[SqeFlags]) -> None: ...
+    def accept(self, fd: int, user_data: int, *, multishot: bool = False, address: bool = False,
+               fixed: bool = False, **sqe: Unpack[SqeFlags]) -> None: ...
+    def connect(self, fd: int, address: _Address, user_data: int,
+                **sqe: Unpack[SqeFlags]) -> None: ...
+    def recv(self, fd: int, nbytes: int, user_data: int, *, flags: int = 0, fixed: bool = False,
+             **sqe: Unpack[SqeFlags]) -> None: ...
+    def recv_multishot(self, fd: int, group: int, user_data: int, *, fixed: bool = False,
+                       **sqe: Unpack[SqeFlags]) -> None: ...
+    def send(self, fd: int, data: ReadableBuffer, user_data: int, *, flags: int = 0,
+             fixed: bool = False, **sqe: Unpack[SqeFlags]) -> None: ...
+    def send_zc(self, fd: int, data: ReadableBuffer, user_data: int, *, flags: int = 0,
+                fixed: bool = False, **sqe: Unpack[SqeFlags]) -> None: ...
+    def read(self, fd: int, nbytes: int, user_data: int, *, offset: int | None = None,
+             fixed: bool = False, **sqe: Unpack[SqeFlags]) -> None: ...
+    def write(self, fd: int, data: ReadableBuffer, user_data: int, *, offset: int | None = None,
+              fixed: bool = False, **sqe: Unpack[SqeFlags]) -> None: ...
+    def splice(self, fd_in: int, fd_out: int, nbytes: int, user_data: int, *,
+               off_in: int | None = None, off_out: int | None = None, flags: int = 0,
+               **sqe: Unpack[SqeFlags]) -> None: ...
+    def tee(self, fd_in: int, fd_out: int, nbytes: int, user_data: int, *, flags: int = 0,
+            **sqe: Unpack[SqeFlags]) -> None: ...
+    def shutdown(self, fd: int, how: int, user_data: int, *, fixed: bool = False,
+                 **sqe: Unpack[SqeFlags]) -> None: ...
+    def close_fd(self, fd: int, user_data: int, **sqe: Unpack[SqeFlags]) -> None: ...
+    def poll_add(self, fd: int, events: int, user_data: int, *, multishot: bool = False,
+                 fixed: bool = False, **sqe: Unpack[SqeFlags]) -> None: ...
+    def timeout(self, seconds: float, user_data: int, *, count: int = 0,
+                **sqe: Unpack[SqeFlags]) -> None: ...
+    def cancel(self, target_user_data: int, user_data: int, **sqe: Unpack[SqeFlags]) -> None: ...
+    def link_timeout(self, seconds: float, user_data: int, **sqe: Unpack[SqeFlags]) -> None: ...
+    def openat(self, path: _Path, flags: int, user_data: int, *, mode: int = 0o777,
+               dir_fd: int | None = None, **sqe: Unpack[SqeFlags]) -> None: ...
+    def statx(self, path: _Path, user_data: int, *, dir_fd: int | None = None, flags: int = 0,
+              mask: int = 0x7FF, **sqe: Unpack[SqeFlags]) -> None: ...
+    def fsync(self, fd: int, user_data: int, *, datasync: bool = False, fixed: bool = False,
+              **sqe: Unpack[SqeFlags]) -> None: ...
+    def sendmsg(self, fd: int, buffers: Iterable[ReadableBuffer], user_data: int, *,
+                address: _Address | None = None, flags: int = 0, fixed: bool = False,
+                **sqe: Unpack[SqeFlags]) -> None: ...
+    def recvmsg(self, fd: int, nbytes: int, user_data: int, *, flags: int = 0,
+                fixed: bool = False, **sqe: Unpack[SqeFlags]) -> None: ...
+    def read_fixed(self, fd: int, buf_index: int, nbytes: int, user_data: int, *,
+                   offset: int | None = None, fixed: bool = False,
+                   **sqe: Unpack[SqeFlags]) -> None: ...
+    def write_fixed(self, fd: int, buf_index: int, data: ReadableBuffer | int, user_data: int, *,
+                    offset: int | None = None, fixed: bool = False,
+                    **sqe: Unpack[SqeFlags]) -> None: ...
+    # fmt: on
     def submit(self) -> int: ...
     def wait(
         self, min_complete: int = 1, timeout: float | None = None, *, timeout_error: bool = False

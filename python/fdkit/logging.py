@@ -462,6 +462,7 @@ class AtomicPipeListener:
         return self
 
     def is_alive(self) -> bool:
+        """Whether the listener's reading thread runs (started and not yet ended)."""
         return self._thread is not None and self._thread.is_alive()
 
     def join(self, timeout: float | None = None) -> bool:

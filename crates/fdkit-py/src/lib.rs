@@ -24,8 +24,9 @@ mod zerocopy;
 use pyo3::prelude::*;
 
 /// The native module behind `fdkit`: fd-native syscalls, zero-copy transfer, atomic pipe
-/// messages, io_uring, `fdkit.aio`'s engine and the native servers. Import the public modules (`fdkit.fd`,
-/// `fdkit.zerocopy`, `fdkit.atomic_pipe`, `fdkit.uring`) rather than this one.
+/// messages, io_uring, `fdkit.aio`'s native loop and reactor, and the native servers. Import the
+/// public modules (`fdkit.fd`, `fdkit.zerocopy`, `fdkit.atomic_pipe`, `fdkit.uring`) rather
+/// than this one.
 ///
 /// `gil_used = true` (the default) stays: the glue keeps Python objects across calls only
 /// under the GIL and was not audited for free-threaded builds.
@@ -75,7 +76,7 @@ mod _fdkit {
     use crate::atomic_pipe::{AtomicPipe, AtomicPipeEnds, ProtocolError};
 
     #[pymodule_export]
-    use crate::uring::{uring_probe, PyCompletion, PyRing};
+    use crate::uring::{uring_kernel_check, uring_probe, PyCompletion, PyRing};
 
     #[pymodule_export]
     use crate::servers::proxy::serve_proxy;
@@ -89,6 +90,15 @@ mod _fdkit {
             "SERVE_DEFAULTS",
             crate::servers::static_files::defaults_dict(m.py())?,
         )?;
+        m.add(
+            "REACTOR_DEFAULTS",
+            crate::aio::reactor_defaults_dict(m.py())?,
+        )?;
+        m.add(
+            "ENGINE_NAMES",
+            crate::servers::static_files::engine_names_dict(m.py())?,
+        )?;
+        m.add("RING_OPS", crate::uring::ring_ops_table(m.py())?)?;
         m.add("PipeSize", crate::pipe_size::pipe_size_type(m.py())?)?;
         m.add(
             "Decompressed",

@@ -18,7 +18,7 @@
 //!   [`zerocopy::relay`] one way, optionally recorded.
 //! - [`uring`]: io_uring: [`uring::probe`] says whether and how it works here;
 //!   [`uring::Ring`] is a safe ring that owns what its ops lend the kernel until they complete.
-//! - [`aio`]: the engine under `fdkit.aio`'s asyncio loop: [`aio::Reactor`] waits through one
+//! - [`aio`]: the native parts of `fdkit.aio`'s asyncio loop: [`aio::Reactor`] waits through one
 //!   io_uring for the loop's epoll instance, one io_uring_enter(2) per sleeping iteration, and
 //!   leaves nothing armed between waits; [`aio::TimerHeap`] is asyncio's timer heap.
 //! - [`atomic_pipe`]: many writers, one pipe, whole messages, wire-compatible with Perl's

@@ -3,7 +3,7 @@
 //! Each test runs the proxy loop in a thread whose checkpoint watches an `AtomicBool`, with
 //! std-socket upstreams (echo, sink, scripted) in other threads.
 
-use fdkit::servers::proxy::{Endpoint, ProxyConfig, ProxyServer, ProxyStats, UpstreamName};
+use fdkit::servers::proxy::{record, Endpoint, ProxyConfig, ProxyServer, ProxyStats, UpstreamName};
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsFd;
@@ -597,33 +597,103 @@ fn stopping_closes_every_connection() {
     }
 }
 
+/// One chunk of a recording: direction byte, connection number, nanoseconds since the epoch,
+/// the bytes (empty: the direction's end).
+type Chunk = (u8, u64, u64, Vec<u8>);
+
+/// The chunks of a recording file, checked against the format `record` describes.
+fn chunks(recorded: &[u8]) -> Vec<Chunk> {
+    assert!(recorded.starts_with(record::MAGIC), "no magic");
+    let mut rest = &recorded[record::MAGIC.len()..];
+    let mut out = Vec::new();
+    while !rest.is_empty() {
+        assert!(rest.len() >= record::CHUNK_HEADER, "a cut header");
+        let (head, tail) = rest.split_at(record::CHUNK_HEADER);
+        assert_eq!(head[1..4], [0, 0, 0]);
+        let len = u32::from_le_bytes(head[4..8].try_into().unwrap()) as usize;
+        let conn = u64::from_le_bytes(head[8..16].try_into().unwrap());
+        let nanos = u64::from_le_bytes(head[16..24].try_into().unwrap());
+        assert!(tail.len() >= len, "a cut chunk");
+        out.push((head[0], conn, nanos, tail[..len].to_vec()));
+        rest = &tail[len..];
+    }
+    out
+}
+
+/// The bytes a recording holds going `direction`, and whether that direction's end was seen.
+fn stream_of(chunks: &[Chunk], direction: u8) -> (Vec<u8>, bool) {
+    let mut bytes = Vec::new();
+    let mut ended = false;
+    for (d, _, _, data) in chunks.iter().filter(|c| c.0 == direction) {
+        assert!(!ended, "{} bytes after the end", *d as char);
+        if data.is_empty() {
+            ended = true;
+        }
+        bytes.extend_from_slice(data);
+    }
+    (bytes, ended)
+}
+
 #[test]
-fn records_exactly_what_the_client_received() {
+fn records_both_directions_with_their_times() {
     let dir = temp_dir("record");
     let base = dir.join("rec");
-    // Two connections, each served a different 3 MiB stream, one with one-page pipes.
+    // Two runs, each served a different 3 MiB stream after a request, one with one-page pipes.
     for (pipe_size, seed) in [(None, 10u64), (Some(4096), 11)] {
-        let (up, _) = scripted(move |mut s| {
+        let (up, asked) = scripted(move |mut s| {
+            let mut request = Vec::new();
+            s.read_to_end(&mut request).unwrap();
             s.write_all(&data(3 << 20, seed)).unwrap();
+            request
         });
         let mut cfg = config("127.0.0.1:0", Endpoint::Tcp(up));
         cfg.record = Some(base.clone());
         cfg.pipe_size = pipe_size;
         let proxy = start(cfg);
+        let before = std::time::SystemTime::now();
         let mut c = proxy.connect();
+        let request = data(200_000, seed + 100);
+        c.write_all(&request).unwrap();
+        c.shutdown(Shutdown::Write).unwrap();
         let mut got = Vec::new();
         c.read_to_end(&mut got).unwrap();
         assert!(got == data(3 << 20, seed));
-        drop(c); // the client's half-close ends the connection
+        assert!(asked.recv_timeout(TIMEOUT).unwrap() == request);
         assert!(proxy.wait_log("conn 1 ").ends_with("eof"));
         proxy.stop();
-        let recorded = std::fs::read(format!("{}.1", base.display())).unwrap();
+        let after = std::time::SystemTime::now();
+        let recorded = chunks(&std::fs::read(format!("{}.1", base.display())).unwrap());
+        let sent = stream_of(&recorded, record::CLIENT_TO_UPSTREAM);
+        let received = stream_of(&recorded, record::UPSTREAM_TO_CLIENT);
         assert!(
-            recorded == got,
-            "recorded {} of {} bytes",
-            recorded.len(),
-            got.len()
+            sent == (request, true),
+            "client → upstream: {} bytes",
+            sent.0.len()
         );
+        assert!(
+            received == (got, true),
+            "upstream → client: {} bytes",
+            received.0.len()
+        );
+        // Every request chunk came before the reply (the upstream read it all first), and
+        // the times run forward, within the run.
+        let first_reply = recorded
+            .iter()
+            .position(|c| c.0 == record::UPSTREAM_TO_CLIENT);
+        let last_request = recorded
+            .iter()
+            .rposition(|c| c.0 == record::CLIENT_TO_UPSTREAM);
+        assert!(
+            last_request < first_reply,
+            "{last_request:?} {first_reply:?}"
+        );
+        let ns = |t: std::time::SystemTime| {
+            t.duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64
+        };
+        assert!(recorded.windows(2).all(|w| w[0].2 <= w[1].2));
+        assert!(recorded
+            .iter()
+            .all(|c| c.1 == 1 && ns(before) <= c.2 && c.2 <= ns(after)));
     }
     std::fs::remove_dir_all(dir).unwrap();
 }
@@ -647,13 +717,16 @@ fn a_recording_stops_where_the_client_stopped() {
     let line = proxy.wait_log("conn 1 ");
     assert!(line.contains("client reset"), "{line}");
     proxy.stop();
-    let recorded = std::fs::read(format!("{}.1", base.display())).unwrap();
+    let recorded = chunks(&std::fs::read(format!("{}.1", base.display())).unwrap());
     // The file holds what the client's socket accepted: everything it read, and a prefix of
-    // the stream.
-    assert!(recorded.len() >= got.len());
-    assert!(recorded[..got.len()] == got[..]);
-    let stream: Vec<u8> = data(1 << 20, 12).repeat(recorded.len().div_ceil(1 << 20));
-    assert!(recorded[..] == stream[..recorded.len()]);
+    // the stream; the client sent nothing, and neither direction ended with a half-close.
+    let (received, ended) = stream_of(&recorded, record::UPSTREAM_TO_CLIENT);
+    assert!(!ended);
+    assert!(stream_of(&recorded, record::CLIENT_TO_UPSTREAM) == (Vec::new(), false));
+    assert!(received.len() >= got.len());
+    assert!(received[..got.len()] == got[..]);
+    let stream: Vec<u8> = data(1 << 20, 12).repeat(received.len().div_ceil(1 << 20));
+    assert!(received[..] == stream[..received.len()]);
     std::fs::remove_dir_all(dir).unwrap();
 }
 

@@ -96,7 +96,7 @@ fn a_linked_write_after_a_failed_read_is_cancelled() {
     };
     let (r, w) = pipe();
     // A read from the pipe's write end fails with EBADF; the write linked after it never runs.
-    ring.with_flags(SqeFlags::LINK, |ring| ring.read(w.as_fd(), 8, None, 1))
+    ring.with_flags(SqeFlags::IO_LINK, |ring| ring.read(w.as_fd(), 8, None, 1))
         .unwrap();
     ring.write(w.as_fd(), b"never".to_vec(), None, 2).unwrap();
     let got = summary(&drain(&mut ring));
@@ -116,8 +116,10 @@ fn a_hardlinked_chain_goes_on_after_a_failure() {
         return;
     };
     let (r, w) = pipe();
-    ring.with_flags(SqeFlags::HARDLINK, |ring| ring.read(w.as_fd(), 8, None, 1))
-        .unwrap();
+    ring.with_flags(SqeFlags::IO_HARDLINK, |ring| {
+        ring.read(w.as_fd(), 8, None, 1)
+    })
+    .unwrap();
     ring.write(w.as_fd(), b"still".to_vec(), None, 2).unwrap();
     let got = summary(&drain(&mut ring));
     assert_eq!(
@@ -133,11 +135,11 @@ fn linked_ops_run_in_order() {
         return;
     };
     let (r, w) = pipe();
-    ring.with_flags(SqeFlags::LINK, |ring| {
+    ring.with_flags(SqeFlags::IO_LINK, |ring| {
         ring.write(w.as_fd(), b"ab".to_vec(), None, 1)
     })
     .unwrap();
-    ring.with_flags(SqeFlags::LINK, |ring| ring.read(r.as_fd(), 2, None, 2))
+    ring.with_flags(SqeFlags::IO_LINK, |ring| ring.read(r.as_fd(), 2, None, 2))
         .unwrap();
     ring.write(w.as_fd(), b"cd".to_vec(), None, 3).unwrap();
     let cs = drain(&mut ring);
@@ -153,7 +155,7 @@ fn a_link_timeout_cancels_a_recv_that_never_gets_data() {
     };
     let (a, _b) = tcp_pair();
     let t = Instant::now();
-    ring.with_flags(SqeFlags::LINK, |ring| {
+    ring.with_flags(SqeFlags::IO_LINK, |ring| {
         ring.recv(a.as_fd(), 16, RecvFlags::empty(), 1)
     })
     .unwrap();
@@ -173,7 +175,8 @@ fn a_link_timeout_reports_ecanceled_when_its_op_completes_first() {
     let Some(mut ring) = ring_for(&["nop", "link_timeout"]) else {
         return;
     };
-    ring.with_flags(SqeFlags::LINK, |ring| ring.nop(1)).unwrap();
+    ring.with_flags(SqeFlags::IO_LINK, |ring| ring.nop(1))
+        .unwrap();
     ring.link_timeout(Duration::from_secs(5), 2).unwrap();
     let got = summary(&drain(&mut ring));
     assert_eq!(
@@ -211,7 +214,7 @@ fn skip_success_posts_nothing_and_releases_its_slot() {
     assert_eq!(read8(&r), b"quiet");
     // In a chain: only the last op reports.
     for i in 0..3 {
-        ring.with_flags(SqeFlags::LINK | SqeFlags::SKIP_SUCCESS, |ring| {
+        ring.with_flags(SqeFlags::IO_LINK | SqeFlags::SKIP_SUCCESS, |ring| {
             ring.nop(10 + i)
         })
         .unwrap();
@@ -233,11 +236,11 @@ fn a_failed_skip_success_op_reports_and_its_chain_is_released() {
         return;
     };
     let (r, w) = pipe();
-    ring.with_flags(SqeFlags::LINK | SqeFlags::SKIP_SUCCESS, |ring| {
+    ring.with_flags(SqeFlags::IO_LINK | SqeFlags::SKIP_SUCCESS, |ring| {
         ring.read(w.as_fd(), 8, None, 1)
     })
     .unwrap();
-    ring.with_flags(SqeFlags::LINK, |ring| {
+    ring.with_flags(SqeFlags::IO_LINK, |ring| {
         ring.write(w.as_fd(), b"x".to_vec(), None, 2)
     })
     .unwrap();
@@ -259,14 +262,23 @@ fn skip_success_is_refused_where_it_would_lose_a_result() {
     };
     let (a, _b) = tcp_pair();
     assert!(ring
-        .with_flags(SqeFlags::SKIP_SUCCESS, |r| r.accept(a.as_fd(), 1))
+        .with_flags(SqeFlags::SKIP_SUCCESS, |r| r.accept(
+            a.as_fd(),
+            false,
+            false,
+            1
+        ))
         .is_err());
     assert!(ring
-        .with_flags(SqeFlags::LINK, |r| r.accept_multishot(a.as_fd(), 1))
+        .with_flags(SqeFlags::IO_LINK, |r| r.accept(a.as_fd(), true, false, 1))
         .is_err());
     assert!(ring
-        .with_flags(SqeFlags::LINK | SqeFlags::HARDLINK, |r| r.nop(1))
+        .with_flags(SqeFlags::IO_LINK | SqeFlags::IO_HARDLINK, |r| r.nop(1))
         .is_err());
+    // The flags the ring sets itself (a fixed fd, a buffer group) are not the caller's.
+    for own in [SqeFlags::FIXED_FILE, SqeFlags::BUFFER_SELECT] {
+        assert!(ring.with_flags(own, |r| r.nop(1)).is_err());
+    }
     assert_eq!(ring.in_flight(), 0);
     // Flags apply to one op only.
     ring.nop(5).unwrap();
@@ -283,7 +295,7 @@ fn drain_and_async_flags_complete_normally() {
         ring.write(w.as_fd(), b"a".to_vec(), None, 1)
     })
     .unwrap();
-    ring.with_flags(SqeFlags::DRAIN, |ring| ring.nop(2))
+    ring.with_flags(SqeFlags::IO_DRAIN, |ring| ring.nop(2))
         .unwrap();
     let got = summary(&drain(&mut ring));
     assert_eq!(got, vec![(1, OpKind::Write, 1), (2, OpKind::Nop, 0)]);
@@ -313,8 +325,8 @@ fn fixed_files_and_buffers_round_trip() {
     ring.register_buffers(2, 4096).unwrap();
     ring.fill_fixed(0, 0, b"fixed bytes").unwrap();
     // write_fixed from buffer 0 into the pipe, then read_fixed into buffer 1, linked.
-    ring.with_flags(SqeFlags::LINK, |ring| {
-        ring.write_fixed(Target::Fixed(1), 0, 11, None, 4)
+    ring.with_flags(SqeFlags::IO_LINK, |ring| {
+        ring.write_fixed(Target::Fixed(1), 0, 11.into(), None, 4)
     })
     .unwrap();
     ring.read_fixed(r.as_fd(), 1, 64, None, 5).unwrap();
@@ -354,20 +366,20 @@ fn openat_statx_fsync_on_a_file() {
     let path = dir.join("f");
     let cpath = CString::new(path.to_str().unwrap()).unwrap();
     let flags = (OFlags::CREATE | OFlags::WRONLY | OFlags::TRUNC).bits() as i32;
-    ring.openat(None, cpath.clone(), flags, 0o600, 1).unwrap();
+    ring.openat(cpath.clone(), flags, 0o600, None, 1).unwrap();
     let mut c = drain(&mut ring).pop().unwrap();
     assert_eq!(c.op, OpKind::OpenAt);
     let file = c.take_fd().expect("an fd");
     let fl = rustix::io::fcntl_getfd(&file).unwrap();
     assert!(fl.contains(fd::FdFlags::CLOEXEC));
-    ring.with_flags(SqeFlags::LINK, |ring| {
+    ring.with_flags(SqeFlags::IO_LINK, |ring| {
         ring.write(file.as_fd(), b"hello".to_vec(), Some(0), 2)
     })
     .unwrap();
     ring.fsync(file.as_fd(), true, 3).unwrap();
     let got = summary(&drain(&mut ring));
     assert_eq!(got, vec![(2, OpKind::Write, 5), (3, OpKind::Fsync, 0)]);
-    ring.statx(None, cpath, 0, libc::STATX_BASIC_STATS, 4)
+    ring.statx(cpath, None, 0, libc::STATX_BASIC_STATS, 4)
         .unwrap();
     let c = drain(&mut ring).pop().unwrap();
     let st = c.statx.expect("statx");
@@ -375,7 +387,7 @@ fn openat_statx_fsync_on_a_file() {
     use std::os::unix::fs::MetadataExt;
     assert_eq!((st.size, st.ino, st.mode), (5, meta.ino(), meta.mode()));
     let missing = CString::new(dir.join("missing").to_str().unwrap()).unwrap();
-    ring.openat(None, missing, libc::O_RDONLY, 0, 5).unwrap();
+    ring.openat(missing, libc::O_RDONLY, 0, None, 5).unwrap();
     assert_eq!(drain(&mut ring).pop().unwrap().result, -libc::ENOENT);
     std::fs::remove_dir_all(&dir).unwrap();
 }
@@ -396,8 +408,14 @@ fn sendmsg_recvmsg_over_udp_and_accept_with_address() {
     ring.recvmsg(b.as_fd(), 64, RecvFlags::empty(), 1).unwrap();
     let parts: Vec<Box<dyn AsRef<[u8]> + Send>> =
         vec![Box::new(b"dgram ".to_vec()), Box::new(b"parts".to_vec())];
-    ring.sendmsg(a.as_fd(), parts, Some(&b_addr), SendFlags::empty(), 2)
-        .unwrap();
+    ring.sendmsg(
+        a.as_fd(),
+        parts,
+        Some(b_addr.clone()),
+        SendFlags::empty(),
+        2,
+    )
+    .unwrap();
     let cs = drain(&mut ring);
     let got = cs.iter().find(|c| c.user_data == 1).unwrap();
     assert_eq!(got.data.as_deref(), Some(&b"dgram parts"[..]));
@@ -405,7 +423,7 @@ fn sendmsg_recvmsg_over_udp_and_accept_with_address() {
     assert_eq!(got.target, Some(OpFd::Raw(b.as_raw_fd())));
 
     let (l, addr) = common::listener(false);
-    ring.accept_with_address(l.as_fd(), 3).unwrap();
+    ring.accept(l.as_fd(), false, true, 3).unwrap();
     ring.submit().unwrap();
     let client = common::client(&addr);
     let mut c = drain(&mut ring).pop().unwrap();
@@ -421,10 +439,10 @@ fn a_chain_must_fit_the_submission_queue() {
     let mut ring = Ring::new(4).unwrap();
     let n = ring.sq_entries() as u64;
     for i in 0..n - 1 {
-        ring.with_flags(SqeFlags::LINK, |r| r.nop(i)).unwrap();
+        ring.with_flags(SqeFlags::IO_LINK, |r| r.nop(i)).unwrap();
     }
     // One more linked op (and a witness) would not fit one submission: refused, queued nothing.
-    assert!(ring.with_flags(SqeFlags::LINK, |r| r.nop(99)).is_err());
+    assert!(ring.with_flags(SqeFlags::IO_LINK, |r| r.nop(99)).is_err());
     ring.nop(100).unwrap_err();
     // Submitting ends the chain as it stands (the kernel would do the same).
     ring.submit().unwrap();

@@ -173,14 +173,8 @@ fn socket_connect_accept_send_recv_shutdown_close_on_loopback() {
         return;
     };
     let (l, addr) = listener(false);
-    ring.socket(
-        AddressFamily::INET,
-        SocketType::STREAM,
-        SocketFlags::empty(),
-        None,
-        1,
-    )
-    .unwrap();
+    ring.socket(AddressFamily::INET, SocketType::STREAM, None, 1)
+        .unwrap();
     let mut c = one(&mut ring);
     assert_eq!(c.op, OpKind::Socket);
     let cfd = c.take_fd().expect("socket op gives an fd");
@@ -190,8 +184,8 @@ fn socket_connect_accept_send_recv_shutdown_close_on_loopback() {
     );
     assert_eq!(c.result, cfd.as_raw_fd());
 
-    ring.accept(l.as_fd(), 2).unwrap();
-    ring.connect(cfd.as_fd(), &SocketAddrAny::from(addr), 3)
+    ring.accept(l.as_fd(), false, false, 2).unwrap();
+    ring.connect(cfd.as_fd(), SocketAddrAny::from(addr), 3)
         .unwrap();
     let mut got = wait_n(&mut ring, 2);
     got.sort_by_key(|c| c.user_data);
@@ -245,18 +239,12 @@ fn errors_come_back_as_errnos() {
         None,
     )
     .unwrap();
-    ring.connect(s.as_fd(), &SocketAddrAny::from(addr), 2)
+    ring.connect(s.as_fd(), SocketAddrAny::from(addr), 2)
         .unwrap();
     assert_eq!(one(&mut ring).error(), Some(Errno::CONNREFUSED));
 
-    ring.socket(
-        AddressFamily::from_raw(12345),
-        SocketType::STREAM,
-        SocketFlags::empty(),
-        None,
-        3,
-    )
-    .unwrap();
+    ring.socket(AddressFamily::from_raw(12345), SocketType::STREAM, None, 3)
+        .unwrap();
     let c = one(&mut ring);
     assert!(c.error().is_some() && c.fd().is_none(), "{c:?}");
 }
@@ -364,7 +352,7 @@ fn multishot_accept_takes_many_connections_then_cancel_ends_it() {
         return;
     };
     let (l, addr) = listener(false);
-    ring.accept_multishot(l.as_fd(), 42).unwrap();
+    ring.accept(l.as_fd(), true, false, 42).unwrap();
     ring.submit().unwrap();
     let clients: Vec<OwnedFd> = (0..200).map(|_| client(&addr)).collect();
     let mut accepted = Vec::new();
@@ -468,10 +456,10 @@ fn splice_and_tee_between_pipes() {
     assert_eq!(one(&mut ring).result, 13);
     ring.splice(
         r1.as_fd(),
-        None,
         w2.as_fd(),
-        None,
         100,
+        None,
+        None,
         SpliceFlags::empty(),
         2,
     )
@@ -483,10 +471,10 @@ fn splice_and_tee_between_pipes() {
     let (a, b) = tcp_pair();
     ring.splice(
         a.as_fd(),
-        None,
         b.as_fd(),
-        None,
         10,
+        None,
+        None,
         SpliceFlags::empty(),
         3,
     )
@@ -639,7 +627,7 @@ fn closing_a_ring_with_ops_in_flight_cancels_and_reaps_them() {
     ring.recv(s.as_fd(), 1 << 16, RecvFlags::empty(), 1)
         .unwrap();
     ring.recv_multishot(s.as_fd(), 1, 2).unwrap();
-    ring.accept_multishot(l.as_fd(), 3).unwrap();
+    ring.accept(l.as_fd(), true, false, 3).unwrap();
     ring.timeout(Duration::from_secs(3600), 0, 4).unwrap();
     ring.read(r.as_fd(), 100, None, 5).unwrap();
     ring.submit().unwrap();
@@ -661,12 +649,12 @@ fn accepted_fds_nobody_took_are_closed_with_their_completion_or_ring() {
     let (l, addr) = listener(false);
     // A completion dropped without take_fd closes the fd: the client reads end of stream.
     let c1 = client(&addr);
-    ring.accept(l.as_fd(), 1).unwrap();
+    ring.accept(l.as_fd(), false, false, 1).unwrap();
     drop(wait_n(&mut ring, 1));
     assert_eq!(read_exact(&c1, 1), b"");
     // A completion still unreaped when the ring is dropped: the same.
     let c2 = client(&addr);
-    ring.accept(l.as_fd(), 2).unwrap();
+    ring.accept(l.as_fd(), false, false, 2).unwrap();
     ring.submit().unwrap();
     let deadline = Instant::now() + Duration::from_secs(5);
     while ring

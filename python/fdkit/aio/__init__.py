@@ -17,7 +17,9 @@ callbacks take them, never earlier. ``loop.engine`` says which engine runs,
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine
+import sys
+import warnings
+from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from fdkit.aio._atomic_pipe import (
@@ -38,6 +40,7 @@ __all__ = [
     "UringEventLoop",
     "drain",
     "engine_available",
+    "install",
     "messages",
     "new_event_loop",
     "read_message",
@@ -56,10 +59,68 @@ def new_event_loop() -> EventLoop:
     return EventLoop()
 
 
-def run(main: Coroutine[Any, Any, _T], *, debug: bool | None = None) -> _T:
-    """Run ``main`` on a new fdkit loop and close it, as :func:`asyncio.run` does."""
-    with asyncio.Runner(debug=debug, loop_factory=new_event_loop) as runner:
+def run(
+    main: Coroutine[Any, Any, _T],
+    *,
+    loop_factory: Callable[[], asyncio.AbstractEventLoop] | None = None,
+    debug: bool | None = None,
+    **run_kwargs: Any,
+) -> _T:
+    """Run ``main`` on a new fdkit loop and close it, as :func:`asyncio.run` does.
+
+    Takes what ``uvloop.run`` takes: ``loop_factory`` makes the loop (default
+    :func:`new_event_loop`; e.g. ``functools.partial(EventLoop, engine="epoll")``) and must
+    make an :class:`EventLoop` (``TypeError`` otherwise, as uvloop's refuses a loop not its
+    own); ``run_kwargs`` go to :func:`asyncio.run` (3.12+) or :class:`asyncio.Runner` (3.11).
+    """
+    factory = new_event_loop if loop_factory is None else loop_factory
+
+    def fdkit_loop() -> asyncio.AbstractEventLoop:
+        loop = factory()
+        if not isinstance(loop, EventLoop):
+            loop.close()
+            raise TypeError(
+                f"fdkit.aio.run(): loop_factory={factory!r} made a {type(loop).__qualname__}, "
+                "not an fdkit.aio.EventLoop"
+            )
+        return loop
+
+    if sys.version_info >= (3, 12):
+        return asyncio.run(main, debug=debug, loop_factory=fdkit_loop, **run_kwargs)
+    if asyncio.events._get_running_loop() is not None:
+        raise RuntimeError("asyncio.run() cannot be called from a running event loop")
+    with asyncio.Runner(debug=debug, loop_factory=fdkit_loop, **run_kwargs) as runner:
         return runner.run(main)
+
+
+def install() -> None:
+    """Make fdkit's loop the one asyncio's policy gives (``asyncio.new_event_loop()``,
+    ``asyncio.run`` without a factory), as ``uvloop.install()`` does: sets
+    ``asyncio.set_event_loop_policy(fdkit.aio.EventLoopPolicy())``.
+
+    From Python 3.14, where asyncio deprecates its policies (gone in 3.16), this warns
+    ``DeprecationWarning`` at the caller, as asyncio's own ``set_event_loop_policy`` does:
+    prefer :func:`run` or ``asyncio.Runner(loop_factory=fdkit.aio.new_event_loop)``.
+    """
+    policy = __getattr__("EventLoopPolicy")()
+    if sys.version_info < (3, 14):
+        asyncio.set_event_loop_policy(policy)
+        return
+    warnings.warn(
+        "fdkit.aio.install() sets an asyncio event loop policy, which asyncio deprecates from "
+        "Python 3.14 (removed in 3.16); use fdkit.aio.run(main) or "
+        "asyncio.Runner(loop_factory=fdkit.aio.new_event_loop)",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        asyncio.set_event_loop_policy(policy)
+
+
+def __dir__() -> list[str]:
+    # The public names only (not the typing helpers and modules imported here).
+    return sorted(__all__)
 
 
 if TYPE_CHECKING:

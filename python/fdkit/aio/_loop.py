@@ -15,33 +15,28 @@ import os
 import selectors
 from typing import TYPE_CHECKING, Any, ClassVar, Self
 
+from fdkit._fdkit import ENGINE_NAMES
 from fdkit.aio import _native
 from fdkit.aio._transports import SocketTransport
 
 if TYPE_CHECKING:  # annotations only: a loop's import need not load fdkit.types
     from fdkit.types import EngineName as Engine
 
-#: Every spelling of an engine that fdkit accepts, and the name it stands for.
-ENGINE_NAMES: dict[str, Engine] = {"io_uring": "io_uring", "uring": "io_uring", "epoll": "epoll"}
-
-#: The oldest kernel the io_uring engine runs on. Its ring only polls the epoll instance
-#: (``IORING_OP_POLL_ADD``, 5.1), cancels that poll (``IORING_OP_ASYNC_CANCEL``, 5.5) and waits
-#: with a timeout in one io_uring_enter(2) (``IORING_FEAT_EXT_ARG``, 5.11); 6.0 is kept as the
-#: floor it has been run on.
-MIN_KERNEL = (6, 0)
+# Every spelling of an engine that fdkit accepts, and the name it stands for, is the native
+# module's ENGINE_NAMES (one list, in the core, for fdkit serve and these loops).
 
 _log = logging.getLogger("fdkit.aio")
 _fallback_logged = False
 
 
 def engine_name(value: str | None, what: str = "engine") -> Engine | None:
-    """The engine ``value`` names (``"uring"`` is an alias of ``"io_uring"``); None for None.
-    ``ValueError`` naming ``what`` for anything else."""
+    """The engine ``value`` names (``ENGINE_NAMES``: ``"uring"`` is an alias of ``"io_uring"``);
+    None for None. ``ValueError`` naming ``what`` for anything else."""
     if value is None:
         return None
     engine = ENGINE_NAMES.get(value) if isinstance(value, str) else None
     if engine is None:
-        allowed = "'io_uring' (or 'uring'), 'epoll'" + (" or None" if what == "engine" else "")
+        allowed = ", ".join(map(repr, ENGINE_NAMES)) + (" or None" if what == "engine" else "")
         raise ValueError(f"{what} must be {allowed}, not {value!r}")
     return engine
 
@@ -56,30 +51,19 @@ def _requested_engine(engine: str | None) -> tuple[Engine | None, str | None]:
     return None, None
 
 
-def _kernel_version() -> tuple[int, int]:
-    release = os.uname().release
-    try:
-        major, minor = release.split(".")[:2]
-        return int(major), int("".join(c for c in minor if c.isdigit()) or 0)
-    except ValueError:
-        return (0, 0)
-
-
 def _make_reactor(options: dict[str, int]) -> tuple[Any, str | None]:
     """A reactor proven usable (set up, a no-op entered and reaped), or None and the reason."""
-    from fdkit import uring
-    from fdkit._fdkit import Reactor
+    from fdkit import _fdkit, uring
 
-    if _kernel_version() < MIN_KERNEL:
-        return None, (
-            f"the io_uring engine needs Linux {MIN_KERNEL[0]}.{MIN_KERNEL[1]}; "
-            f"this kernel is {os.uname().release}"
-        )
+    # The kernel floor is the core's (its static server checks the same).
+    old_kernel = _fdkit.uring_kernel_check("the io_uring engine")
+    if old_kernel is not None:
+        return None, old_kernel
     ok, reason = uring.available()
     if not ok:
         return None, reason
     try:
-        return Reactor(**options), None
+        return _fdkit.Reactor(**options), None
     except OSError as exc:
         return None, f"io_uring reactor setup failed: {exc}"
 
@@ -218,11 +202,15 @@ class EventLoop(asyncio.SelectorEventLoop):
     def call_at(  # type: ignore[override]
         self, when: Any, callback: Any, *args: Any, context: Any = None
     ) -> asyncio.TimerHandle:
-        # asyncio's own, with the heap the core's (the core's call_at takes this path in
-        # debug mode and for a ``when`` that is not a plain number).
+        """asyncio's ``call_at``: ``callback(*args)`` at loop time ``when``, a TimerHandle.
+
+        asyncio's own code with the timer heap the core's; the core runs it natively, and
+        takes this path in debug mode and for a ``when`` that is not a plain number."""
         return _native.python_call_at(self, when, callback, *args, context=context)
 
     def close(self) -> None:
+        """asyncio's ``close``: the selector and executor shut, the scheduled timers dropped
+        (from the core's heap too)."""
         super().close()
         core = self.__dict__.get("_core")
         if core is not None:

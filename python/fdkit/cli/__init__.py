@@ -74,7 +74,12 @@ def _run(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["copy"]:
-        argv = copy.spell_bare_reflink(argv)
+        # cp's command line, read as cp reads it (its own getopt, its messages, exit 1).
+        try:
+            return copy.main(argv[1:])
+        except KeyboardInterrupt:
+            print("fdkit: interrupted", file=sys.stderr)
+            return 130
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help()

@@ -1,4 +1,4 @@
-"""The command's log lines: on stderr, each with a timestamp, as many as ``-q``/``-v`` ask for.
+"""The command's log lines: on stderr, as many as ``-q``/``-v`` ask for, time-stamped with ``-v``.
 
 Every subcommand takes ``-q/--quiet`` and ``-v/--verbose`` (:func:`add_verbosity`) and gets its
 logger from :func:`setup`. Three kinds of lines, three places:
@@ -6,8 +6,9 @@ logger from :func:`setup`. Three kinds of lines, three places:
 * **output** (what the command is for: a table, the decoded messages, the proxy's start line
   and summary) goes to stdout, untouched by these flags unless a subcommand says otherwise;
 * **log lines** (notices while working, and with ``-v`` the details) go to stderr as
-  ``2025-01-31 12:00:00 fdkit copy: waiting for a reader on FIFO 'out'``: the time first, as
-  ``python -m http.server``, nginx and granian stamp theirs, so a long run can be read later;
+  ``fdkit copy: waiting for a reader on FIFO 'out'``; with ``-v`` every line has the time
+  first, ``2025-01-31 12:00:00 fdkit copy: ...``, as ``python -m http.server``, nginx and
+  granian stamp theirs, so a long run can be read later;
 * **errors** stay one plain line, ``fdkit copy: cannot open 'x': No such file or directory``,
   like every Unix tool's (``cp``, ``cat``), and are never silenced by ``-q``.
 
@@ -71,15 +72,17 @@ class _Stderr(logging.Handler):
 
 
 def setup(command: str, args: argparse.Namespace | None = None) -> logging.Logger:
-    """The logger of ``fdkit <command>``, writing time-stamped lines to stderr at the level of
-    ``args`` (see :func:`level`; INFO without ``args``). Calling it again replaces the handler,
-    so each run of the command sets its level afresh."""
+    """The logger of ``fdkit <command>``, writing lines to stderr at the level of ``args`` (see
+    :func:`level`; INFO without ``args``), time-stamped at ``-v``'s level. Calling it again
+    replaces the handler, so each run of the command sets its level afresh."""
     logger = logging.getLogger(f"fdkit.cli.{command}")
     handler = _Stderr()
-    handler.setFormatter(logging.Formatter(f"%(asctime)s fdkit {command}: %(message)s", DATEFMT))
+    at = level(args) if args is not None else logging.INFO
+    stamp = "%(asctime)s " if at <= logging.DEBUG else ""
+    handler.setFormatter(logging.Formatter(f"{stamp}fdkit {command}: %(message)s", DATEFMT))
     for old in list(logger.handlers):
         logger.removeHandler(old)
     logger.addHandler(handler)
     logger.propagate = False
-    logger.setLevel(level(args) if args is not None else logging.INFO)
+    logger.setLevel(at)
     return logger

@@ -34,6 +34,7 @@ from collections.abc import Callable
 from typing import Any
 
 from fdkit import __version__, fd, uring
+from fdkit._fdkit import ENGINE_NAMES
 from fdkit.cli import _log
 
 #: With ``-v``: each check, its result and how long it took.
@@ -288,7 +289,7 @@ def add_parser(sub: Any) -> None:
         "--require",
         action="append",
         choices=["io_uring"],
-        type=lambda v: "io_uring" if v == "uring" else v,
+        type=lambda v: ENGINE_NAMES.get(v, v),
         metavar="FEATURE",
         help="exit 1 (saying why on stderr) unless FEATURE works here; io_uring (alias uring): "
         "the probe's syscalls and fdkit.aio's io_uring engine (repeatable)",

@@ -7,12 +7,21 @@ splice(2) and never enter Python. The start line (stdout) names the real listeni
 cleanly, SIGINT even when the proxy was started with it ignored: the listener and every
 connection are closed, a summary line is printed on stdout, and the exit code is 0.
 
-socat's habits: ``9002`` or ``:9002`` listens on every IPv4 interface, as ``TCP-LISTEN:9002``
+socat's habits: socat's own address forms work (``TCP-LISTEN:9002,fork,reuseaddr``,
+``TCP:HOST:PORT``, ``UNIX-LISTEN:PATH``, ...: see ``_socat``), and its other address types are
+refused by name; ``9002`` or ``:9002`` listens on every IPv4 interface, as ``TCP-LISTEN:9002``
 does; an upstream host name is looked up again every ``--resolve-every`` seconds (5), as socat
 looks it up for every connection in its fork mode, so a name whose address changes (a
 Kubernetes Service, a DNS failover) is followed without a restart. The lookups run in a
 background thread: the connection loop never waits on DNS. A port that cannot be bound is one
 line, ``cannot listen on ADDRESS: REASON``, worded as ``fdkit serve`` words it, exit status 1.
+
+An UPSTREAM that is the proxy's own listening address (``fdkit proxy 8080 127.0.0.1:8080``)
+would make every connection open another, without end: it is refused at start, once the
+listening address is known (port 0 resolved), with exit status 2. See ``_self_loop``.
+
+``--record FILE`` writes both directions of connection ``n`` to ``FILE.<n>``, chunk by chunk
+with each chunk's direction and time: the format is in docs/cli.md, with a script that reads it.
 """
 
 from __future__ import annotations
@@ -29,9 +38,18 @@ from typing import Any
 from fdkit.cli import _log
 from fdkit.cli._args import positive
 from fdkit.cli._listen import LISTEN_HELP, cannot_listen, listen_address
+from fdkit.cli._self_loop import self_loop
+from fdkit.cli._socat import Address, spell
 from fdkit.types import ProxyStats
 
-ADDRESS_HELP = "HOST:PORT, [V6]:PORT, unix:/PATH or unix:@NAME (abstract)"
+ADDRESS_HELP = (
+    "HOST:PORT, [V6]:PORT, unix:/PATH or unix:@NAME (abstract), or socat's TCP:HOST:PORT, "
+    "TCP4:, TCP6:, UNIX-CONNECT:PATH, ABSTRACT-CONNECT:NAME"
+)
+SOCAT_LISTEN_HELP = (
+    "or socat's TCP-LISTEN:PORT[,fork,reuseaddr,bind=ADDR] (TCP-L, TCP4-LISTEN, TCP6-LISTEN), "
+    "UNIX-LISTEN:PATH (UNIX-L), ABSTRACT-LISTEN:NAME"
+)
 
 #: The default connection cap (the native default too).
 MAX_CONNECTIONS = 4096
@@ -83,6 +101,10 @@ def _host_name(upstream: str) -> str | None:
     return None
 
 
+class SelfLoop(ValueError):
+    """The upstream is the proxy's own listening address: the message says why."""
+
+
 def _summary(how: str, stats: ProxyStats | None) -> str:
     if stats is None:
         return f"fdkit proxy: stopped ({how}) before serving"
@@ -94,16 +116,34 @@ def _summary(how: str, stats: ProxyStats | None) -> str:
     )
 
 
+#: ``--connect-timeout``'s default, in seconds.
+CONNECT_TIMEOUT = "10"
+
+
+def _setting(value: str | None, flag: str, address: Address, option: str) -> tuple[str | None, str]:
+    """A setting given as ``flag`` or as socat's ``option=`` in ``address`` (one setting:
+    both is an error): its text, and the name an error about it uses."""
+    socat_value = getattr(address, option.replace("-", "_"))
+    if socat_value is None:
+        return value, flag
+    if value is not None:
+        raise ValueError(f'{flag} and {option}= in "{address.typed}" are the same setting')
+    return socat_value, f'{option}= in "{address.typed}"'
+
+
 def run(args: argparse.Namespace) -> int:
     from fdkit._fdkit import serve_proxy
 
     log = _log.setup("proxy", args)
     try:
-        listen = listen_address(args.listen)
+        listening = spell(args.listen, "LISTEN")
+        upstream = spell(args.upstream, "UPSTREAM")
+        listen = listen_address(listening.spec)
+        cap_text, cap_name = _setting(
+            args.max_connections, "--max-connections", listening, "max-children"
+        )
         max_connections = (
-            MAX_CONNECTIONS
-            if args.max_connections is None
-            else int(positive(args.max_connections, "--max-connections", int))
+            MAX_CONNECTIONS if cap_text is None else int(positive(cap_text, cap_name, int))
         )
         resolve_every = _resolve_every(args.resolve_every)
         idle = (
@@ -111,8 +151,16 @@ def run(args: argparse.Namespace) -> int:
             if args.idle_timeout is None
             else positive(args.idle_timeout, "--idle-timeout", float)
         )
-        connect = positive(args.connect_timeout, "--connect-timeout", float)
+        connect_text, connect_name = _setting(
+            args.connect_timeout, "--connect-timeout", upstream, "connect-timeout"
+        )
+        connect = positive(
+            CONNECT_TIMEOUT if connect_text is None else connect_text, connect_name, float
+        )
         pipe_size = None if args.pipe_size is None else _size(args.pipe_size)
+    except OSError as e:  # a TCP4:/TCP6: or bind= name with no address in its family
+        print(f"fdkit proxy: {e}", file=sys.stderr)
+        return 1
     except ValueError as e:
         print(f"fdkit proxy: {e}", file=sys.stderr)
         return 2
@@ -128,9 +176,19 @@ def run(args: argparse.Namespace) -> int:
         "none" if idle is None else f"{idle:g} s",
         f"{connect:g}",
         "64K grown to 1M" if pipe_size is None else f"of {pipe_size} bytes",
-        "" if args.record is None else f", recording to {args.record}.<n>",
+        "" if args.record is None else f", recording both directions to {args.record}.<n>",
     )
-    name = _host_name(args.upstream)
+    for address in (listening, upstream):
+        if address.keyword is not None:
+            log.debug("%s is %s", address.typed, address.spec)
+    if upstream.looked_up is not None:
+        log.debug(
+            "upstream name %s looked up once, at start, as %s (the address family asks for "
+            "it; TCP:HOST:PORT follows a name)",
+            upstream.looked_up,
+            upstream.spec,
+        )
+    name = _host_name(upstream.spec)
     if name is not None:
         log.debug(
             "upstream name %s looked up %s",
@@ -140,12 +198,18 @@ def run(args: argparse.Namespace) -> int:
 
     def on_notice(line: str) -> None:
         # The connection cap lowered to fit RLIMIT_NOFILE: a detail when it is the default
-        # (-v), worth saying when the user asked for that many with --max-connections.
-        log.log(logging.DEBUG if args.max_connections is None else logging.INFO, "%s", line)
+        # (-v), worth saying when the user asked for that many (--max-connections, max-children=).
+        log.log(logging.DEBUG if cap_text is None else logging.INFO, "%s", line)
 
-    def on_listen(listen: str, upstream: str) -> None:
+    def on_listen(listen: str, forwarding: str) -> None:
+        why = self_loop(listen, upstream.spec)
+        if why is not None:
+            raise SelfLoop(
+                f'UPSTREAM "{args.upstream}" is this proxy\'s own listening address: {why}, '
+                "so every connection would open another through the proxy, without end"
+            )
         print(
-            f"fdkit proxy: listening on {listen}, forwarding to {upstream} (pid {os.getpid()})",
+            f"fdkit proxy: listening on {listen}, forwarding to {forwarding} (pid {os.getpid()})",
             flush=True,
         )
 
@@ -160,7 +224,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         stats = serve_proxy(
             listen,
-            args.upstream,
+            upstream.spec,
             record=args.record,
             max_connections=max_connections,
             idle_timeout=idle,
@@ -176,6 +240,9 @@ def run(args: argparse.Namespace) -> int:
         stats, how = getattr(e, "proxy_stats", None), "SIGTERM"
     except KeyboardInterrupt as e:
         stats, how = getattr(e, "proxy_stats", None), "SIGINT"
+    except SelfLoop as e:
+        print(f"fdkit proxy: {e}", file=sys.stderr)
+        return 2
     except OSError as e:
         port_text = listen.rpartition(":")[2]
         port = int(port_text) if port_text.isdigit() and not listen.startswith("unix:") else None
@@ -205,25 +272,37 @@ def add_parser(sub: Any) -> None:
         + ADDRESS_HELP
         + "; LISTEN may also be a port alone, PORT or :PORT, which listens on every IPv4 "
         "interface (0.0.0.0), as socat's TCP-LISTEN:PORT does ([::]:PORT for IPv6 too). Port 0 "
-        "picks a free port, printed in the start line. An UPSTREAM host name is looked up "
+        "picks a free port, printed in the start line. socat's addresses work as socat reads "
+        "them: fdkit proxy TCP-LISTEN:8080,fork,reuseaddr TCP:backend:80 (fork and reuseaddr "
+        "are what the proxy always does; bind=, pf=, max-children= on LISTEN and "
+        "connect-timeout= on UPSTREAM are honoured); socat's other address types (EXEC:, "
+        "OPENSSL:, UDP:, STDIO, ...) and options are refused by name. An UPSTREAM that is the "
+        "proxy's own listening address is refused at start. An UPSTREAM host name is looked up "
         "again every --resolve-every seconds in the background, and new connections go to its "
         "latest address. One line per connection goes to stderr. SIGINT or SIGTERM stops it "
         "cleanly with a summary and exit code 0.",
     )
-    p.add_argument("listen", metavar="LISTEN", help="where clients connect: " + LISTEN_HELP)
+    p.add_argument(
+        "listen",
+        metavar="LISTEN",
+        help="where clients connect: " + LISTEN_HELP + ", " + SOCAT_LISTEN_HELP,
+    )
     p.add_argument(
         "upstream", metavar="UPSTREAM", help="where connections are forwarded: " + ADDRESS_HELP
     )
     p.add_argument(
         "--record",
         metavar="FILE",
-        help="write what each client received (upstream → client) to FILE.<n>, n from 1",
+        help="record both directions of connection n (from 1) to FILE.<n>: each chunk with "
+        "its direction (> client to upstream, < upstream to client) and time (the format is in "
+        "docs/cli.md)",
     )
     p.add_argument(
         "--max-connections",
         metavar="N",
         help="the most connections at once; more wait in the listen backlog (default 4096, "
-        "lowered to what RLIMIT_NOFILE allows: -v says so)",
+        "lowered to what RLIMIT_NOFILE allows: -v says so; socat's max-children= on LISTEN "
+        "says the same)",
     )
     p.add_argument(
         "--idle-timeout",
@@ -233,8 +312,8 @@ def add_parser(sub: Any) -> None:
     p.add_argument(
         "--connect-timeout",
         metavar="SECONDS",
-        default="10",
-        help="give up on an upstream connect after this long (default 10)",
+        help="give up on an upstream connect after this long (default 10; socat's "
+        "connect-timeout= on UPSTREAM says the same)",
     )
     p.add_argument(
         "--resolve-every",

@@ -75,6 +75,8 @@ def run(args: argparse.Namespace) -> int:
     workers = int(positive(args.workers, "--workers", int))
     idle = float(positive(args.idle_timeout, "--idle-timeout", float))
     max_connections = int(positive(args.max_connections, "--max-connections", int))
+    if not os.path.exists(directory):
+        raise ValueError(f"no such directory: {directory}")
     if not os.path.isdir(directory):
         raise ValueError(f"not a directory: {directory}")
     log = _log.setup("serve", args)

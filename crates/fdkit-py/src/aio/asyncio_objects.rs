@@ -9,10 +9,11 @@
 //! by calling the class, as asyncio does, at Python's speed.
 
 use super::attrs::Names;
+use super::gil_cell::GilCell;
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyDict, PyModule, PyString, PyTuple, PyType};
+use pyo3::types::{PyDict, PyInt, PyModule, PyString, PyTuple, PyType};
 use std::os::fd::RawFd;
 
 /// The slots of `Handle` and `TimerHandle` (CPython 3.11-3.13's `events.py`), by byte offset in
@@ -299,6 +300,13 @@ pub struct TransportClass {
     pub slots: Option<[isize; 7]>,
     /// Whether its instances' `__dict__` may answer first (see `attrs::dict_first_ok`).
     pub dict_ok: bool,
+    /// Whether an instance's own `max_size` (in its `__dict__`) is what `tr.max_size` reads
+    /// first: no class of the MRO makes `max_size` a data descriptor.
+    max_size_own_first: bool,
+    /// The class's `max_size` (an exact int, as a size) and the class's version tag when it
+    /// was read: CPython gives a class a new tag whenever an attribute of it or of a base
+    /// changes, so while the tag holds, so does the value.
+    max_size: GilCell<Option<(u32, usize)>>,
 }
 
 /// The transport attributes the hot paths read, by index into [`TransportClass::slots`].
@@ -329,7 +337,33 @@ impl TransportClass {
             cls: cls.clone().unbind(),
             slots: super::attrs::slot_offsets(cls, cls, order)?,
             dict_ok: super::attrs::dict_first_ok(cls, &names.all())?,
+            max_size_own_first: super::attrs::dict_first_ok(cls, &[&names.max_size])?,
+            max_size: GilCell::new(None),
         })
+    }
+
+    /// `cls.max_size` as a size, read again only when the class changed since the last read;
+    /// None when it is not an exact int (then `tr.max_size` is read the long way).
+    fn class_max_size(&self, py: Python<'_>, name: &Py<PyString>) -> PyResult<Option<usize>> {
+        let cls = self.cls.bind(py);
+        // SAFETY: reading the version tag of a live type object.
+        let tag = || unsafe { (*cls.as_type_ptr()).tp_version_tag };
+        let now = tag();
+        if let Some((t, size)) = self.max_size.with(py, |m| *m) {
+            if t != 0 && t == now {
+                return Ok(Some(size));
+            }
+        }
+        let value = cls.getattr(name.bind(py))?;
+        if !value.is_exact_instance_of::<PyInt>() {
+            return Ok(None);
+        }
+        let size: usize = value.extract()?;
+        // The lookup gave the class a tag if it had none (0: tags ran out, nothing is kept).
+        let t = tag();
+        self.max_size
+            .with(py, |m| *m = (t != 0).then_some((t, size)));
+        Ok(Some(size))
     }
 }
 
@@ -350,6 +384,34 @@ impl<'py> TransportAttrs<'py> {
             },
             _ => TransportAttrs::Dict(tr, None),
         }
+    }
+
+    /// `tr.max_size`, the most bytes one read asks for: the instance's own value, or the
+    /// class's as last read while the class is unchanged.
+    pub fn max_size(&self, o: &AsyncioObjects) -> PyResult<usize> {
+        let name = &o.names.max_size;
+        let (tr, dict) = match self {
+            TransportAttrs::Slots(tr, _) => (*tr, None),
+            TransportAttrs::Dict(tr, Some(d)) => (*tr, Some(d.clone())),
+            TransportAttrs::Dict(tr, None) => return tr.getattr(name.bind(tr.py()))?.extract(),
+        };
+        let py = tr.py();
+        match o.transport_class.get(py) {
+            Some(c) if c.max_size_own_first => {
+                let dict = dict.or_else(|| super::attrs::instance_dict(tr));
+                let own = match &dict {
+                    Some(d) => d.get_item(name.bind(py))?,
+                    None => None,
+                };
+                if own.is_none() {
+                    if let Some(size) = c.class_max_size(py, name)? {
+                        return Ok(size);
+                    }
+                }
+            }
+            _ => {}
+        }
+        tr.getattr(name.bind(py))?.extract()
     }
 
     /// `tr.<name>`, `which` naming the same attribute.

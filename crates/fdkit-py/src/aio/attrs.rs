@@ -56,6 +56,7 @@ names!(
     popleft,
     data_received,
     _run,
+    _run_once,
     _task_factory,
     name,
     context,
@@ -103,6 +104,27 @@ pub fn instance_dict<'py>(obj: &Bound<'py, PyAny>) -> Option<Bound<'py, PyDict>>
             .cast_into::<PyDict>()
             .ok()
     }
+}
+
+/// `dict.get(key)`, one C call: the value (None when `key` is missing), or the error of a
+/// key whose `__eq__` or `__hash__` raised.
+pub fn dict_get<'py>(
+    dict: &Bound<'py, PyDict>,
+    key: &Bound<'py, PyAny>,
+) -> PyResult<Option<Bound<'py, PyAny>>> {
+    let py = dict.py();
+    // SAFETY: PyDict_GetItemWithError returns a borrowed reference (taken here as a new one)
+    // or null, with an error set only when the lookup itself failed.
+    unsafe {
+        let v = ffi::PyDict_GetItemWithError(dict.as_ptr(), key.as_ptr());
+        if !v.is_null() {
+            return Ok(Some(Bound::from_borrowed_ptr(py, v)));
+        }
+        if !ffi::PyErr_Occurred().is_null() {
+            return Err(PyErr::fetch(py));
+        }
+    }
+    Ok(None)
 }
 
 /// `obj.name`, from `dict` (the object's `__dict__`, when [`dict_first_ok`] holds for its

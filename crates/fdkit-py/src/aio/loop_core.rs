@@ -19,6 +19,7 @@
 
 use super::asyncio_objects::{self as aio, objects, AsyncioObjects};
 use super::attrs;
+use super::gil_cell::GilCell;
 use super::reactor::PyReactor;
 use super::socket_transport;
 use crate::errors::os_error;
@@ -34,7 +35,6 @@ use pyo3::types::{PyDict, PyFloat, PyInt, PyList, PyString, PyTuple, PyType};
 use pyo3::{PyTraverseError, PyVisit};
 use rustix::event::epoll;
 use rustix::io::Errno;
-use std::cell::UnsafeCell;
 use std::os::fd::{BorrowedFd, RawFd};
 use std::time::Duration;
 
@@ -46,27 +46,6 @@ const MIN_CANCELLED_TIMER_HANDLES_FRACTION: f64 = 0.5;
 /// `selectors.EVENT_READ` and `selectors.EVENT_WRITE`.
 const EVENT_READ: u32 = 1;
 const EVENT_WRITE: u32 = 2;
-
-/// State only the loop's own calls touch, each in a scope that calls no Python.
-pub(super) struct GilCell<T>(UnsafeCell<T>);
-
-// SAFETY: the module is not free-threaded (`gil_used` stays true), every access is made with
-// the GIL held (a `Python` token is required), and no access spans a call into Python (which
-// could release the GIL or re-enter): two accesses never overlap.
-unsafe impl<T: Send> Sync for GilCell<T> {}
-
-impl<T> GilCell<T> {
-    pub(super) fn new(v: T) -> Self {
-        GilCell(UnsafeCell::new(v))
-    }
-
-    /// Runs `f` on the state. `f` must not call Python (nor drop a Python object: a finalizer
-    /// is Python).
-    pub(super) fn with<R>(&self, _py: Python<'_>, f: impl FnOnce(&mut T) -> R) -> R {
-        // SAFETY: see the `Sync` impl: the GIL is held and `f` does not re-enter.
-        f(unsafe { &mut *self.0.get() })
-    }
-}
 
 pub(super) struct State {
     timers: TimerHeap<Py<PyAny>>,
@@ -94,6 +73,8 @@ pub(super) struct State {
 struct Sealed {
     loop_dict_len: usize,
     time: Py<PyAny>,
+    /// The loop's `_run_once` (this core's `run_once`, bound), None when it had another.
+    run_once: Option<Py<PyAny>>,
     selector: Py<PyAny>,
     selector_dict_len: usize,
 }
@@ -129,6 +110,9 @@ struct Support {
     transport_type: Py<PyAny>,
     /// `read_error(transport, exc, in_recv)`: asyncio's handling of a read path's exception.
     pub(super) read_error: Py<PyAny>,
+    /// The code of asyncio's `BaseEventLoop.run_forever`, whose loop calls `_run_once` until
+    /// `_stopping` is set (None when it is not a Python function).
+    run_forever_code: Option<Py<PyAny>>,
 }
 
 /// The native iteration of one event loop. Private to `fdkit.aio`.
@@ -684,6 +668,175 @@ impl LoopCore {
         set_scheduled(o, &timer, true)?;
         Ok(timer)
     }
+
+    /// One iteration of asyncio's `_run_once`.
+    fn iteration(&self, py: Python<'_>) -> PyResult<()> {
+        let o = objects(py)?;
+        let lp = self.loop_.bind(py);
+        self.clean_timers(py, o)?;
+
+        let replaced = self.replaced(py, lp)?;
+        let ready = self.loop_slot(lp, 0, &o.names._ready)?;
+        let head = self.state.with(py, |s| s.timers.peek().map(|(w, _)| *w));
+        let timeout = if ready.len()? > 0 || truthy(&self.loop_slot(lp, 1, &o.names._stopping)?)? {
+            Some(0.0)
+        } else if let Some(when) = head {
+            Some((when - self.now(lp, replaced)?).clamp(0.0, MAXIMUM_SELECT_TIMEOUT))
+        } else {
+            None
+        };
+
+        // A closed loop's selector is gone (asyncio's close() sets it to None), and with it the
+        // epoll fd this core would wait on: fail as asyncio's `self._selector.select` fails.
+        let selector = self.loop_slot(lp, 3, &o.names._selector)?;
+        if selector.is_none() {
+            return Err(PyAttributeError::new_err(
+                "'NoneType' object has no attribute 'select'",
+            ));
+        }
+        if replaced.select || replaced.process_events {
+            // A program replaced the selector, its select() or a method _process_events calls:
+            // asyncio's steps, each looked up on the instance.
+            let events = if replaced.select {
+                selector.call_method1(o.names.select.bind(py), (timeout,))?
+            } else {
+                let n = match &self.ring {
+                    Some(ring) => self.ring_wait(py, ring, timeout)?,
+                    None => self.epoll_wait(py, timeout)?,
+                };
+                self.event_list(py, n)?.into_any()
+            };
+            lp.call_method1(o.names._process_events.bind(py), (events,))?;
+        } else {
+            let n = match &self.ring {
+                Some(ring) => self.ring_wait(py, ring, timeout)?,
+                None => self.epoll_wait(py, timeout)?,
+            };
+            self.process_events(py, lp, &ready, n)?;
+        }
+
+        // 'later' callbacks that are due.
+        let now = self.now(lp, replaced)?;
+        let end_time = now
+            + if self.end_time_ulp {
+                self.clock_resolution.max(ulp(now))
+            } else {
+                self.clock_resolution
+            };
+        let (append, popleft) = self.ready_methods(&ready)?;
+        loop {
+            let due = self.state.with(py, |s| match s.timers.peek() {
+                Some((w, _)) if *w < end_time => s.timers.pop().map(|(_, h)| h),
+                _ => None,
+            });
+            let Some(h) = due else { break };
+            let h = h.into_bound(py);
+            set_scheduled(o, &h, false)?;
+            append.call1((&h,))?;
+        }
+
+        // This is the only place where callbacks are called; those they schedule run at the
+        // next iteration.
+        let ntodo = ready.len()?;
+        if ntodo == 0 {
+            return Ok(());
+        }
+        let handle_type = o.handle_type.bind(py);
+        let timer_type = o.timer_type.bind(py);
+        let run_name = o.names._run.bind(py);
+        // Whether `_run` was patched: looked up again only when either class changed since
+        // the last look (a class's version tag changes with any of its attributes).
+        // SAFETY: reading the version tags of two live type objects.
+        let tags = unsafe {
+            (
+                (*handle_type.as_type_ptr()).tp_version_tag,
+                (*timer_type.as_type_ptr()).tp_version_tag,
+            )
+        };
+        let known = self.state.with(py, |s| {
+            s.run_patched
+                .filter(|(t, _)| t.0 != 0 && t.1 != 0 && *t == tags)
+        });
+        let patched = match (known, &o.handle_run) {
+            (Some((_, p)), _) => p,
+            (None, None) => true,
+            (None, Some(own)) => {
+                let p = !handle_type.getattr(run_name)?.is(own.bind(py))
+                    || !timer_type.getattr(run_name)?.is(own.bind(py));
+                // SAFETY: as above; the lookups gave both classes a tag if they had none.
+                let tags = unsafe {
+                    (
+                        (*handle_type.as_type_ptr()).tp_version_tag,
+                        (*timer_type.as_type_ptr()).tp_version_tag,
+                    )
+                };
+                self.state.with(py, |s| s.run_patched = Some((tags, p)));
+                p
+            }
+        };
+        for _ in 0..ntodo {
+            let h = popleft.call0()?;
+            if is_cancelled(o, &h)? {
+                continue;
+            }
+            if truthy(&self.loop_slot(lp, 2, &o.names._debug)?)? {
+                self.support.run_debug.bind(py).call1((lp, &h))?;
+            } else if patched {
+                h.call_method0(run_name)?;
+            } else {
+                self.run_handle(py, o, &h)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether `run_once` runs another iteration before it returns: it was called by asyncio's
+    /// `run_forever` (whose loop does nothing between iterations but read `_stopping`), the
+    /// loop is not stopping, and `_run_once` is still this core's (a program may replace it
+    /// from a callback; `run_forever` then calls the replacement). Anything else, a test's own
+    /// call of `loop._run_once()` included, gets exactly one iteration. Pending signal handlers
+    /// run here as Python runs them between the calls of `run_forever`'s loop.
+    fn goes_on(&self, py: Python<'_>) -> PyResult<bool> {
+        let o = objects(py)?;
+        let lp = self.loop_.bind(py);
+        if truthy(&self.loop_slot(lp, 1, &o.names._stopping)?)? {
+            return Ok(false);
+        }
+        let Some(code) = &self.support.run_forever_code else {
+            return Ok(false);
+        };
+        // SAFETY: PyEval_GetFrame returns the calling Python frame, borrowed (null when none);
+        // PyFrame_GetCode returns a new reference to its code, released here.
+        let called_by_run_forever = unsafe {
+            let frame = ffi::PyEval_GetFrame();
+            !frame.is_null() && {
+                let c = ffi::PyFrame_GetCode(frame).cast::<ffi::PyObject>();
+                let same = c == code.as_ptr();
+                ffi::Py_DECREF(c);
+                same
+            }
+        };
+        if !called_by_run_forever {
+            return Ok(false);
+        }
+        let ours = self.state.with(py, |s| {
+            s.sealed
+                .as_ref()
+                .and_then(|z| z.run_once.as_ref().map(|m| m.as_ptr()))
+        });
+        let Some(ours) = ours else {
+            return Ok(false);
+        };
+        let Some(ld) = attrs::instance_dict(lp) else {
+            return Ok(false);
+        };
+        match attrs::dict_get(&ld, o.names._run_once.bind(py).as_any())? {
+            Some(m) if m.as_ptr() == ours => {}
+            _ => return Ok(false),
+        }
+        py.check_signals()?;
+        Ok(true)
+    }
 }
 
 #[pymethods]
@@ -731,6 +884,11 @@ impl LoopCore {
                 create_task: base.getattr("create_task")?.unbind(),
                 transport_type: support.getattr("SocketTransport")?.unbind(),
                 read_error: support.getattr("read_error")?.unbind(),
+                run_forever_code: base
+                    .getattr("run_forever")?
+                    .getattr("__code__")
+                    .ok()
+                    .map(Bound::unbind),
             },
             epfd,
             fd_to_key,
@@ -953,23 +1111,37 @@ impl LoopCore {
     }
 
     /// Notes the loop as it is once its native methods are in place (see `Sealed`).
-    fn seal(&self, py: Python<'_>) -> PyResult<()> {
+    fn seal(slf: &Bound<'_, Self>) -> PyResult<()> {
+        let py = slf.py();
+        let this = slf.get();
         let o = objects(py)?;
-        let lp = self.loop_.bind(py);
+        let lp = this.loop_.bind(py);
         let ld = attrs::instance_dict(lp)
             .ok_or_else(|| PyTypeError::new_err("an fdkit loop has a __dict__"))?;
         let time = ld
             .get_item(o.names.time.bind(py))?
             .unwrap_or_else(|| py.None().into_bound(py));
-        let selector = self.loop_slot(lp, 3, &o.names._selector)?;
+        let selector = this.loop_slot(lp, 3, &o.names._selector)?;
         let selector_dict_len = attrs::instance_dict(&selector).map_or(usize::MAX, |d| d.len());
+        // `_run_once` is this core's when install() put it there: a built-in method whose
+        // `__self__` is the core.
+        let mut run_once = None;
+        if let Some(m) = ld.get_item(o.names._run_once.bind(py))? {
+            let ours = m.getattr(intern!(py, "__self__")).is_ok_and(|s| s.is(slf))
+                && m.getattr(intern!(py, "__name__"))
+                    .is_ok_and(|n| n.eq("run_once").unwrap_or(false));
+            if ours {
+                run_once = Some(m);
+            }
+        }
         let sealed = Sealed {
             loop_dict_len: ld.len(),
             time: time.unbind(),
+            run_once: run_once.map(Bound::unbind),
             selector: selector.unbind(),
             selector_dict_len,
         };
-        let old = self.state.with(py, |s| s.sealed.replace(sealed));
+        let old = this.state.with(py, |s| s.sealed.replace(sealed));
         Self::release(py, old);
         Ok(())
     }
@@ -985,125 +1157,15 @@ impl LoopCore {
         self.state.with(py, |s| s.cancelled = value);
     }
 
-    /// asyncio's `BaseEventLoop._run_once`: one full iteration.
+    /// asyncio's `BaseEventLoop._run_once`: one full iteration; called by asyncio's
+    /// `run_forever`, the iterations until `_stopping` is set (see `goes_on`).
     fn run_once(&self, py: Python<'_>) -> PyResult<()> {
-        let o = objects(py)?;
-        let lp = self.loop_.bind(py);
-        self.clean_timers(py, o)?;
-
-        let replaced = self.replaced(py, lp)?;
-        let ready = self.loop_slot(lp, 0, &o.names._ready)?;
-        let head = self.state.with(py, |s| s.timers.peek().map(|(w, _)| *w));
-        let timeout = if ready.len()? > 0 || truthy(&self.loop_slot(lp, 1, &o.names._stopping)?)? {
-            Some(0.0)
-        } else if let Some(when) = head {
-            Some((when - self.now(lp, replaced)?).clamp(0.0, MAXIMUM_SELECT_TIMEOUT))
-        } else {
-            None
-        };
-
-        // A closed loop's selector is gone (asyncio's close() sets it to None), and with it the
-        // epoll fd this core would wait on: fail as asyncio's `self._selector.select` fails.
-        let selector = self.loop_slot(lp, 3, &o.names._selector)?;
-        if selector.is_none() {
-            return Err(PyAttributeError::new_err(
-                "'NoneType' object has no attribute 'select'",
-            ));
-        }
-        if replaced.select || replaced.process_events {
-            // A program replaced the selector, its select() or a method _process_events calls:
-            // asyncio's steps, each looked up on the instance.
-            let events = if replaced.select {
-                selector.call_method1(o.names.select.bind(py), (timeout,))?
-            } else {
-                let n = match &self.ring {
-                    Some(ring) => self.ring_wait(py, ring, timeout)?,
-                    None => self.epoll_wait(py, timeout)?,
-                };
-                self.event_list(py, n)?.into_any()
-            };
-            lp.call_method1(o.names._process_events.bind(py), (events,))?;
-        } else {
-            let n = match &self.ring {
-                Some(ring) => self.ring_wait(py, ring, timeout)?,
-                None => self.epoll_wait(py, timeout)?,
-            };
-            self.process_events(py, lp, &ready, n)?;
-        }
-
-        // 'later' callbacks that are due.
-        let now = self.now(lp, replaced)?;
-        let end_time = now
-            + if self.end_time_ulp {
-                self.clock_resolution.max(ulp(now))
-            } else {
-                self.clock_resolution
-            };
-        let (append, popleft) = self.ready_methods(&ready)?;
         loop {
-            let due = self.state.with(py, |s| match s.timers.peek() {
-                Some((w, _)) if *w < end_time => s.timers.pop().map(|(_, h)| h),
-                _ => None,
-            });
-            let Some(h) = due else { break };
-            let h = h.into_bound(py);
-            set_scheduled(o, &h, false)?;
-            append.call1((&h,))?;
-        }
-
-        // This is the only place where callbacks are called; those they schedule run at the
-        // next iteration.
-        let ntodo = ready.len()?;
-        if ntodo == 0 {
-            return Ok(());
-        }
-        let handle_type = o.handle_type.bind(py);
-        let timer_type = o.timer_type.bind(py);
-        let run_name = o.names._run.bind(py);
-        // Whether `_run` was patched: looked up again only when either class changed since
-        // the last look (a class's version tag changes with any of its attributes).
-        // SAFETY: reading the version tags of two live type objects.
-        let tags = unsafe {
-            (
-                (*handle_type.as_type_ptr()).tp_version_tag,
-                (*timer_type.as_type_ptr()).tp_version_tag,
-            )
-        };
-        let known = self.state.with(py, |s| {
-            s.run_patched
-                .filter(|(t, _)| t.0 != 0 && t.1 != 0 && *t == tags)
-        });
-        let patched = match (known, &o.handle_run) {
-            (Some((_, p)), _) => p,
-            (None, None) => true,
-            (None, Some(own)) => {
-                let p = !handle_type.getattr(run_name)?.is(own.bind(py))
-                    || !timer_type.getattr(run_name)?.is(own.bind(py));
-                // SAFETY: as above; the lookups gave both classes a tag if they had none.
-                let tags = unsafe {
-                    (
-                        (*handle_type.as_type_ptr()).tp_version_tag,
-                        (*timer_type.as_type_ptr()).tp_version_tag,
-                    )
-                };
-                self.state.with(py, |s| s.run_patched = Some((tags, p)));
-                p
-            }
-        };
-        for _ in 0..ntodo {
-            let h = popleft.call0()?;
-            if is_cancelled(o, &h)? {
-                continue;
-            }
-            if truthy(&self.loop_slot(lp, 2, &o.names._debug)?)? {
-                self.support.run_debug.bind(py).call1((lp, &h))?;
-            } else if patched {
-                h.call_method0(run_name)?;
-            } else {
-                self.run_handle(py, o, &h)?;
+            self.iteration(py)?;
+            if !self.goes_on(py)? {
+                return Ok(());
             }
         }
-        Ok(())
     }
 
     /// Takes every timer out (asyncio's `close()` clears its list).
@@ -1139,6 +1201,9 @@ impl LoopCore {
         if let Some(z) = &st.sealed {
             visit.call(&z.time)?;
             visit.call(&z.selector)?;
+            if let Some(m) = &z.run_once {
+                visit.call(m)?;
+            }
         }
         if let Some((r, a, p)) = &st.ready_methods {
             visit.call(r)?;

@@ -4,10 +4,11 @@
 
 mod asyncio_objects;
 mod attrs;
+mod gil_cell;
 mod loop_core;
 mod reactor;
 mod socket_transport;
 
 pub use loop_core::LoopCore;
-pub use reactor::PyReactor;
+pub use reactor::{defaults_dict as reactor_defaults_dict, PyReactor};
 pub use socket_transport::install_write;

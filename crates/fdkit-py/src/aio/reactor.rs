@@ -16,6 +16,7 @@ use crate::gil::without_gil;
 use fdkit::aio::{Reactor, ReactorOptions};
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
+use pyo3::types::PyDict;
 use std::os::fd::{BorrowedFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
 use std::sync::{Mutex, MutexGuard, TryLockError};
@@ -122,6 +123,14 @@ fn release(py: Python<'_>, reactor: Option<Reactor>) {
     }
 }
 
+/// The core's [`ReactorOptions::DEFAULT`] as the dict `_fdkit.REACTOR_DEFAULTS`, keyed by
+/// argument name.
+pub fn defaults_dict(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("entries", ReactorOptions::DEFAULT.entries)?;
+    Ok(d)
+}
+
 fn forked_error() -> PyErr {
     PyRuntimeError::new_err(
         "this event loop belongs to the parent process (it was forked): \
@@ -135,7 +144,12 @@ impl PyReactor {
     /// submitted and reaped): `OSError` with the kernel's errno (`ENOSYS`, `EPERM`) where
     /// io_uring is missing or denied. See io_uring_setup(2).
     #[new]
-    #[pyo3(signature = (*, entries = 8))]
+    #[pyo3(
+        signature = (*, entries = ReactorOptions::DEFAULT.entries),
+        // A literal (PyO3 takes no constants here) that tests/test_aio_reactor_defaults.py
+        // holds to `REACTOR_DEFAULTS`.
+        text_signature = "(*, entries=8)"
+    )]
     fn new(entries: u32) -> PyResult<Self> {
         let r = Reactor::new(ReactorOptions { entries }).map_err(core_error)?;
         Ok(PyReactor {

@@ -13,9 +13,9 @@
 
 use super::asyncio_objects::AsyncioObjects;
 use super::asyncio_objects::{TransportAttr as A, TransportAttrs, TransportClass};
-use super::attrs::attr;
+use super::gil_cell::GilCell;
+use super::loop_core::State;
 use super::loop_core::{passes_through, truthy};
-use super::loop_core::{GilCell, State};
 use crate::errors::os_error;
 use pyo3::exceptions::PyValueError;
 use pyo3::ffi;
@@ -96,7 +96,7 @@ pub(super) fn read_ready(
             .call_method0(intern!(py, "_read_ready__data_received"))
             .map(drop);
     };
-    let max: usize = attr(tr, None, &n.max_size)?.extract()?;
+    let max = t.max_size(o)?;
     let mut buf = state.with(py, |s| std::mem::take(&mut s.recv_buf));
     if buf.len() < max {
         buf.resize(max, 0);

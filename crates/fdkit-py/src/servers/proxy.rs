@@ -30,9 +30,11 @@ const MAX_PIPE_SIZE: u64 = 1 << 30;
 /// `"unix:@NAME"` (abstract). Host names are resolved here, before listening (one that does
 /// not resolve fails at once); an upstream host name is resolved again every `resolve_every`
 /// seconds while serving, in a background thread, and new connections go to the first address
-/// of the latest answer (`None`: resolved once). `record="FILE"` writes what each client
-/// received to `FILE.<n>`. `on_listen(listen_addr, upstream_addr)` is called once the socket
-/// listens, with the real address (port 0 replaced by the port the kernel chose).
+/// of the latest answer (`None`: resolved once). `record="FILE"` writes both directions of
+/// connection `n` to `FILE.<n>`, each chunk with its direction and time (the format of
+/// `fdkit proxy --record`, in docs/cli.md). `on_listen(listen_addr, upstream_addr)` is called
+/// once the socket listens, with the real address (port 0 replaced by the port the kernel
+/// chose); an exception it raises stops the proxy before it serves, and is raised again.
 /// `pipe_size` asks for relay pipes of that many bytes (the kernel rounds up to a power-of-two
 /// number of pages; a refusal keeps its default of 64 KiB). `on_notice(line)` gets the notice
 /// about a connection cap lowered to fit `RLIMIT_NOFILE`, before serving (without it, the

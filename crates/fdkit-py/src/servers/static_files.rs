@@ -5,7 +5,9 @@
 use super::run::run_server;
 use crate::args::{i64_arg, port_arg, PathArg, Seconds};
 use crate::errors::{io_error, io_error_named, os_error};
-use fdkit::servers::static_files::{EngineChoice, ServeConfig, ServeStats, StaticServer};
+use fdkit::servers::static_files::{
+    EngineChoice, ServeConfig, ServeStats, StaticServer, ENGINE_NAMES,
+};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -55,6 +57,17 @@ pub fn defaults_dict(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     d.set_item("quiet", QUIET)?;
     d.set_item("listing", LISTING)?;
     d.set_item("access_log", ACCESS_LOG)?;
+    Ok(d)
+}
+
+/// The core's [`ENGINE_NAMES`] as the dict `_fdkit.ENGINE_NAMES`: every spelling of an engine
+/// and the engine's name (`{"io_uring": "io_uring", "uring": "io_uring", "epoll": "epoll"}`),
+/// for `fdkit.aio`, `fdkit serve` and `fdkit doctor`.
+pub fn engine_names_dict(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
+    let d = PyDict::new(py);
+    for &(name, engine) in ENGINE_NAMES {
+        d.set_item(name, engine.name())?;
+    }
     Ok(d)
 }
 
@@ -115,16 +128,13 @@ pub fn serve_static<'py>(
             "max_connections must be 1..={MAX_CONNECTIONS}, got {max_connections}"
         )));
     }
-    let engine = match engine {
-        "auto" => EngineChoice::Auto,
-        "uring" | "io_uring" => EngineChoice::Uring,
-        "epoll" => EngineChoice::Epoll,
-        other => {
-            return Err(PyValueError::new_err(format!(
-                "engine must be 'auto', 'uring' or 'epoll', got {other:?}"
-            )))
-        }
-    };
+    let engine = EngineChoice::from_name(engine).ok_or_else(|| {
+        let names: Vec<String> = ENGINE_NAMES.iter().map(|(n, _)| format!("'{n}'")).collect();
+        PyValueError::new_err(format!(
+            "engine must be 'auto', {}, got {engine:?}",
+            names.join(", ")
+        ))
+    })?;
     let idle = idle_timeout;
     if let Some(cb) = on_listen {
         if !cb.is_callable() {

@@ -1,4 +1,5 @@
-//! The io_uring probe for Python: `fdkit.uring.probe()` and `fdkit doctor` read it.
+//! The io_uring probe for Python: `fdkit.uring.probe()` and `fdkit doctor` read it; and the
+//! kernel floor of the io_uring engines, which `fdkit.aio` reads.
 
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -19,4 +20,13 @@ pub fn uring_probe(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     d.set_item("defer_taskrun", a.defer_taskrun)?;
     d.set_item("skip_success", a.skip_success)?;
     Ok(d)
+}
+
+/// `uring_kernel_check(what)`: None when this kernel is at least the one fdkit's io_uring
+/// engines need (the core's `MIN_KERNEL`, Linux 6.0), else why `what` cannot run here
+/// (`"{what} needs Linux 6.0; this kernel is {release}"`). `fdkit.aio` asks it before setting
+/// its reactor up; the static server asks the same in Rust. See uname(2).
+#[pyfunction]
+pub fn uring_kernel_check(what: &str) -> Option<String> {
+    fdkit::uring::KernelVersion::running().check_min(what).err()
 }

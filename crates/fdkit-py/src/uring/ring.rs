@@ -6,22 +6,19 @@
 //! (a `try_lock` first, which never blocks); waits run with the GIL released in bounded
 //! slices, with Python's signal handlers run and the closing flag checked in between.
 
-use super::args::{self, send_data, user_data_arg};
+use super::args::{send_data, user_data_arg};
 use super::completion::PyCompletion;
-use crate::args::{i32_arg, u16_arg, u32_arg, Count, Fd, PathArg, Seconds};
+use super::op_args::{kinds, Ctx, OpArg, Queued};
+use crate::args::{u16_arg, u32_arg, Count, Seconds};
 use crate::closable::{closed_error, Closable, Release, Use};
 use crate::errors::core_error;
 use crate::gil::without_gil;
 use fdkit::fd::Errno;
-use fdkit::uring::{Ring, RingOptions, SqeFlags, Target};
+use fdkit::uring::{Ring, RingOptions, SqeFlags};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
-use rustix::event::PollFlags;
-use rustix::net::SocketType;
-use rustix::net::{AddressFamily, Protocol, RecvFlags, SendFlags, Shutdown, SocketFlags};
-use rustix::pipe::SpliceFlags;
-use std::os::fd::{FromRawFd, IntoRawFd, OwnedFd};
+use pyo3::types::{PyDict, PyList, PyTuple};
+use std::borrow::Cow;
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError, TryLockError};
 use std::time::Instant;
@@ -86,39 +83,26 @@ impl PyRing {
         self.inner.enter(py).ok_or_else(closed_ring)
     }
 
-    /// Runs `f` on the open ring: with the GIL held when the mutex is free, else with the GIL
-    /// released while waiting for it (a `wait()` holds it for one slice at most).
+    /// Runs `f` on the open ring. [`Gil::Keep`]: with the GIL held when the mutex is free,
+    /// else released while waiting for it (a `wait()` holds it for one slice at most);
+    /// [`Gil::Release`]: with the GIL released (calls that enter the kernel and may wait).
     fn with_ring<T: Send>(
         &self,
         py: Python<'_>,
+        gil: Gil,
         f: impl FnOnce(&mut Ring) -> PyResult<T> + Send,
     ) -> PyResult<T> {
         let cell = self.enter(py)?;
         let cell: &RingCell = &cell;
-        let run = |mut guard: MutexGuard<'_, Option<Ring>>| match guard.as_mut() {
-            Some(ring) => f(ring),
-            None => Err(closed_ring()),
-        };
-        let result = match cell.ring.try_lock() {
-            Ok(guard) => run(guard),
-            Err(TryLockError::Poisoned(p)) => run(p.into_inner()),
-            Err(TryLockError::WouldBlock) => py.detach(|| run(cell.lock())),
+        let result = match (gil, cell.ring.try_lock()) {
+            (Gil::Keep, Ok(guard)) => on_open(guard, f),
+            (Gil::Keep, Err(TryLockError::Poisoned(p))) => on_open(p.into_inner(), f),
+            (_, held) => {
+                drop(held);
+                py.detach(|| on_open(cell.lock(), f))
+            }
         };
         result
-    }
-
-    /// Runs `f` with the GIL released (for calls that enter the kernel and may wait).
-    fn detached<T: Send>(
-        &self,
-        py: Python<'_>,
-        f: impl FnOnce(&mut Ring) -> PyResult<T> + Send,
-    ) -> PyResult<T> {
-        let cell = self.enter(py)?;
-        let cell: &RingCell = &cell;
-        py.detach(|| match cell.lock().as_mut() {
-            Some(ring) => f(ring),
-            None => Err(closed_ring()),
-        })
     }
 
     /// Queues one op with the SQE flags the keywords `sqe` ask for.
@@ -138,7 +122,27 @@ impl PyRing {
         py: Python<'_>,
         f: impl FnOnce(&mut Ring) -> fdkit::error::Result<()> + Send,
     ) -> PyResult<()> {
-        self.with_ring(py, |ring| f(ring).map_err(core_error))
+        self.with_ring(py, Gil::Keep, |ring| f(ring).map_err(core_error))
+    }
+}
+
+/// Whether a call on the ring keeps the GIL ([`PyRing::with_ring`]).
+#[derive(Clone, Copy)]
+enum Gil {
+    /// Never blocks in the kernel: queueing, reading a registered buffer.
+    Keep,
+    /// May enter the kernel and wait: submitting, registering.
+    Release,
+}
+
+/// Runs `f` on the ring `guard` holds, or the closed error once it was torn down.
+fn on_open<T>(
+    mut guard: MutexGuard<'_, Option<Ring>>,
+    f: impl FnOnce(&mut Ring) -> PyResult<T>,
+) -> PyResult<T> {
+    match guard.as_mut() {
+        Some(ring) => f(ring),
+        None => Err(closed_ring()),
     }
 }
 
@@ -146,9 +150,9 @@ impl PyRing {
 /// list of their names (the stub's is `fdkit.types.SqeFlags`). `async_` is `IOSQE_ASYNC`,
 /// `skip_success` `IOSQE_CQE_SKIP_SUCCESS`.
 const SQE_KEYWORDS: [(&str, SqeFlags); 5] = [
-    ("link", SqeFlags::LINK),
-    ("hardlink", SqeFlags::HARDLINK),
-    ("drain", SqeFlags::DRAIN),
+    ("link", SqeFlags::IO_LINK),
+    ("hardlink", SqeFlags::IO_HARDLINK),
+    ("drain", SqeFlags::IO_DRAIN),
     ("async_", SqeFlags::ASYNC),
     ("skip_success", SqeFlags::SKIP_SUCCESS),
 ];
@@ -180,18 +184,65 @@ fn sqe_flags(sqe: Option<&Bound<'_, PyDict>>) -> PyResult<SqeFlags> {
     Ok(flags)
 }
 
-/// An op's fd: with `fixed`, an index into the registered files.
-fn tgt(fd: Fd, fixed: bool) -> Target<'static> {
-    if fixed {
-        Target::Fixed(fd.0 as u32)
-    } else {
-        Target::Fd(fd.borrow())
-    }
+/// Writes `Ring`'s `#[pymethods]` from the core's op table (`fdkit::ring_ops!`): the methods
+/// in the braces as they are, then one method per row. A row's arguments become the
+/// positional parameters (then `user_data`), its defaulted ones keyword-only parameters with
+/// the table's defaults, then `fixed=False` where the row says `[fixed]` and the SQE flags
+/// (`**sqe`). Each argument is read as its kind says (`op_args`), and the op is queued by the
+/// core's method of the same name.
+macro_rules! py_ring_methods {
+    ({ $($methods:tt)* } [$ring:ident, $user_data:ident] $(
+        $name:ident [$(#[$doc:meta])*] ($($arg:ident $kind:ident)*)
+        ($(* $($kw:ident $kw_kind:ident $default:tt)*)?) ($($fixed:ident)?) ($($ret:ty)?) $body:block
+    )*) => {
+        #[pymethods]
+        #[allow(clippy::too_many_arguments)]
+        impl PyRing {
+            $($methods)*
+
+            $(
+                $(#[$doc])*
+                #[pyo3(signature = (
+                    $($arg,)* user_data $(, * $(, $kw = $default)*)? $(, $fixed = false)?, **sqe
+                ))]
+                fn $name(
+                    &self,
+                    py: Python<'_>,
+                    $(
+                        #[pyo3(from_py_with = <kinds::$kind as OpArg>::extract)]
+                        $arg: <kinds::$kind as OpArg>::Py,
+                    )*
+                    #[pyo3(from_py_with = user_data_arg)] user_data: u64,
+                    $($(
+                        #[pyo3(from_py_with = <kinds::$kw_kind as OpArg>::extract)]
+                        $kw: <kinds::$kw_kind as OpArg>::Py,
+                    )*)?
+                    $($fixed: bool,)?
+                    sqe: Option<&Bound<'_, PyDict>>,
+                ) -> PyResult<()> {
+                    #[allow(unused_variables)] // an op without arguments reads none
+                    let ctx = Ctx {
+                        py,
+                        fd: None $(.or(<kinds::$kind as OpArg>::fd(&$arg)))*,
+                        fixed: false $(|| $fixed)?,
+                    };
+                    $(let $arg = <kinds::$kind as OpArg>::core($arg, &ctx)?;)*
+                    $($(let $kw = <kinds::$kw_kind as OpArg>::core($kw, &ctx)?;)*)?
+                    self.queue_with(py, sqe, move |r| {
+                        r.$name(
+                            $(<kinds::$kind as OpArg>::arg($arg),)*
+                            $($(<kinds::$kw_kind as OpArg>::arg($kw),)*)?
+                            user_data,
+                        )
+                        .queued()
+                    })
+                }
+            )*
+        }
+    };
 }
 
-#[pymethods]
-#[allow(clippy::too_many_arguments)]
-impl PyRing {
+fdkit::ring_ops!(py_ring_methods, {
     /// `Ring(entries=256, *, defer_taskrun=None, cq_entries=None)`: io_uring_setup(2) with
     /// `entries` submission entries (1..=32768) and `cq_entries` completion entries (default
     /// twice as many). `defer_taskrun`: True requires `SINGLE_ISSUER|DEFER_TASKRUN`, False
@@ -230,123 +281,6 @@ impl PyRing {
         })
     }
 
-    /// `nop(user_data)`: completes with result 0. io_uring_prep_nop(3).
-    #[pyo3(signature = (user_data, **sqe))]
-    fn nop(
-        &self,
-        py: Python<'_>,
-        #[pyo3(from_py_with = user_data_arg)] user_data: u64,
-        sqe: Option<&Bound<'_, PyDict>>,
-    ) -> PyResult<()> {
-        self.queue_with(py, sqe, |r| r.nop(user_data))
-    }
-
-    /// `socket(family, type, user_data, *, proto=0)`: a new socket (close-on-exec; `type` may
-    /// include `SOCK_NONBLOCK`); its fd is the completion's `result`, yours to close.
-    /// io_uring_prep_socket(3).
-    #[pyo3(signature = (family, r#type, user_data, *, proto=0, **sqe))]
-    fn socket(
-        &self,
-        py: Python<'_>,
-        #[pyo3(from_py_with = u32_arg)] family: u32,
-        #[pyo3(from_py_with = u32_arg)] r#type: u32,
-        #[pyo3(from_py_with = user_data_arg)] user_data: u64,
-        #[pyo3(from_py_with = u32_arg)] proto: u32,
-        sqe: Option<&Bound<'_, PyDict>>,
-    ) -> PyResult<()> {
-        let family = u16::try_from(family)
-            .map(AddressFamily::from_raw)
-            .map_err(|_| PyValueError::new_err(format!("invalid address family {family}")))?;
-        let type_flags = (SocketFlags::NONBLOCK | SocketFlags::CLOEXEC).bits();
-        let flags = SocketFlags::from_bits_retain(r#type & type_flags);
-        let ty = SocketType::from_raw(r#type & !type_flags);
-        let proto = std::num::NonZeroU32::new(proto).map(Protocol::from_raw);
-        self.queue_with(py, sqe, |r| r.socket(family, ty, flags, proto, user_data))
-    }
-
-    /// `accept(fd, user_data, *, multishot=False, address=False, ...)`: a connection from
-    /// listener `fd` (close-on-exec); its fd is the completion's `result`, yours to close.
-    /// With `multishot`, one completion per connection (`more` while armed); with
-    /// `address`, the completion's `address` is the peer's (not with `multishot`).
-    /// io_uring_prep_accept(3), io_uring_prep_multishot_accept(3).
-    #[pyo3(signature = (fd, user_data, *, multishot=false, address=false, fixed=false, **sqe))]
-    fn accept(
-        &self,
-        py: Python<'_>,
-        fd: Fd,
-        #[pyo3(from_py_with = user_data_arg)] user_data: u64,
-        multishot: bool,
-        address: bool,
-        fixed: bool,
-        sqe: Option<&Bound<'_, PyDict>>,
-    ) -> PyResult<()> {
-        let t = tgt(fd, fixed);
-        if multishot && address {
-            return Err(PyValueError::new_err(
-                "a multishot accept cannot collect addresses (use address=False)",
-            ));
-        }
-        if multishot {
-            self.queue_with(py, sqe, |r| r.accept_multishot(t, user_data))
-        } else if address {
-            self.queue_with(py, sqe, |r| r.accept_with_address(t, user_data))
-        } else {
-            self.queue_with(py, sqe, |r| r.accept(t, user_data))
-        }
-    }
-
-    /// `connect(fd, address, user_data)`: `address` as for `socket.connect` (a `(host, port)`
-    /// tuple, or a path for AF_UNIX). io_uring_prep_connect(3).
-    #[pyo3(signature = (fd, address, user_data, **sqe))]
-    fn connect(
-        &self,
-        py: Python<'_>,
-        fd: Fd,
-        address: &Bound<'_, PyAny>,
-        #[pyo3(from_py_with = user_data_arg)] user_data: u64,
-        sqe: Option<&Bound<'_, PyDict>>,
-    ) -> PyResult<()> {
-        let addr = crate::fd::addr::from_py(address, fd.borrow())?;
-        self.queue_with(py, sqe, |r| r.connect(fd.borrow(), &addr, user_data))
-    }
-
-    /// `recv(fd, nbytes, user_data, *, flags=0)`: up to `nbytes` bytes, in the completion's
-    /// `data`. io_uring_prep_recv(3).
-    #[pyo3(signature = (fd, nbytes, user_data, *, flags=0, fixed=false, **sqe))]
-    fn recv(
-        &self,
-        py: Python<'_>,
-        fd: Fd,
-        nbytes: Count,
-        #[pyo3(from_py_with = user_data_arg)] user_data: u64,
-        #[pyo3(from_py_with = u32_arg)] flags: u32,
-        fixed: bool,
-        sqe: Option<&Bound<'_, PyDict>>,
-    ) -> PyResult<()> {
-        let n = args::nbytes(nbytes)?;
-        let flags = RecvFlags::from_bits_retain(flags);
-        self.queue_with(py, sqe, |r| r.recv(tgt(fd, fixed), n, flags, user_data))
-    }
-
-    /// `recv_multishot(fd, group, user_data)`: receives into buffer group `group` (see
-    /// `provide_buffers`) until cancelled, end of stream (`result` 0) or an error: one
-    /// completion per chunk, `more` while armed. `ENOBUFS` in `error` means the group ran dry;
-    /// queue the receive again, no data is lost. io_uring_prep_recv_multishot(3).
-    #[pyo3(signature = (fd, group, user_data, *, fixed=false, **sqe))]
-    fn recv_multishot(
-        &self,
-        py: Python<'_>,
-        fd: Fd,
-        #[pyo3(from_py_with = u16_arg)] group: u16,
-        #[pyo3(from_py_with = user_data_arg)] user_data: u64,
-        fixed: bool,
-        sqe: Option<&Bound<'_, PyDict>>,
-    ) -> PyResult<()> {
-        self.queue_with(py, sqe, |r| {
-            r.recv_multishot(tgt(fd, fixed), group, user_data)
-        })
-    }
-
     /// `provide_buffers(group, count, size)`: registers a provided-buffer ring of `count`
     /// buffers (a power of two up to 32768) of `size` bytes as group `group`
     /// (0..65535), at most 1 GiB in all. io_uring_register_buf_ring(3).
@@ -373,362 +307,9 @@ impl PyRing {
         if u64::from(count) * u64::from(size) > 1 << 30 {
             return Err(PyValueError::new_err("count * size must be at most 1 GiB"));
         }
-        self.detached(py, |r| {
+        self.with_ring(py, Gil::Release, |r| {
             r.provide_buffers(group, count, size).map_err(core_error)
         })
-    }
-
-    /// `send(fd, data, user_data, *, flags=0)`: sends `data` (any bytes-like object; `bytes`
-    /// are kept by reference, others copied). io_uring_prep_send(3).
-    #[pyo3(signature = (fd, data, user_data, *, flags=0, fixed=false, **sqe))]
-    fn send(
-        &self,
-        py: Python<'_>,
-        fd: Fd,
-        data: &Bound<'_, PyAny>,
-        #[pyo3(from_py_with = user_data_arg)] user_data: u64,
-        #[pyo3(from_py_with = u32_arg)] flags: u32,
-        fixed: bool,
-        sqe: Option<&Bound<'_, PyDict>>,
-    ) -> PyResult<()> {
-        let data = send_data(data)?;
-        let flags = SendFlags::from_bits_retain(flags);
-        self.queue_with(py, sqe, |r| r.send(tgt(fd, fixed), data, flags, user_data))
-    }
-
-    /// `send_zc(fd, data, user_data, *, flags=0)`: a zero-copy send; two completions: the
-    /// result (`more` set) and then the notification (`notif` set) once the kernel is done
-    /// with `data`. io_uring_prep_send_zc(3).
-    #[pyo3(signature = (fd, data, user_data, *, flags=0, fixed=false, **sqe))]
-    fn send_zc(
-        &self,
-        py: Python<'_>,
-        fd: Fd,
-        data: &Bound<'_, PyAny>,
-        #[pyo3(from_py_with = user_data_arg)] user_data: u64,
-        #[pyo3(from_py_with = u32_arg)] flags: u32,
-        fixed: bool,
-        sqe: Option<&Bound<'_, PyDict>>,
-    ) -> PyResult<()> {
-        let data = send_data(data)?;
-        let flags = SendFlags::from_bits_retain(flags);
-        self.queue_with(py, sqe, |r| {
-            r.send_zc(tgt(fd, fixed), data, flags, user_data)
-        })
-    }
-
-    /// `read(fd, nbytes, user_data, *, offset=None)`: up to `nbytes` bytes at `offset` (None:
-    /// the file position), in the completion's `data`. io_uring_prep_read(3).
-    #[pyo3(signature = (fd, nbytes, user_data, *, offset=None, fixed=false, **sqe))]
-    fn read(
-        &self,
-        py: Python<'_>,
-        fd: Fd,
-        nbytes: Count,
-        #[pyo3(from_py_with = user_data_arg)] user_data: u64,
-        offset: Option<Count>,
-        fixed: bool,
-        sqe: Option<&Bound<'_, PyDict>>,
-    ) -> PyResult<()> {
-        let n = args::nbytes(nbytes)?;
-        let offset = offset.map(|o| o.0);
-        self.queue_with(py, sqe, |r| r.read(tgt(fd, fixed), n, offset, user_data))
-    }
-
-    /// `write(fd, data, user_data, *, offset=None)`: writes `data` at `offset` (None: the file
-    /// position). io_uring_prep_write(3).
-    #[pyo3(signature = (fd, data, user_data, *, offset=None, fixed=false, **sqe))]
-    fn write(
-        &self,
-        py: Python<'_>,
-        fd: Fd,
-        data: &Bound<'_, PyAny>,
-        #[pyo3(from_py_with = user_data_arg)] user_data: u64,
-        offset: Option<Count>,
-        fixed: bool,
-        sqe: Option<&Bound<'_, PyDict>>,
-    ) -> PyResult<()> {
-        let data = send_data(data)?;
-        let offset = offset.map(|o| o.0);
-        self.queue_with(py, sqe, |r| {
-            r.write(tgt(fd, fixed), data, offset, user_data)
-        })
-    }
-
-    /// `splice(fd_in, fd_out, nbytes, user_data, *, off_in=None, off_out=None, flags=0)`: moves
-    /// up to `nbytes` bytes between two fds, one of them a pipe. io_uring_prep_splice(3).
-    #[pyo3(signature = (fd_in, fd_out, nbytes, user_data, *, off_in=None, off_out=None, flags=0, **sqe))]
-    #[allow(clippy::too_many_arguments)]
-    fn splice(
-        &self,
-        py: Python<'_>,
-        fd_in: Fd,
-        fd_out: Fd,
-        #[pyo3(from_py_with = u32_arg)] nbytes: u32,
-        #[pyo3(from_py_with = user_data_arg)] user_data: u64,
-        off_in: Option<Count>,
-        off_out: Option<Count>,
-        #[pyo3(from_py_with = u32_arg)] flags: u32,
-        sqe: Option<&Bound<'_, PyDict>>,
-    ) -> PyResult<()> {
-        let flags = SpliceFlags::from_bits_retain(flags);
-        let (oi, oo) = (off_in.map(|o| o.0), off_out.map(|o| o.0));
-        self.queue_with(py, sqe, |r| {
-            r.splice(
-                fd_in.borrow(),
-                oi,
-                fd_out.borrow(),
-                oo,
-                nbytes,
-                flags,
-                user_data,
-            )
-        })
-    }
-
-    /// `tee(fd_in, fd_out, nbytes, user_data, *, flags=0)`: duplicates up to `nbytes` bytes
-    /// from one pipe into another. io_uring_prep_tee(3).
-    #[pyo3(signature = (fd_in, fd_out, nbytes, user_data, *, flags=0, **sqe))]
-    fn tee(
-        &self,
-        py: Python<'_>,
-        fd_in: Fd,
-        fd_out: Fd,
-        #[pyo3(from_py_with = u32_arg)] nbytes: u32,
-        #[pyo3(from_py_with = user_data_arg)] user_data: u64,
-        #[pyo3(from_py_with = u32_arg)] flags: u32,
-        sqe: Option<&Bound<'_, PyDict>>,
-    ) -> PyResult<()> {
-        let flags = SpliceFlags::from_bits_retain(flags);
-        self.queue_with(py, sqe, |r| {
-            r.tee(fd_in.borrow(), fd_out.borrow(), nbytes, flags, user_data)
-        })
-    }
-
-    /// `shutdown(fd, how, user_data)`: `how` is `socket.SHUT_RD`, `SHUT_WR` or `SHUT_RDWR`.
-    /// io_uring_prep_shutdown(3).
-    #[pyo3(signature = (fd, how, user_data, *, fixed=false, **sqe))]
-    fn shutdown(
-        &self,
-        py: Python<'_>,
-        fd: Fd,
-        #[pyo3(from_py_with = i32_arg)] how: i32,
-        #[pyo3(from_py_with = user_data_arg)] user_data: u64,
-        fixed: bool,
-        sqe: Option<&Bound<'_, PyDict>>,
-    ) -> PyResult<()> {
-        let how = match how {
-            0 => Shutdown::Read,
-            1 => Shutdown::Write,
-            2 => Shutdown::Both,
-            other => {
-                return Err(PyValueError::new_err(format!(
-                    "how must be SHUT_RD, SHUT_WR or SHUT_RDWR, got {other}"
-                )))
-            }
-        };
-        self.queue_with(py, sqe, |r| r.shutdown(tgt(fd, fixed), how, user_data))
-    }
-
-    /// `close_fd(fd, user_data)`: closes `fd` through the ring (the fd is the ring's from
-    /// now on; if queueing fails it is left open and the error raised).
-    /// io_uring_prep_close(3).
-    #[pyo3(signature = (fd, user_data, **sqe))]
-    fn close_fd(
-        &self,
-        py: Python<'_>,
-        fd: Fd,
-        #[pyo3(from_py_with = user_data_arg)] user_data: u64,
-        sqe: Option<&Bound<'_, PyDict>>,
-    ) -> PyResult<()> {
-        let fl = sqe_flags(sqe)?;
-        self.with_ring(py, |r| {
-            // SAFETY: the Python caller hands this fd number over to be closed, as with
-            // `os.close`; if queueing fails it is given back below without being closed.
-            let owned = unsafe { OwnedFd::from_raw_fd(fd.0) };
-            r.with_flags(fl, |r| {
-                r.close_fd(owned, user_data).map_err(|(e, owned)| {
-                    let _ = owned.into_raw_fd();
-                    e
-                })
-            })
-            .map_err(core_error)
-        })
-    }
-
-    /// `poll_add(fd, events, user_data, *, multishot=False)`: completes with the ready events
-    /// (`select.POLLIN`…) in `result`. io_uring_prep_poll_add(3).
-    #[pyo3(signature = (fd, events, user_data, *, multishot=false, fixed=false, **sqe))]
-    fn poll_add(
-        &self,
-        py: Python<'_>,
-        fd: Fd,
-        #[pyo3(from_py_with = u32_arg)] events: u32,
-        #[pyo3(from_py_with = user_data_arg)] user_data: u64,
-        multishot: bool,
-        fixed: bool,
-        sqe: Option<&Bound<'_, PyDict>>,
-    ) -> PyResult<()> {
-        let events = u16::try_from(events)
-            .map(PollFlags::from_bits_retain)
-            .map_err(|_| PyValueError::new_err(format!("events out of range: {events}")))?;
-        self.queue_with(py, sqe, |r| {
-            r.poll_add(tgt(fd, fixed), events, multishot, user_data)
-        })
-    }
-
-    /// `timeout(seconds, user_data, *, count=0)`: completes with `error` `ETIME` after
-    /// `seconds`, or with result 0 once `count` other completions arrived (`count` 0: time
-    /// only). io_uring_prep_timeout(3).
-    #[pyo3(signature = (seconds, user_data, *, count=0, **sqe))]
-    fn timeout(
-        &self,
-        py: Python<'_>,
-        seconds: f64,
-        #[pyo3(from_py_with = user_data_arg)] user_data: u64,
-        #[pyo3(from_py_with = u32_arg)] count: u32,
-        sqe: Option<&Bound<'_, PyDict>>,
-    ) -> PyResult<()> {
-        let d = Seconds::wait("timeout").of(seconds)?;
-        self.queue_with(py, sqe, |r| r.timeout(d, count, user_data))
-    }
-
-    /// `cancel(target_user_data, user_data)`: cancels every op in flight with user_data
-    /// `target_user_data`. Its completion comes after the targets' last ones: result 0, or
-    /// `error` `ENOENT` (nothing to cancel) / `EALREADY`. io_uring_prep_cancel(3).
-    #[pyo3(signature = (target_user_data, user_data, **sqe))]
-    fn cancel(
-        &self,
-        py: Python<'_>,
-        #[pyo3(from_py_with = user_data_arg)] target_user_data: u64,
-        #[pyo3(from_py_with = user_data_arg)] user_data: u64,
-        sqe: Option<&Bound<'_, PyDict>>,
-    ) -> PyResult<()> {
-        self.queue_with(py, sqe, |r| r.cancel(target_user_data, user_data))
-    }
-
-    /// `link_timeout(seconds, user_data, *, link=False, ...)`: bounds the op queued just
-    /// before it (queued with `link=True` or `hardlink=True`): if that op is still running
-    /// after `seconds` it is cancelled (`ECANCELED`) and this completes with `ETIME`; if it
-    /// completes first, this completes with `ECANCELED`. io_uring_prep_link_timeout(3).
-    #[pyo3(signature = (seconds, user_data, **sqe))]
-    fn link_timeout(
-        &self,
-        py: Python<'_>,
-        seconds: f64,
-        #[pyo3(from_py_with = user_data_arg)] user_data: u64,
-        sqe: Option<&Bound<'_, PyDict>>,
-    ) -> PyResult<()> {
-        let d = Seconds::wait("timeout").of(seconds)?;
-        self.queue_with(py, sqe, |r| r.link_timeout(d, user_data))
-    }
-
-    /// `openat(path, flags, user_data, *, mode=0o777, dir_fd=None, ...)`: opens `path` as
-    /// `os.open` does (always close-on-exec); the new fd is the completion's `result`, yours
-    /// to close. io_uring_prep_openat(3).
-    #[pyo3(signature = (path, flags, user_data, *, mode=0o777, dir_fd=None, **sqe))]
-    fn openat(
-        &self,
-        py: Python<'_>,
-        path: &Bound<'_, PyAny>,
-        #[pyo3(from_py_with = i32_arg)] flags: i32,
-        #[pyo3(from_py_with = user_data_arg)] user_data: u64,
-        #[pyo3(from_py_with = u32_arg)] mode: u32,
-        dir_fd: Option<Fd>,
-        sqe: Option<&Bound<'_, PyDict>>,
-    ) -> PyResult<()> {
-        let path = PathArg::extract(path)?.0.into_owned();
-        let dir = dir_fd.map(Fd::borrow);
-        self.queue_with(py, sqe, |r| r.openat(dir, path, flags, mode, user_data))
-    }
-
-    /// `statx(path, user_data, *, dir_fd=None, flags=0, mask=STATX_BASIC_STATS, ...)`: the
-    /// file's metadata in the completion's `statx` (a dict). `flags` are `AT_*`
-    /// (`AT_SYMLINK_NOFOLLOW`, `AT_EMPTY_PATH` with `path=""` for `dir_fd` itself).
-    /// io_uring_prep_statx(3).
-    #[pyo3(signature = (path, user_data, *, dir_fd=None, flags=0, mask=0x7ff, **sqe))]
-    fn statx(
-        &self,
-        py: Python<'_>,
-        path: &Bound<'_, PyAny>,
-        #[pyo3(from_py_with = user_data_arg)] user_data: u64,
-        dir_fd: Option<Fd>,
-        #[pyo3(from_py_with = i32_arg)] flags: i32,
-        #[pyo3(from_py_with = u32_arg)] mask: u32,
-        sqe: Option<&Bound<'_, PyDict>>,
-    ) -> PyResult<()> {
-        let path = PathArg::extract(path)?.0.into_owned();
-        let dir = dir_fd.map(Fd::borrow);
-        self.queue_with(py, sqe, |r| r.statx(dir, path, flags, mask, user_data))
-    }
-
-    /// `fsync(fd, user_data, *, datasync=False, ...)`: fsync(2), or fdatasync(2) with
-    /// `datasync`. io_uring_prep_fsync(3).
-    #[pyo3(signature = (fd, user_data, *, datasync=false, fixed=false, **sqe))]
-    fn fsync(
-        &self,
-        py: Python<'_>,
-        fd: Fd,
-        #[pyo3(from_py_with = user_data_arg)] user_data: u64,
-        datasync: bool,
-        fixed: bool,
-        sqe: Option<&Bound<'_, PyDict>>,
-    ) -> PyResult<()> {
-        self.queue_with(py, sqe, |r| r.fsync(tgt(fd, fixed), datasync, user_data))
-    }
-
-    /// `sendmsg(fd, buffers, user_data, *, address=None, flags=0, ...)`: sends the
-    /// bytes-like objects in `buffers` as one message, to `address` when given (a datagram's
-    /// destination, as `socket.sendmsg`'s). io_uring_prep_sendmsg(3).
-    #[pyo3(signature = (fd, buffers, user_data, *, address=None, flags=0, fixed=false, **sqe))]
-    fn sendmsg(
-        &self,
-        py: Python<'_>,
-        fd: Fd,
-        buffers: &Bound<'_, PyAny>,
-        #[pyo3(from_py_with = user_data_arg)] user_data: u64,
-        address: Option<&Bound<'_, PyAny>>,
-        #[pyo3(from_py_with = u32_arg)] flags: u32,
-        fixed: bool,
-        sqe: Option<&Bound<'_, PyDict>>,
-    ) -> PyResult<()> {
-        let mut parts: Vec<Box<dyn AsRef<[u8]> + Send>> = Vec::new();
-        for item in buffers.try_iter()? {
-            parts.push(Box::new(send_data(&item?)?));
-        }
-        let addr = match address {
-            None => None,
-            Some(a) if fixed => {
-                // The family comes from the address itself for a fixed file.
-                let _ = a;
-                return Err(PyValueError::new_err(
-                    "sendmsg with an address takes a plain fd (fixed=False)",
-                ));
-            }
-            Some(a) => Some(crate::fd::addr::from_py(a, fd.borrow())?),
-        };
-        let flags = SendFlags::from_bits_retain(flags);
-        self.queue_with(py, sqe, |r| {
-            r.sendmsg(tgt(fd, fixed), parts, addr.as_ref(), flags, user_data)
-        })
-    }
-
-    /// `recvmsg(fd, nbytes, user_data, *, flags=0, ...)`: up to `nbytes` bytes in the
-    /// completion's `data`, the sender in its `address`. io_uring_prep_recvmsg(3).
-    #[pyo3(signature = (fd, nbytes, user_data, *, flags=0, fixed=false, **sqe))]
-    fn recvmsg(
-        &self,
-        py: Python<'_>,
-        fd: Fd,
-        nbytes: Count,
-        #[pyo3(from_py_with = user_data_arg)] user_data: u64,
-        #[pyo3(from_py_with = u32_arg)] flags: u32,
-        fixed: bool,
-        sqe: Option<&Bound<'_, PyDict>>,
-    ) -> PyResult<()> {
-        let n = args::nbytes(nbytes)?;
-        let flags = RecvFlags::from_bits_retain(flags);
-        self.queue_with(py, sqe, |r| r.recvmsg(tgt(fd, fixed), n, flags, user_data))
     }
 
     /// `register_files(fds)`: registers the fds (a sequence of ints; -1 leaves a slot empty)
@@ -736,13 +317,17 @@ impl PyRing {
     /// own reference: closing an fd later does not unregister it.
     /// io_uring_register_files(3).
     fn register_files(&self, py: Python<'_>, fds: Vec<i32>) -> PyResult<()> {
-        self.detached(py, move |r| r.register_files(&fds).map_err(core_error))
+        self.with_ring(py, Gil::Release, move |r| {
+            r.register_files(&fds).map_err(core_error)
+        })
     }
 
     /// `unregister_files()`: drops the registered files (ops in flight keep theirs).
     /// io_uring_unregister_files(3).
     fn unregister_files(&self, py: Python<'_>) -> PyResult<()> {
-        self.detached(py, |r| r.unregister_files().map_err(core_error))
+        self.with_ring(py, Gil::Release, |r| {
+            r.unregister_files().map_err(core_error)
+        })
     }
 
     /// `register_buffers(count, size)`: `count` zeroed buffers of `size` bytes owned by the
@@ -761,7 +346,7 @@ impl PyRing {
             .ok_or_else(|| {
                 PyValueError::new_err(format!("count must be in 1..=16384, got {count}"))
             })?;
-        self.detached(py, move |r| {
+        self.with_ring(py, Gil::Release, move |r| {
             r.register_buffers(count, size).map_err(core_error)
         })
     }
@@ -769,7 +354,9 @@ impl PyRing {
     /// `unregister_buffers()`: unregisters and frees the buffers; `OSError(EBUSY)` while an
     /// op using one is in flight. io_uring_unregister_buffers(3).
     fn unregister_buffers(&self, py: Python<'_>) -> PyResult<()> {
-        self.detached(py, |r| r.unregister_buffers().map_err(core_error))
+        self.with_ring(py, Gil::Release, |r| {
+            r.unregister_buffers().map_err(core_error)
+        })
     }
 
     /// `fill_buffer(index, data, *, offset=0)`: copies `data` into registered buffer
@@ -791,90 +378,27 @@ impl PyRing {
     /// `index` (`nbytes` from `offset`; None: to its end); `OSError(EBUSY)` while an op
     /// using it is in flight.
     #[pyo3(signature = (index, nbytes=None, *, offset=0))]
-    fn buffer_bytes<'py>(
+    fn buffer_bytes(
         &self,
-        py: Python<'py>,
+        py: Python<'_>,
         #[pyo3(from_py_with = u16_arg)] index: u16,
         nbytes: Option<Count>,
         offset: usize,
-    ) -> PyResult<Bound<'py, PyBytes>> {
+    ) -> PyResult<Cow<'static, [u8]>> {
         let start = offset;
         let n = nbytes.map(|n| usize::try_from(n.0).unwrap_or(usize::MAX));
-        let bytes = self.with_ring(py, move |r| {
+        self.with_ring(py, Gil::Keep, move |r| {
             let size = r.registered_buffers().map_or(0, |(_, s)| s as usize);
-            let end = match n {
-                None => size,
-                Some(n) => start.saturating_add(n),
-            };
-            r.fixed_bytes(index, start..end.max(start))
-                .map_err(core_error)
-        })?;
-        Ok(PyBytes::new(py, &bytes))
-    }
-
-    /// `read_fixed(fd, buf_index, nbytes, user_data, *, offset=None, ...)`: up to `nbytes`
-    /// bytes into registered buffer `buf_index`; the completion's `data` is a copy of them
-    /// (they also stay in the buffer). io_uring_prep_read_fixed(3).
-    #[pyo3(signature = (fd, buf_index, nbytes, user_data, *, offset=None, fixed=false, **sqe))]
-    fn read_fixed(
-        &self,
-        py: Python<'_>,
-        fd: Fd,
-        #[pyo3(from_py_with = u16_arg)] buf_index: u16,
-        nbytes: Count,
-        #[pyo3(from_py_with = user_data_arg)] user_data: u64,
-        offset: Option<Count>,
-        fixed: bool,
-        sqe: Option<&Bound<'_, PyDict>>,
-    ) -> PyResult<()> {
-        let n = args::nbytes(nbytes)?;
-        let offset = offset.map(|o| o.0);
-        self.queue_with(py, sqe, |r| {
-            r.read_fixed(tgt(fd, fixed), buf_index, n, offset, user_data)
-        })
-    }
-
-    /// `write_fixed(fd, buf_index, data, user_data, *, offset=None, ...)`: writes from
-    /// registered buffer `buf_index`: `data` (bytes-like) is copied into it first, or an int
-    /// `data` writes the buffer's first `data` bytes as they are (say, what a linked
-    /// `read_fixed` put there). io_uring_prep_write_fixed(3).
-    #[pyo3(signature = (fd, buf_index, data, user_data, *, offset=None, fixed=false, **sqe))]
-    fn write_fixed(
-        &self,
-        py: Python<'_>,
-        fd: Fd,
-        #[pyo3(from_py_with = u16_arg)] buf_index: u16,
-        data: &Bound<'_, PyAny>,
-        #[pyo3(from_py_with = user_data_arg)] user_data: u64,
-        offset: Option<Count>,
-        fixed: bool,
-        sqe: Option<&Bound<'_, PyDict>>,
-    ) -> PyResult<()> {
-        let fl = sqe_flags(sqe)?;
-        let offset = offset.map(|o| o.0);
-        let copy_in = if data.is_instance_of::<pyo3::types::PyInt>() {
-            None
-        } else {
-            Some(send_data(data)?)
-        };
-        let n = match &copy_in {
-            Some(d) => d.as_ref().len(),
-            None => args::nbytes(data.extract::<Count>()?)?,
-        };
-        self.queue(py, move |r| {
-            if let Some(d) = &copy_in {
-                r.fill_fixed(buf_index, 0, d.as_ref())?;
-            }
-            r.with_flags(fl, |r| {
-                r.write_fixed(tgt(fd, fixed), buf_index, n, offset, user_data)
-            })
+            let end = n.map_or(size, |n| start.saturating_add(n));
+            let bytes = r.fixed_bytes(index, start..end.max(start));
+            bytes.map(Cow::Owned).map_err(core_error)
         })
     }
 
     /// `submit()`: hands the queued ops to the kernel; returns how many it took.
     /// io_uring_submit(3).
     fn submit(&self, py: Python<'_>) -> PyResult<usize> {
-        self.detached(py, |r| r.submit().map_err(core_error))
+        self.with_ring(py, Gil::Release, |r| r.submit().map_err(core_error))
     }
 
     /// `wait(min_complete=1, timeout=None)`: submits what is queued, then waits until at least
@@ -992,7 +516,8 @@ impl PyRing {
     /// Ops queued or in flight whose last completion has not been reaped (0 once closed).
     #[getter]
     fn in_flight(&self, py: Python<'_>) -> usize {
-        self.with_ring(py, |r| Ok(r.in_flight())).unwrap_or(0)
+        self.with_ring(py, Gil::Keep, |r| Ok(r.in_flight()))
+            .unwrap_or(0)
     }
 
     /// `close()`: cancels the ops in flight, waits (at most 2 s) for their completions,
@@ -1024,7 +549,7 @@ impl PyRing {
             ),
         }
     }
-}
+});
 
 impl Drop for PyRing {
     fn drop(&mut self) {
@@ -1039,4 +564,41 @@ impl Drop for PyRing {
             .take();
         drop(ring);
     }
+}
+
+/// `_fdkit.RING_OPS`: the core's op table ([`fdkit::uring::OPS`]) for Python, one
+/// `(name, args, keywords, fixed)` per op: the positional parameters (`user_data` last), the
+/// keyword parameters with their defaults, and whether `fixed=True` is offered. The test that
+/// holds `Ring`'s methods and the stub to the table reads it.
+pub fn ring_ops_table(py: Python<'_>) -> PyResult<Bound<'_, PyList>> {
+    let table = PyList::empty(py);
+    for op in fdkit::uring::OPS {
+        let name = |n: &str| n.trim_start_matches("r#").to_owned();
+        let args: Vec<String> = op.args.iter().map(|a| name(a)).collect();
+        let keywords = PyDict::new(py);
+        for (kw, default) in op.keywords {
+            keywords.set_item(name(kw), default_value(py, default)?)?;
+        }
+        table.append((op.name, PyTuple::new(py, args)?, keywords, op.fixed))?;
+    }
+    Ok(table)
+}
+
+/// A default as the table writes it (`None`, `false`, `0`, `0o777`, `0x7ff`), as Python's.
+fn default_value<'py>(py: Python<'py>, text: &str) -> PyResult<Bound<'py, PyAny>> {
+    let int = |digits: &str, radix| {
+        i64::from_str_radix(digits, radix)
+            .map_err(|_| PyValueError::new_err(format!("not a default: {text}")))
+    };
+    Ok(match text {
+        "None" => py.None().into_bound(py),
+        "false" | "true" => (text == "true").into_pyobject(py)?.to_owned().into_any(),
+        _ => match text.get(..2) {
+            Some("0o") => int(&text[2..], 8)?,
+            Some("0x") => int(&text[2..], 16)?,
+            _ => int(text, 10)?,
+        }
+        .into_pyobject(py)?
+        .into_any(),
+    })
 }

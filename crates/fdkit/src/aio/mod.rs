@@ -1,5 +1,5 @@
-//! The engine under `fdkit.aio`, the asyncio event loop: a [`Reactor`] that waits through one
-//! io_uring, and asyncio's timer heap ([`TimerHeap`]).
+//! The native parts of `fdkit.aio`, the asyncio event loop: the [`Reactor`] its io_uring engine
+//! waits with, through one io_uring, and asyncio's timer heap ([`TimerHeap`]).
 //!
 //! The io_uring engine keeps every registration (`add_reader`/`add_writer`, the transports'
 //! reads and writes, the listeners) in an epoll instance, so that they keep epoll's semantics

@@ -20,7 +20,9 @@ const PROBE: u64 = 3;
 /// keeps a ring that stopped answering from hanging its caller.
 const SETTLE_TIMEOUT: Duration = CLOSE_TIMEOUT;
 
-/// How to build a [`Reactor`].
+/// How to build a [`Reactor`]. The defaults ([`ReactorOptions::DEFAULT`]) are written here
+/// only: the binding's `Reactor(*, entries=...)` takes them from here and exports them as
+/// `_fdkit.REACTOR_DEFAULTS`, which a test holds the Python stub to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ReactorOptions {
     /// Submission queue entries (1..=32768). A wait has at most two ops queued (its poll, then
@@ -28,9 +30,14 @@ pub struct ReactorOptions {
     pub entries: u32,
 }
 
+impl ReactorOptions {
+    /// The defaults: 8 entries.
+    pub const DEFAULT: ReactorOptions = ReactorOptions { entries: 8 };
+}
+
 impl Default for ReactorOptions {
     fn default() -> Self {
-        ReactorOptions { entries: 8 }
+        ReactorOptions::DEFAULT
     }
 }
 

@@ -2,9 +2,9 @@
 //! them.
 //!
 //! - [`static_files`]: [`StaticServer`](static_files::StaticServer), HTTP/1.1 `GET`/`HEAD` for
-//!   the files under one directory (io_uring or epoll), the engine of `fdkit serve`.
+//!   the files under one directory (io_uring or epoll), the server behind `fdkit serve`.
 //! - [`proxy`]: [`ProxyServer`](proxy::ProxyServer), a TCP/unix forwarding proxy that splices
-//!   through pipes (one thread, one epoll set), the engine of `fdkit proxy`.
+//!   through pipes (one thread, one epoll set), the server behind `fdkit proxy`.
 //!
 //! Both are used the same way: `bind` (the address is known before serving, port 0 picks a
 //! free one), then `run(checkpoint, log)`, which serves until the checkpoint returns `Err`

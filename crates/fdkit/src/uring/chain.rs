@@ -2,8 +2,8 @@
 //! `sqe.rs`), how a chain of linked ops reaches the kernel whole, and how the ring knows when
 //! ops that post no completion (`IOSQE_CQE_SKIP_SUCCESS`) are finished.
 //!
-//! - A chain is every op queued with [`SqeFlags::LINK`] or [`SqeFlags::HARDLINK`] plus the
-//!   first op after them without either. The kernel only links entries it takes in one
+//! - A chain is every op queued with [`SqeFlags::IO_LINK`] or [`SqeFlags::IO_HARDLINK`] plus
+//!   the first op after them without either. The kernel only links entries it takes in one
 //!   io_uring_enter(2), so the ring holds a chain back until it is complete (or until the next
 //!   submit, which ends it as it stands, as the kernel would) and then queues it in one piece.
 //! - Linked ops run one after another: a completion of an op in a chain means every op before
@@ -24,15 +24,15 @@
 use super::completion::OpKind;
 use super::ring::Ring;
 use super::slots::{Owned, Slot};
-use super::sqe::SqeFlags;
+use super::sqe::{linked, SqeFlags};
 use crate::error::{Error, Result};
 use io_uring::{opcode, squeue};
 use rustix::io::Errno;
 
 impl Ring {
-    /// Queues the op `f` queues with the SQE `flags`: `ring.with_flags(SqeFlags::LINK, |r|
+    /// Queues the op `f` queues with the SQE `flags`: `ring.with_flags(SqeFlags::IO_LINK, |r|
     /// r.read(fd, 64, None, 1))`. Ops that queue nothing or several kernel requests
-    /// (`cancel`) refuse `LINK`, `HARDLINK` and `SKIP_SUCCESS`.
+    /// (`cancel`) refuse `IO_LINK`, `IO_HARDLINK` and `SKIP_SUCCESS`.
     pub fn with_flags<T>(
         &mut self,
         flags: SqeFlags,
@@ -44,19 +44,24 @@ impl Ring {
         r
     }
 
-    /// Whether ops are being linked (the last op queued had `LINK` or `HARDLINK`).
+    /// Whether ops are being linked (the last op queued had `IO_LINK` or `IO_HARDLINK`).
     pub fn chain_open(&self) -> bool {
         self.chain.tail.is_some()
     }
 
     /// The flags for the op being queued now (taken: they apply to one op).
     pub(crate) fn take_flags(&mut self) -> SqeFlags {
-        std::mem::take(&mut self.next_flags)
+        std::mem::replace(&mut self.next_flags, SqeFlags::empty())
     }
 
     /// Checks `flags` against the op in `slot`; `multishot` for ops that stay armed.
     fn check_flags(&self, flags: SqeFlags, slot: &Slot, multishot: bool) -> Result<()> {
-        if flags.contains(SqeFlags::LINK | SqeFlags::HARDLINK) {
+        if flags.intersects(SqeFlags::FIXED_FILE | SqeFlags::BUFFER_SELECT) {
+            return Err(Error::InvalidArgument(
+                "FIXED_FILE and BUFFER_SELECT are set by the ring (a Target::Fixed fd, a buffer group)",
+            ));
+        }
+        if flags.contains(SqeFlags::IO_LINK | SqeFlags::IO_HARDLINK) {
             return Err(Error::InvalidArgument(
                 "link and hardlink exclude each other",
             ));
@@ -65,7 +70,7 @@ impl Ring {
         if skip && !self.skip_cqe {
             return Err(Error::Os(Errno::OPNOTSUPP));
         }
-        if multishot && (flags.linked() || skip) {
+        if multishot && (linked(flags) || skip) {
             return Err(Error::InvalidArgument(
                 "a multishot op cannot be linked or skip_success",
             ));
@@ -89,7 +94,7 @@ impl Ring {
                 }
             }
         }
-        let chained = flags.linked() || self.chain_open() || skip;
+        let chained = linked(flags) || self.chain_open() || skip;
         // The chain so far, this op and a possible witness go to the kernel in one piece.
         if chained && self.chain.entries.len() + 2 > self.sq_entries() as usize {
             return Err(Error::InvalidArgument(
@@ -110,12 +115,12 @@ impl Ring {
     ) -> Result<()> {
         let flags = self.take_flags();
         self.check_flags(flags, &slot, multishot)?;
-        let mut entry = entry.flags(flags.kernel());
+        let mut entry = entry.flags(flags);
         if matches!(slot.target, Some(super::OpFd::Fixed(_))) {
             entry = entry.flags(squeue::Flags::FIXED_FILE);
         }
         slot.flags = flags;
-        let chained = flags.linked() || self.chain_open() || flags.contains(SqeFlags::SKIP_SUCCESS);
+        let chained = linked(flags) || self.chain_open() || flags.contains(SqeFlags::SKIP_SUCCESS);
         if !chained {
             let id = self.slots.insert(slot);
             let key = self.slots.key(id);
@@ -136,7 +141,7 @@ impl Ring {
             }
         }
         self.chain.entries.push(entry.user_data(key));
-        if flags.linked() {
+        if linked(flags) {
             self.chain.tail = Some(key);
             Ok(())
         } else {
@@ -171,7 +176,7 @@ impl Ring {
                     .tail
                     .and_then(|k| self.slots.id_of(k))
                     .and_then(|i| self.slots.get(i))
-                    .is_some_and(|s| s.flags.contains(SqeFlags::HARDLINK));
+                    .is_some_and(|s| s.flags.contains(SqeFlags::IO_HARDLINK));
                 let link = if hard {
                     squeue::Flags::empty()
                 } else {
@@ -254,7 +259,7 @@ impl Ring {
                 }
             }
         }
-        if flags.contains(SqeFlags::SKIP_SUCCESS) && !flags.contains(SqeFlags::HARDLINK) {
+        if flags.contains(SqeFlags::SKIP_SUCCESS) && !flags.contains(SqeFlags::IO_HARDLINK) {
             let mut key = next;
             while let Some(n) = key.and_then(|k| self.slots.id_of(k)) {
                 let Some(s) = self.slots.get(n) else { break };

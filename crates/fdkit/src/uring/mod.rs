@@ -6,9 +6,11 @@
 //!   timed wait, and [`KernelVersion`]; used by [`Ring`], [`probe`] and the static server.
 //! - `teardown.rs`: the one way a ring ends: bounded wait for what is in flight, then leak it.
 //! - `ring.rs`: [`Ring`]: submit, wait, close.
-//! - `ops.rs`: one method per op (`nop`, `socket`, `accept`, `recv`, `send`, …, `cancel`,
-//!   `link_timeout`, `openat`, `statx`, `fsync`, `sendmsg`, `recvmsg`, `read_fixed`,
-//!   `write_fixed`); registered files and buffers live in `ring.rs`.
+//! - `ops.rs`: the op set, written once ([`ring_ops!`](crate::ring_ops), one row per op:
+//!   `nop`, `socket`, `accept`, `recv`, `send`, …, `cancel`, `link_timeout`, `openat`,
+//!   `statx`, `fsync`, `sendmsg`, `recvmsg`, `read_fixed`, `write_fixed`), from which [`Ring`]'s
+//!   op methods, [`OPS`] and the binding's Python methods follow; registered files and
+//!   buffers live in `ring.rs`.
 //! - `chain.rs`: SQE flags ([`SqeFlags`], [`Ring::with_flags`]), linked chains, and the
 //!   bookkeeping of `skip_success` ops that post no completion.
 //! - `reap.rs`: completion queue entries into [`Completion`]s; overflow flush; cancel order.
@@ -77,10 +79,11 @@ mod teardown;
 pub(crate) use buf_ring::BufRing;
 pub use buf_ring::MAX_BUFFERS;
 pub use completion::{Completion, CompletionFlags, OpFd, OpKind, Statx, Target};
+pub use ops::{FixedData, OpSpec, OPS};
 pub(crate) use probe::{explain, missing_op};
 pub use probe::{probe, Availability, OpSupport};
 pub use ring::{Ring, RingOptions, CLOSE_TIMEOUT, MAX_ENTRIES};
-pub use setup::KernelVersion;
 pub(crate) use setup::{enter_timeout, Built, Setup};
+pub use setup::{KernelVersion, MIN_KERNEL};
 pub use sqe::SqeFlags;
 pub(crate) use teardown::{drain, leak, InFlight};

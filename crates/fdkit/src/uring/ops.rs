@@ -1,6 +1,8 @@
-//! The ops a [`Ring`] queues, one method each, named after the opcode. Each builds its
-//! submission entry with the io-uring crate's opcode builder and hands the ring whatever the
-//! kernel will read or write, so it stays alive and in place until the completion.
+//! The ops a [`Ring`] queues, written once: [`ring_ops!`](crate::ring_ops), one row per op,
+//! from which the ring's methods here and the Python `Ring`'s methods in the binding both
+//! follow, and [`OPS`], the table as data. Each row builds its submission entry with the
+//! io-uring crate's opcode builder and hands the ring whatever the kernel will read or write,
+//! so it stays alive and in place until the completion.
 //!
 //! A queued op takes effect at the next submit ([`Ring::submit`], or [`Ring::wait`]); the fds
 //! it names must stay open until then (the kernel takes its own reference at submission).
@@ -17,18 +19,396 @@ use rustix::io::Errno;
 use rustix::net::{AddressFamily, Protocol, RecvFlags, SendFlags, Shutdown, SocketAddrAny};
 use rustix::net::{SocketFlags, SocketType};
 use rustix::pipe::SpliceFlags;
+use std::ffi::CString;
 use std::os::fd::{AsRawFd, BorrowedFd, IntoRawFd, OwnedFd};
 use std::time::Duration;
 
-fn target(fd: BorrowedFd<'_>) -> types::Fd {
+/// The io_uring op set, one row per op: what it is called, the arguments it takes, and how
+/// the ring queues it. `fdkit` builds [`Ring`]'s op methods and [`OPS`] from it, the Python
+/// binding its `Ring` methods: `ring_ops!(callback)` (or `ring_ops!(callback, { tokens })`)
+/// calls `callback!` with the tokens, `[ring, user_data]` and the rows, each in the form
+/// `name [docs] (arg Kind ...) (* keyword Kind default ...) (fixed) (Return) { body }`.
+///
+/// A row reads
+/// `fn name(arg: Kind, ...) * (keyword: Kind = default, ...) [fixed] -> Return => { body }`:
+///
+/// - the arguments every caller gives, in order (the op's `user_data` comes after them);
+/// - after `*`, the ones with a default (Python's keyword-only arguments; in Rust, every
+///   argument is given, in this order, before `user_data`);
+/// - `[fixed]` when the binding offers `fixed=True` (the fd is a registered file's index);
+/// - the return type when it is not `Result<()>`;
+/// - the body, run with the ring as `ring` and the op's `user_data` as `user_data`.
+///
+/// A kind is a type the core takes as it is (`usize` a byte count, `u16` a buffer's index or
+/// group, `BorrowedFd` a plain fd, `CString` a path, `Duration`, `RecvFlags`, …), or one the
+/// core spells out: `Target` (an fd or a registered file's index), `Data` (bytes the kernel
+/// reads), `Offset` (a file offset, or none: the file position), `DirFd`, `OptProtocol`,
+/// `Buffers`, `OptAddress`. The binding reads each from Python in its own terms.
+#[macro_export]
+macro_rules! ring_ops {
+    (@rows $callback:ident [$($extra:tt)*] [$ring:ident, $user_data:ident] $(
+        $(#[$doc:meta])*
+        fn $name:ident ($($arg:ident : $kind:ident),*)
+            $(* ($($kw:ident : $kw_kind:ident = $default:tt),*))?
+            $([$fixed:ident])?
+            $(-> $ret:ty)?
+            => $body:block
+    )*) => {
+        $callback! { $($extra)* [$ring, $user_data] $(
+            $name [$(#[$doc])*] ($($arg $kind)*) ($(* $($kw $kw_kind $default)*)?) ($($fixed)?)
+            ($($ret)?) $body
+        )* }
+    };
+    ($callback:ident $(, $extra:tt)?) => {
+        $crate::ring_ops! {
+            @rows $callback [$($extra)?] [ring, user_data]
+
+            /// `IORING_OP_NOP`: completes with result 0; useful to test the ring.
+            /// io_uring_prep_nop(3).
+            fn nop() => {
+                ring.push(opcode::Nop::new().build(), Slot::new(user_data, OpKind::Nop, Owned::Nothing))
+            }
+
+            /// `IORING_OP_SOCKET`: a new socket, always close-on-exec (`type` may include
+            /// `SOCK_NONBLOCK`, as socket(2)'s does); the new fd comes with the completion.
+            /// io_uring_prep_socket(3).
+            fn socket(family: AddressFamily, r#type: SocketType) * (proto: OptProtocol = 0) => {
+                ring.queue_socket(family, r#type, proto, user_data)
+            }
+
+            /// `IORING_OP_ACCEPT`: a connection from listener `fd`, close-on-exec; the new fd
+            /// comes with the completion. With `multishot`, one completion per connection
+            /// (flag `MORE` while armed) until cancelled; with `address`, the completion's
+            /// `address` is the peer's (not with `multishot`). io_uring_prep_accept(3),
+            /// io_uring_prep_multishot_accept(3).
+            fn accept(fd: Target) * (multishot: bool = false, address: bool = false) [fixed] => {
+                ring.queue_accept(fd.into(), multishot, address, user_data)
+            }
+
+            /// `IORING_OP_CONNECT` to `address` (the ring keeps its own copy; from Python, as
+            /// `socket.connect` takes it). io_uring_prep_connect(3).
+            fn connect(fd: Target, address: SocketAddrAny) => {
+                let addr = Box::new(address);
+                let (ptr, len) = (addr.as_ptr().cast(), addr.addr_len());
+                let (fd, slot) = on(fd, Slot::new(user_data, OpKind::Connect, Owned::Addr(addr)));
+                ring.push(opcode::Connect::new(fd, ptr, len).build(), slot)
+            }
+
+            /// `IORING_OP_RECV` of up to `nbytes` bytes into a buffer the ring owns; the
+            /// completion's `data` carries them. io_uring_prep_recv(3).
+            fn recv(fd: Target, nbytes: usize) * (flags: RecvFlags = 0) [fixed] => {
+                let (owned, ptr) = fill(nbytes)?;
+                let (fd, slot) = on(fd, Slot::new(user_data, OpKind::Recv, owned));
+                let entry = opcode::Recv::new(fd, ptr, nbytes as u32).flags(flags.bits() as i32);
+                ring.push(entry.build(), slot)
+            }
+
+            /// Multishot `IORING_OP_RECV` from buffer group `group` (`provide_buffers`): one
+            /// completion per chunk received, with its bytes, flag `MORE` while armed. Result 0
+            /// is end of stream; `ENOBUFS` means the group ran dry and the receive ended (queue
+            /// it again: the data waits in the socket). io_uring_prep_recv_multishot(3).
+            fn recv_multishot(fd: Target, group: u16) * () [fixed] => {
+                if !ring.has_group(group) {
+                    return Err(Error::InvalidArgument("no such buffer group (call provide_buffers first)"));
+                }
+                let (fd, slot) = on(fd, Slot::new(user_data, OpKind::RecvMulti, Owned::Group(group)));
+                ring.push_op(opcode::RecvMulti::new(fd, group).build(), slot, true)
+            }
+
+            /// `IORING_OP_SEND` of `data` (kept by the ring until the completion; from Python,
+            /// any bytes-like object: `bytes` by reference, others copied).
+            /// io_uring_prep_send(3).
+            fn send(fd: Target, data: Data) * (flags: SendFlags = 0) [fixed] => {
+                ring.queue_send(OpKind::Send, fd.into(), data, flags, user_data)
+            }
+
+            /// `IORING_OP_SEND_ZC`: a zero-copy send. Two completions: the result (flag `MORE`
+            /// when a notification follows), then the notification (flag `NOTIF`) once the
+            /// kernel no longer reads `data`, which the ring keeps until then.
+            /// io_uring_prep_send_zc(3).
+            fn send_zc(fd: Target, data: Data) * (flags: SendFlags = 0) [fixed] => {
+                ring.queue_send(OpKind::SendZc, fd.into(), data, flags, user_data)
+            }
+
+            /// `IORING_OP_READ` of up to `nbytes` bytes at `offset` (none: the file position,
+            /// which advances); the completion's `data` carries them. io_uring_prep_read(3).
+            fn read(fd: Target, nbytes: usize) * (offset: Offset = None) [fixed] => {
+                let (owned, ptr) = fill(nbytes)?;
+                let (fd, slot) = on(fd, Slot::new(user_data, OpKind::Read, owned));
+                ring.push(opcode::Read::new(fd, ptr, nbytes as u32).offset(at(offset)).build(), slot)
+            }
+
+            /// `IORING_OP_WRITE` of `data` at `offset` (none: the file position, which
+            /// advances). io_uring_prep_write(3).
+            fn write(fd: Target, data: Data) * (offset: Offset = None) [fixed] => {
+                let (owned, ptr, len) = lend(data)?;
+                let (fd, slot) = on(fd, Slot::new(user_data, OpKind::Write, owned));
+                ring.push(opcode::Write::new(fd, ptr, len).offset(at(offset)).build(), slot)
+            }
+
+            /// `IORING_OP_SPLICE`: up to `nbytes` bytes from `fd_in` to `fd_out`, one of them
+            /// a pipe; offsets as in splice(2) (none: the file position).
+            /// io_uring_prep_splice(3).
+            fn splice(fd_in: BorrowedFd, fd_out: BorrowedFd, nbytes: u32)
+                * (off_in: Offset = None, off_out: Offset = None, flags: SpliceFlags = 0) => {
+                let (off_in, off_out) = (splice_offset(off_in)?, splice_offset(off_out)?);
+                let (fd_in, slot) = on(fd_in, Slot::new(user_data, OpKind::Splice, Owned::Nothing));
+                let entry = opcode::Splice::new(fd_in, off_in, raw(fd_out), off_out, nbytes);
+                ring.push(entry.flags(flags.bits()).build(), slot)
+            }
+
+            /// `IORING_OP_TEE`: duplicates up to `nbytes` bytes from pipe `fd_in` into pipe
+            /// `fd_out` without consuming them. io_uring_prep_tee(3).
+            fn tee(fd_in: BorrowedFd, fd_out: BorrowedFd, nbytes: u32) * (flags: SpliceFlags = 0) => {
+                let (fd_in, slot) = on(fd_in, Slot::new(user_data, OpKind::Tee, Owned::Nothing));
+                ring.push(opcode::Tee::new(fd_in, raw(fd_out), nbytes).flags(flags.bits()).build(), slot)
+            }
+
+            /// `IORING_OP_SHUTDOWN`; `how` is `SHUT_RD`, `SHUT_WR` or `SHUT_RDWR`.
+            /// io_uring_prep_shutdown(3).
+            fn shutdown(fd: Target, how: Shutdown) * () [fixed] => {
+                let how = match how {
+                    Shutdown::Read => libc::SHUT_RD,
+                    Shutdown::Write => libc::SHUT_WR,
+                    Shutdown::Both => libc::SHUT_RDWR,
+                };
+                let (fd, slot) = on(fd, Slot::new(user_data, OpKind::Shutdown, Owned::Nothing));
+                ring.push(opcode::Shutdown::new(fd, how).build(), slot)
+            }
+
+            /// `IORING_OP_CLOSE`: the ring takes `fd` and closes it. If the op cannot be
+            /// queued, the error comes back with the fd, still open; if it is cancelled before
+            /// it runs (a failed link: `ECANCELED`), the ring closes the fd itself.
+            /// io_uring_prep_close(3).
+            fn close_fd(fd: OwnedFd) -> std::result::Result<(), (Error, OwnedFd)> => {
+                ring.queue_close(fd, user_data)
+            }
+
+            /// `IORING_OP_POLL_ADD`: completes with the ready events (a `POLL*` bit set) once
+            /// `fd` has one of `events`; `multishot` keeps it armed (flag `MORE`).
+            /// io_uring_prep_poll_add(3), io_uring_prep_poll_multishot(3).
+            fn poll_add(fd: Target, events: PollFlags) * (multishot: bool = false) [fixed] => {
+                let (fd, slot) = on(fd, Slot::new(user_data, OpKind::PollAdd, Owned::Nothing));
+                let entry = opcode::PollAdd::new(fd, u32::from(events.bits())).multi(multishot);
+                ring.push_op(entry.build(), slot, multishot)
+            }
+
+            /// `IORING_OP_TIMEOUT`: completes with `ETIME` after `seconds`, or with 0 once
+            /// `count` other completions were posted (`count` 0: time only); `cancel` it for
+            /// `ECANCELED`. io_uring_prep_timeout(3).
+            fn timeout(seconds: Duration) * (count: u32 = 0) => {
+                let ts = Box::new(types::Timespec::from(seconds));
+                let entry = opcode::Timeout::new(&*ts).count(count).build();
+                ring.push(entry, Slot::new(user_data, OpKind::Timeout, Owned::Time(ts)))
+            }
+
+            /// `IORING_OP_ASYNC_CANCEL` of every op in flight whose `user_data` is
+            /// `target_user_data`. Its completion comes only after each target's last one
+            /// (which then usually says `ECANCELED`): result 0 when every target was found,
+            /// `ENOENT` when none was in flight, `EALREADY` when one was running and could not
+            /// be stopped at once (it still completes first). io_uring_prep_cancel(3).
+            fn cancel(target_user_data: u64) => {
+                ring.queue_cancel(target_user_data, user_data)
+            }
+
+            /// `IORING_OP_LINK_TIMEOUT`: bounds the op queued just before it (queued with
+            /// `link` or `hardlink`): if that op has not completed after `seconds`, it is
+            /// cancelled (`ECANCELED`, or `EINTR` for some) and this one completes with `ETIME`;
+            /// if the op completes first, this one completes with `ECANCELED`.
+            /// io_uring_prep_link_timeout(3).
+            fn link_timeout(seconds: Duration) => {
+                let ts = Box::new(types::Timespec::from(seconds));
+                let entry = opcode::LinkTimeout::new(&*ts).build();
+                ring.push(entry, Slot::new(user_data, OpKind::LinkTimeout, Owned::Time(ts)))
+            }
+
+            /// `IORING_OP_OPENAT`: opens `path` (relative to `dir_fd`; none: the working
+            /// directory) with `flags` (always `O_CLOEXEC`) and `mode`, as `os.open` does; the
+            /// new fd comes with the completion. io_uring_prep_openat(3).
+            fn openat(path: CString, flags: i32) * (mode: u32 = 0o777, dir_fd: DirFd = None) => {
+                let entry = opcode::OpenAt::new(at_dir(dir_fd), path.as_ptr());
+                let entry = entry.flags(flags | libc::O_CLOEXEC).mode(mode).build();
+                ring.push(entry, Slot::new(user_data, OpKind::OpenAt, Owned::Path(path)))
+            }
+
+            /// `IORING_OP_STATX` of `path` (relative to `dir_fd`; with `AT_EMPTY_PATH` and an
+            /// empty path, `dir_fd` itself); `flags` are `AT_*`, `mask` the `STATX_*` fields
+            /// wanted (default `STATX_BASIC_STATS`). The completion's `statx` has the answer.
+            /// io_uring_prep_statx(3), statx(2).
+            fn statx(path: CString) * (dir_fd: DirFd = None, flags: i32 = 0, mask: u32 = 0x7ff) => {
+                ring.queue_statx(path, at_dir(dir_fd), flags, mask, user_data)
+            }
+
+            /// `IORING_OP_FSYNC` of `fd` (`datasync`: `IORING_FSYNC_DATASYNC`, as
+            /// fdatasync(2)). io_uring_prep_fsync(3).
+            fn fsync(fd: Target) * (datasync: bool = false) [fixed] => {
+                let mut flags = types::FsyncFlags::empty();
+                flags.set(types::FsyncFlags::DATASYNC, datasync);
+                let (fd, slot) = on(fd, Slot::new(user_data, OpKind::Fsync, Owned::Nothing));
+                ring.push(opcode::Fsync::new(fd).flags(flags).build(), slot)
+            }
+
+            /// `IORING_OP_SENDMSG`: sends `buffers` as one message (to `address` when given: a
+            /// datagram's destination). The ring keeps the buffers, header and address until
+            /// the completion. io_uring_prep_sendmsg(3), sendmsg(2).
+            fn sendmsg(fd: Target, buffers: Buffers)
+                * (address: OptAddress = None, flags: SendFlags = 0) [fixed] => {
+                let mut parts = MsgParts::to_send(buffers, address.as_ref())?;
+                let hdr = &raw mut parts.hdr;
+                let (fd, slot) = on(fd, Slot::new(user_data, OpKind::SendMsg, Owned::Msg(parts)));
+                ring.push(opcode::SendMsg::new(fd, hdr).flags(flags.bits()).build(), slot)
+            }
+
+            /// `IORING_OP_RECVMSG` of up to `nbytes` bytes: the completion's `data` carries
+            /// them and its `address` the sender's (for sockets that report one).
+            /// io_uring_prep_recvmsg(3), recvmsg(2).
+            fn recvmsg(fd: Target, nbytes: usize) * (flags: RecvFlags = 0) [fixed] => {
+                let mut parts = MsgParts::to_receive(fill_buffer(nbytes)?, nbytes);
+                let hdr = &raw mut parts.hdr;
+                let (fd, slot) = on(fd, Slot::new(user_data, OpKind::RecvMsg, Owned::Msg(parts)));
+                ring.push(opcode::RecvMsg::new(fd, hdr).flags(flags.bits()).build(), slot)
+            }
+
+            /// `IORING_OP_READ_FIXED`: up to `nbytes` bytes at `offset` (none: the file
+            /// position) into registered buffer `buf_index` (`register_buffers`); the
+            /// completion's `data` is a copy of the bytes read, which also stay in the buffer.
+            /// io_uring_prep_read_fixed(3).
+            fn read_fixed(fd: Target, buf_index: u16, nbytes: usize) * (offset: Offset = None) [fixed] => {
+                let (fd, slot) = on(fd, Slot::new(user_data, OpKind::ReadFixed, Owned::FixedBuf(buf_index)));
+                let ptr = ring.fixed_ptr(buf_index, nbytes)?;
+                let entry = opcode::ReadFixed::new(fd, ptr, nbytes as u32, buf_index);
+                ring.push(entry.offset(at(offset)).build(), slot)
+            }
+
+            /// `IORING_OP_WRITE_FIXED` from registered buffer `buf_index` at `offset` (none:
+            /// the file position): `data` is copied into the buffer first, or a length writes
+            /// the buffer's first bytes as they are (put there by `fill_fixed`, or by a linked
+            /// `read_fixed`). io_uring_prep_write_fixed(3).
+            fn write_fixed(fd: Target, buf_index: u16, data: FixedData) * (offset: Offset = None) [fixed] => {
+                let nbytes = ring.fixed_data(buf_index, data)?;
+                let (fd, slot) = on(fd, Slot::new(user_data, OpKind::WriteFixed, Owned::FixedBuf(buf_index)));
+                let ptr = ring.fixed_ptr(buf_index, nbytes)?;
+                let entry = opcode::WriteFixed::new(fd, ptr, nbytes as u32, buf_index);
+                ring.push(entry.offset(at(offset)).build(), slot)
+            }
+        }
+    };
+}
+
+/// The core's reading of [`ring_ops!`](crate::ring_ops): one public method of [`Ring`] per
+/// row (the row's arguments in order, its keywords after them, `user_data` last) and [`OPS`].
+macro_rules! ring_op_methods {
+    (@ty Target) => { impl Into<Target<'a>> };
+    (@ty Offset) => { Option<u64> };
+    (@ty Data) => { impl AsRef<[u8]> + Send + 'static };
+    (@ty DirFd) => { Option<BorrowedFd<'a>> };
+    (@ty OptProtocol) => { Option<Protocol> };
+    (@ty Buffers) => { Vec<Box<dyn AsRef<[u8]> + Send>> };
+    (@ty OptAddress) => { Option<SocketAddrAny> };
+    (@ty $type:ident) => { $type };
+    (@ret) => { Result<()> };
+    (@ret $ret:ty) => { $ret };
+    ([$ring:ident, $user_data:ident] $(
+        $name:ident [$(#[$doc:meta])*] ($($arg:ident $kind:ident)*)
+        ($(* $($kw:ident $kw_kind:ident $default:tt)*)?) ($($fixed:ident)?) ($($ret:ty)?) $body:block
+    )*) => {
+        impl Ring {
+            $(
+                $(#[$doc])*
+                #[allow(clippy::extra_unused_lifetimes, clippy::needless_lifetimes)]
+                #[allow(clippy::too_many_arguments)]
+                pub fn $name<'a>(
+                    &mut self,
+                    $($arg: ring_op_methods!(@ty $kind),)*
+                    $($($kw: ring_op_methods!(@ty $kw_kind),)*)?
+                    $user_data: u64,
+                ) -> ring_op_methods!(@ret $($ret)?) {
+                    let $ring = self;
+                    $body
+                }
+            )*
+        }
+
+        /// Every op of [`ring_ops!`](crate::ring_ops), in its order: the table as data, for
+        /// the binding (`_fdkit.RING_OPS`) and the tests that hold the Python stub to it.
+        pub const OPS: &[OpSpec] = &[
+            $(
+                OpSpec {
+                    name: stringify!($name),
+                    args: &[$(stringify!($arg),)* stringify!($user_data)],
+                    keywords: &[$($((stringify!($kw), stringify!($default)),)*)?],
+                    fixed: !stringify!($($fixed)?).is_empty(),
+                },
+            )*
+        ];
+    };
+}
+
+/// One op of [`ring_ops!`](crate::ring_ops), as data.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OpSpec {
+    /// The op's method name (`"recv"`).
+    pub name: &'static str,
+    /// The arguments every caller gives, in order, `user_data` last (raw identifiers as
+    /// written: `r#type`).
+    pub args: &'static [&'static str],
+    /// The arguments with a default, and the default as the table writes it (`0`, `None`,
+    /// `false`, `0o777`).
+    pub keywords: &'static [(&'static str, &'static str)],
+    /// Whether the binding offers `fixed` (the fd is a registered file's index).
+    pub fixed: bool,
+}
+
+ring_ops!(ring_op_methods);
+
+/// What [`Ring::write_fixed`] writes from its registered buffer.
+pub enum FixedData {
+    /// The buffer's first `n` bytes, as they are.
+    Len(usize),
+    /// These bytes, copied into the buffer (from its start) first.
+    Copy(Box<dyn AsRef<[u8]> + Send>),
+}
+
+impl From<usize> for FixedData {
+    fn from(n: usize) -> Self {
+        FixedData::Len(n)
+    }
+}
+
+/// The entry's fd field for `fd` (an fd, or a registered file's index: the ring adds
+/// `IOSQE_FIXED_FILE`), and `slot` reporting it as the op's fd.
+fn on<'a>(fd: impl Into<Target<'a>>, slot: Slot) -> (types::Fd, Slot) {
+    let t = fd.into();
+    (types::Fd(t.raw().0), slot.on(t.op_fd()))
+}
+
+/// The entry's fd field for a plain fd.
+fn raw(fd: BorrowedFd<'_>) -> types::Fd {
     types::Fd(fd.as_raw_fd())
 }
 
-/// The entry's fd field for `fd` (an fd, or a registered file's index) and what the
-/// completion reports; the ring adds `IOSQE_FIXED_FILE` for an index.
-fn on<'a>(fd: impl Into<Target<'a>>) -> (types::Fd, OpFd) {
-    let t = fd.into();
-    (types::Fd(t.raw().0), t.op_fd())
+/// The entry's directory fd: `dir_fd`, or `AT_FDCWD`.
+fn at_dir(dir_fd: Option<BorrowedFd<'_>>) -> types::Fd {
+    types::Fd(dir_fd.map_or(libc::AT_FDCWD, |d| d.as_raw_fd()))
+}
+
+/// An entry's offset: `offset`, or `u64::MAX` for the file position.
+fn at(offset: Option<u64>) -> u64 {
+    offset.unwrap_or(u64::MAX)
+}
+
+/// A splice offset: `offset`, or -1 for the file position.
+fn splice_offset(offset: Option<u64>) -> Result<i64> {
+    offset.map_or(Ok(-1), |o| {
+        i64::try_from(o).map_err(|_| Error::InvalidArgument("offset out of range"))
+    })
+}
+
+/// A buffer of `len` bytes for the kernel to fill, owned by the op, and its address.
+fn fill(len: usize) -> Result<(Owned, *mut u8)> {
+    let mut buf = fill_buffer(len)?;
+    let ptr = buf.as_mut_ptr();
+    Ok((Owned::Fill(buf), ptr))
 }
 
 /// A buffer of `len` bytes for the kernel to fill, or `ENOMEM` (never an abort).
@@ -54,269 +434,120 @@ fn lend(data: impl AsRef<[u8]> + Send + 'static) -> Result<(Owned, *const u8, u3
     Ok((Owned::Data(data), ptr, len))
 }
 
+/// The parts of the table's rows that are longer than a row.
 impl Ring {
-    /// `IORING_OP_NOP`: completes with result 0; useful to test the ring.
-    /// See io_uring_prep_nop(3).
-    pub fn nop(&mut self, user_data: u64) -> Result<()> {
-        let slot = Slot::new(user_data, OpKind::Nop, Owned::Nothing);
-        self.push(opcode::Nop::new().build(), slot)
-    }
-
-    /// `IORING_OP_SOCKET`: a new socket, always close-on-exec; the completion owns the fd
-    /// ([`Completion::take_fd`](super::Completion::take_fd)). See io_uring_prep_socket(3).
-    pub fn socket(
+    /// `send` and `send_zc` (`op`): `data`, lent to the kernel until the completion.
+    fn queue_send(
         &mut self,
-        domain: AddressFamily,
-        socket_type: SocketType,
-        flags: SocketFlags,
-        protocol: Option<Protocol>,
+        op: OpKind,
+        fd: Target<'_>,
+        data: impl AsRef<[u8]> + Send + 'static,
+        flags: SendFlags,
         user_data: u64,
     ) -> Result<()> {
-        let ty = socket_type.as_raw() | (flags | SocketFlags::CLOEXEC).bits();
-        let proto = protocol.map_or(0, |p| p.as_raw().get());
+        let (owned, ptr, len) = lend(data)?;
+        let (fd, slot) = on(fd, Slot::new(user_data, op, owned));
+        let flags = flags.bits() as i32;
+        let entry = match op {
+            OpKind::SendZc => opcode::SendZc::new(fd, ptr, len).flags(flags).build(),
+            _ => opcode::Send::new(fd, ptr, len).flags(flags).build(),
+        };
+        self.push(entry, slot)
+    }
+
+    /// `socket`'s row: the family, type and protocol as the kernel takes them.
+    fn queue_socket(
+        &mut self,
+        family: AddressFamily,
+        socket_type: SocketType,
+        proto: Option<Protocol>,
+        user_data: u64,
+    ) -> Result<()> {
+        let ty = socket_type.as_raw() | SocketFlags::CLOEXEC.bits();
+        let proto = proto.map_or(0, |p| p.as_raw().get());
         let entry =
-            opcode::Socket::new(i32::from(domain.as_raw()), ty as i32, proto as i32).build();
+            opcode::Socket::new(i32::from(family.as_raw()), ty as i32, proto as i32).build();
         self.push(entry, Slot::new(user_data, OpKind::Socket, Owned::Nothing))
     }
 
-    /// `IORING_OP_ACCEPT`: one connection from listener `fd`, close-on-exec; the completion
-    /// owns the new fd. The peer address is not collected. See io_uring_prep_accept(3).
-    pub fn accept<'a>(&mut self, fd: impl Into<Target<'a>>, user_data: u64) -> Result<()> {
-        let (fd, at) = on(fd);
-        let entry = opcode::Accept::new(fd, std::ptr::null_mut(), std::ptr::null_mut())
-            .flags(libc::SOCK_CLOEXEC)
-            .build();
-        self.push(
-            entry,
-            Slot::new(user_data, OpKind::Accept, Owned::Nothing).on(at),
-        )
-    }
-
-    /// `IORING_OP_ACCEPT` with `IORING_ACCEPT_MULTISHOT`: one completion per connection (flag
-    /// `MORE` while armed) until cancelled or an error ends it. See
-    /// io_uring_prep_multishot_accept(3).
-    pub fn accept_multishot<'a>(
+    /// `accept`'s row: one connection, one per connection (`multishot`), or one with the
+    /// peer's address.
+    fn queue_accept(
         &mut self,
-        fd: impl Into<Target<'a>>,
+        fd: Target<'_>,
+        multishot: bool,
+        address: bool,
         user_data: u64,
     ) -> Result<()> {
-        let (fd, at) = on(fd);
-        let entry = opcode::AcceptMulti::new(fd)
-            .flags(libc::SOCK_CLOEXEC)
-            .build();
-        let slot = Slot::new(user_data, OpKind::AcceptMulti, Owned::Nothing).on(at);
-        self.push_op(entry, slot, true)
-    }
-
-    /// `IORING_OP_CONNECT` to `addr` (the ring keeps its own copy). See
-    /// io_uring_prep_connect(3).
-    pub fn connect<'a>(
-        &mut self,
-        fd: impl Into<Target<'a>>,
-        addr: &SocketAddrAny,
-        user_data: u64,
-    ) -> Result<()> {
-        let (fd, at) = on(fd);
-        let addr = Box::new(addr.clone());
-        let entry = opcode::Connect::new(fd, addr.as_ptr().cast(), addr.addr_len()).build();
-        self.push(
-            entry,
-            Slot::new(user_data, OpKind::Connect, Owned::Addr(addr)).on(at),
-        )
-    }
-
-    /// `IORING_OP_RECV` of up to `len` bytes into a buffer the ring owns; the completion
-    /// carries the bytes. See io_uring_prep_recv(3).
-    pub fn recv<'a>(
-        &mut self,
-        fd: impl Into<Target<'a>>,
-        len: usize,
-        flags: RecvFlags,
-        user_data: u64,
-    ) -> Result<()> {
-        let (fd, at) = on(fd);
-        let mut buf = fill_buffer(len)?;
-        let entry = opcode::Recv::new(fd, buf.as_mut_ptr(), len as u32)
-            .flags(flags.bits() as i32)
-            .build();
-        self.push(
-            entry,
-            Slot::new(user_data, OpKind::Recv, Owned::Fill(buf)).on(at),
-        )
-    }
-
-    /// Multishot `IORING_OP_RECV` from buffer group `group` (see
-    /// [`provide_buffers`](Ring::provide_buffers)): one completion per chunk received, with
-    /// its bytes, `MORE` while armed. Result 0 is end of stream; `ENOBUFS` means the group ran
-    /// dry and the receive ended (queue it again: the data waits in the socket).
-    /// See io_uring_prep_recv_multishot(3).
-    pub fn recv_multishot<'a>(
-        &mut self,
-        fd: impl Into<Target<'a>>,
-        group: u16,
-        user_data: u64,
-    ) -> Result<()> {
-        let (fd, at) = on(fd);
-        if !self.has_group(group) {
+        if multishot && address {
             return Err(Error::InvalidArgument(
-                "no such buffer group (call provide_buffers first)",
+                "a multishot accept cannot collect addresses (use address=False)",
             ));
         }
-        let entry = opcode::RecvMulti::new(fd, group).build();
-        let slot = Slot::new(user_data, OpKind::RecvMulti, Owned::Group(group)).on(at);
-        self.push_op(entry, slot, true)
+        if multishot {
+            let (fd, slot) = on(
+                fd,
+                Slot::new(user_data, OpKind::AcceptMulti, Owned::Nothing),
+            );
+            let entry = opcode::AcceptMulti::new(fd).flags(libc::SOCK_CLOEXEC);
+            return self.push_op(entry.build(), slot, true);
+        }
+        if !address {
+            let (fd, slot) = on(fd, Slot::new(user_data, OpKind::Accept, Owned::Nothing));
+            let entry = opcode::Accept::new(fd, std::ptr::null_mut(), std::ptr::null_mut());
+            return self.push(entry.flags(libc::SOCK_CLOEXEC).build(), slot);
+        }
+        // SAFETY: an all-zero sockaddr_storage is a valid value (family AF_UNSPEC).
+        let mut addr: Box<(libc::sockaddr_storage, libc::socklen_t)> =
+            Box::new((unsafe { std::mem::zeroed() }, 0));
+        addr.1 = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+        let (name, len) = ((&raw mut addr.0).cast(), &raw mut addr.1);
+        let (fd, slot) = on(
+            fd,
+            Slot::new(user_data, OpKind::Accept, Owned::PeerAddr(addr)),
+        );
+        let entry = opcode::Accept::new(fd, name, len).flags(libc::SOCK_CLOEXEC);
+        self.push(entry.build(), slot)
     }
 
-    /// `IORING_OP_SEND` of `data` (kept by the ring until the completion).
-    /// See io_uring_prep_send(3).
-    pub fn send<'a>(
+    /// `statx`'s row: the path and the buffer the kernel fills live in one box.
+    fn queue_statx(
         &mut self,
-        fd: impl Into<Target<'a>>,
-        data: impl AsRef<[u8]> + Send + 'static,
-        flags: SendFlags,
+        path: CString,
+        dir_fd: types::Fd,
+        flags: i32,
+        mask: u32,
         user_data: u64,
     ) -> Result<()> {
-        let (fd, at) = on(fd);
-        let (owned, ptr, len) = lend(data)?;
-        let entry = opcode::Send::new(fd, ptr, len)
-            .flags(flags.bits() as i32)
-            .build();
-        self.push(entry, Slot::new(user_data, OpKind::Send, owned).on(at))
-    }
-
-    /// `IORING_OP_SEND_ZC`: a zero-copy send. Two completions: the result (flag `MORE` when a
-    /// notification follows), then the notification (flag `NOTIF`) once the kernel no longer
-    /// reads `data`, which the ring keeps until then. See io_uring_prep_send_zc(3).
-    pub fn send_zc<'a>(
-        &mut self,
-        fd: impl Into<Target<'a>>,
-        data: impl AsRef<[u8]> + Send + 'static,
-        flags: SendFlags,
-        user_data: u64,
-    ) -> Result<()> {
-        let (fd, at) = on(fd);
-        let (owned, ptr, len) = lend(data)?;
-        let entry = opcode::SendZc::new(fd, ptr, len)
-            .flags(flags.bits() as i32)
-            .build();
-        self.push(entry, Slot::new(user_data, OpKind::SendZc, owned).on(at))
-    }
-
-    /// `IORING_OP_READ` of up to `len` bytes at `offset` (None: the file position, which
-    /// advances); the completion carries the bytes. See io_uring_prep_read(3).
-    pub fn read<'a>(
-        &mut self,
-        fd: impl Into<Target<'a>>,
-        len: usize,
-        offset: Option<u64>,
-        user_data: u64,
-    ) -> Result<()> {
-        let (fd, at) = on(fd);
-        let mut buf = fill_buffer(len)?;
-        let entry = opcode::Read::new(fd, buf.as_mut_ptr(), len as u32)
-            .offset(offset.unwrap_or(u64::MAX))
+        // SAFETY: struct statx is plain integers; all zeroes is a valid value.
+        let mut parts: Box<(CString, libc::statx)> =
+            Box::new((path, unsafe { std::mem::zeroed() }));
+        let buf: *mut libc::statx = &raw mut parts.1;
+        let entry = opcode::Statx::new(dir_fd, parts.0.as_ptr(), buf.cast())
+            .flags(flags)
+            .mask(mask)
             .build();
         self.push(
             entry,
-            Slot::new(user_data, OpKind::Read, Owned::Fill(buf)).on(at),
+            Slot::new(user_data, OpKind::Statx, Owned::Statx(parts)),
         )
     }
 
-    /// `IORING_OP_WRITE` of `data` at `offset` (None: the file position, which advances).
-    /// See io_uring_prep_write(3).
-    pub fn write<'a>(
-        &mut self,
-        fd: impl Into<Target<'a>>,
-        data: impl AsRef<[u8]> + Send + 'static,
-        offset: Option<u64>,
-        user_data: u64,
-    ) -> Result<()> {
-        let (fd, at) = on(fd);
-        let (owned, ptr, len) = lend(data)?;
-        let entry = opcode::Write::new(fd, ptr, len)
-            .offset(offset.unwrap_or(u64::MAX))
-            .build();
-        self.push(entry, Slot::new(user_data, OpKind::Write, owned).on(at))
+    /// `write_fixed`'s row: how many bytes of buffer `index` to write, after copying `data`
+    /// in when it is bytes.
+    fn fixed_data(&mut self, index: u16, data: FixedData) -> Result<usize> {
+        match data {
+            FixedData::Len(n) => Ok(n),
+            FixedData::Copy(bytes) => {
+                let bytes = (*bytes).as_ref();
+                self.fill_fixed(index, 0, bytes)?;
+                Ok(bytes.len())
+            }
+        }
     }
 
-    /// `IORING_OP_SPLICE`: up to `len` bytes from `fd_in` to `fd_out`, one of them a pipe;
-    /// offsets as in splice(2) (None: the file position). See io_uring_prep_splice(3).
-    #[allow(clippy::too_many_arguments)]
-    pub fn splice(
-        &mut self,
-        fd_in: BorrowedFd<'_>,
-        off_in: Option<u64>,
-        fd_out: BorrowedFd<'_>,
-        off_out: Option<u64>,
-        len: u32,
-        flags: SpliceFlags,
-        user_data: u64,
-    ) -> Result<()> {
-        let off = |o: Option<u64>| -> Result<i64> {
-            o.map_or(Ok(-1), |o| {
-                i64::try_from(o).map_err(|_| Error::InvalidArgument("offset out of range"))
-            })
-        };
-        let entry = opcode::Splice::new(
-            target(fd_in),
-            off(off_in)?,
-            target(fd_out),
-            off(off_out)?,
-            len,
-        )
-        .flags(flags.bits())
-        .build();
-        let at = OpFd::Raw(fd_in.as_raw_fd());
-        self.push(
-            entry,
-            Slot::new(user_data, OpKind::Splice, Owned::Nothing).on(at),
-        )
-    }
-
-    /// `IORING_OP_TEE`: duplicates up to `len` bytes from pipe `fd_in` into pipe `fd_out`
-    /// without consuming them. See io_uring_prep_tee(3).
-    pub fn tee(
-        &mut self,
-        fd_in: BorrowedFd<'_>,
-        fd_out: BorrowedFd<'_>,
-        len: u32,
-        flags: SpliceFlags,
-        user_data: u64,
-    ) -> Result<()> {
-        let entry = opcode::Tee::new(target(fd_in), target(fd_out), len)
-            .flags(flags.bits())
-            .build();
-        let at = OpFd::Raw(fd_in.as_raw_fd());
-        self.push(
-            entry,
-            Slot::new(user_data, OpKind::Tee, Owned::Nothing).on(at),
-        )
-    }
-
-    /// `IORING_OP_SHUTDOWN`. See io_uring_prep_shutdown(3).
-    pub fn shutdown<'a>(
-        &mut self,
-        fd: impl Into<Target<'a>>,
-        how: Shutdown,
-        user_data: u64,
-    ) -> Result<()> {
-        let (fd, at) = on(fd);
-        let how = match how {
-            Shutdown::Read => libc::SHUT_RD,
-            Shutdown::Write => libc::SHUT_WR,
-            Shutdown::Both => libc::SHUT_RDWR,
-        };
-        let entry = opcode::Shutdown::new(fd, how).build();
-        self.push(
-            entry,
-            Slot::new(user_data, OpKind::Shutdown, Owned::Nothing).on(at),
-        )
-    }
-
-    /// `IORING_OP_CLOSE`: the ring takes `fd` and closes it. If the op cannot be queued, the
-    /// error comes back with the fd, still open; if it is cancelled before it runs (a failed
-    /// link: `ECANCELED`), the ring closes the fd itself. See io_uring_prep_close(3).
-    pub fn close_fd(
+    /// `close_fd`'s row: the ring takes `fd`, or gives it back with the error.
+    fn queue_close(
         &mut self,
         fd: OwnedFd,
         user_data: u64,
@@ -341,44 +572,11 @@ impl Ring {
         })
     }
 
-    /// `IORING_OP_POLL_ADD`: completes with the ready events (a `PollFlags` bit set) once
-    /// `fd` has one of `events`; `multishot` keeps it armed (flag `MORE`).
-    /// See io_uring_prep_poll_add(3), io_uring_prep_poll_multishot(3).
-    pub fn poll_add<'a>(
-        &mut self,
-        fd: impl Into<Target<'a>>,
-        events: PollFlags,
-        multishot: bool,
-        user_data: u64,
-    ) -> Result<()> {
-        let (fd, at) = on(fd);
-        let entry = opcode::PollAdd::new(fd, u32::from(events.bits()))
-            .multi(multishot)
-            .build();
-        let slot = Slot::new(user_data, OpKind::PollAdd, Owned::Nothing).on(at);
-        self.push_op(entry, slot, multishot)
-    }
-
-    /// `IORING_OP_TIMEOUT`: completes with `ETIME` after `duration`, or with 0 once `count`
-    /// other completions were posted (`count` 0: time only). Cancel it with
-    /// [`cancel`](Ring::cancel) (`ECANCELED`). See io_uring_prep_timeout(3).
-    pub fn timeout(&mut self, duration: Duration, count: u32, user_data: u64) -> Result<()> {
-        let ts = Box::new(types::Timespec::from(duration));
-        let entry = opcode::Timeout::new(&*ts).count(count).build();
-        self.push(
-            entry,
-            Slot::new(user_data, OpKind::Timeout, Owned::Time(ts)),
-        )
-    }
-
-    /// `IORING_OP_ASYNC_CANCEL` of every op in flight whose `user_data` is `target`. Its
-    /// completion comes only after each target's last completion (which then usually says
-    /// `ECANCELED`). Result 0 when every target was found; `ENOENT` when none was in flight
-    /// (or had already finished); `EALREADY` when one was running and could not be stopped
-    /// at once (it still completes first). See io_uring_prep_cancel(3).
-    pub fn cancel(&mut self, target_user_data: u64, user_data: u64) -> Result<()> {
+    /// `cancel`'s row: one kernel cancel request per target (or one that matches nothing),
+    /// answered once every request was answered and every target finished.
+    fn queue_cancel(&mut self, target_user_data: u64, user_data: u64) -> Result<()> {
         let flags = self.take_flags();
-        if flags.intersects(SqeFlags::LINK | SqeFlags::HARDLINK | SqeFlags::SKIP_SUCCESS) {
+        if flags.intersects(SqeFlags::IO_LINK | SqeFlags::IO_HARDLINK | SqeFlags::SKIP_SUCCESS) {
             return Err(Error::InvalidArgument(
                 "cancel cannot be linked or skip_success (it may be several kernel requests)",
             ));
@@ -414,7 +612,7 @@ impl Ring {
         for &t in &kernel_targets {
             let entry = opcode::AsyncCancel::new(t)
                 .build()
-                .flags(flags.kernel())
+                .flags(flags)
                 .user_data(self.slots.key(id));
             if let Err(e) = self.push_entry(entry) {
                 failure = Some(e);
@@ -453,230 +651,22 @@ impl Ring {
         self.finish_cancel_if_done(id);
         Ok(())
     }
+}
 
-    /// `IORING_OP_ACCEPT` that also collects the peer's address (the completion's
-    /// `address`). See io_uring_prep_accept(3).
-    pub fn accept_with_address<'a>(
-        &mut self,
-        fd: impl Into<Target<'a>>,
-        user_data: u64,
-    ) -> Result<()> {
-        let (fd, at) = on(fd);
-        // SAFETY: an all-zero sockaddr_storage is a valid value (family AF_UNSPEC).
-        let mut addr: Box<(libc::sockaddr_storage, libc::socklen_t)> =
-            Box::new((unsafe { std::mem::zeroed() }, 0));
-        addr.1 = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
-        let entry = opcode::Accept::new(fd, (&raw mut addr.0).cast(), &raw mut addr.1)
-            .flags(libc::SOCK_CLOEXEC)
-            .build();
-        let slot = Slot::new(user_data, OpKind::Accept, Owned::PeerAddr(addr)).on(at);
-        self.push(entry, slot)
-    }
+#[cfg(test)]
+mod tests {
+    use super::OPS;
 
-    /// `IORING_OP_LINK_TIMEOUT`: bounds the op queued just before it (which must have been
-    /// queued with `LINK` or `HARDLINK`): if that op has not completed after `duration`, it
-    /// is cancelled (its completion says `ECANCELED`, or `EINTR` for some) and this one
-    /// completes with `ETIME`; if the op completes first, this one completes with
-    /// `ECANCELED`. Queued with `LINK` itself, the chain goes on after the guarded op.
-    /// See io_uring_prep_link_timeout(3).
-    pub fn link_timeout(&mut self, duration: Duration, user_data: u64) -> Result<()> {
-        let ts = Box::new(types::Timespec::from(duration));
-        let entry = opcode::LinkTimeout::new(&*ts).build();
-        self.push(
-            entry,
-            Slot::new(user_data, OpKind::LinkTimeout, Owned::Time(ts)),
-        )
-    }
-
-    /// `IORING_OP_OPENAT`: opens `path` (relative to `dir`, None: the working directory)
-    /// with `flags` (always `O_CLOEXEC`) and `mode`; the completion owns the new fd.
-    /// See io_uring_prep_openat(3).
-    pub fn openat(
-        &mut self,
-        dir: Option<BorrowedFd<'_>>,
-        path: std::ffi::CString,
-        flags: i32,
-        mode: u32,
-        user_data: u64,
-    ) -> Result<()> {
-        let dirfd = dir.map_or(libc::AT_FDCWD, |d| d.as_raw_fd());
-        let entry = opcode::OpenAt::new(types::Fd(dirfd), path.as_ptr())
-            .flags(flags | libc::O_CLOEXEC)
-            .mode(mode)
-            .build();
-        self.push(
-            entry,
-            Slot::new(user_data, OpKind::OpenAt, Owned::Path(path)),
-        )
-    }
-
-    /// `IORING_OP_STATX` of `path` (relative to `dir`; with `AT_EMPTY_PATH` and an empty
-    /// path, `dir` itself); `flags` are `AT_*`, `mask` the `STATX_*` fields wanted. The
-    /// completion's `statx` has the answer. See io_uring_prep_statx(3), statx(2).
-    pub fn statx(
-        &mut self,
-        dir: Option<BorrowedFd<'_>>,
-        path: std::ffi::CString,
-        flags: i32,
-        mask: u32,
-        user_data: u64,
-    ) -> Result<()> {
-        let dirfd = dir.map_or(libc::AT_FDCWD, |d| d.as_raw_fd());
-        // SAFETY: struct statx is plain integers; all zeroes is a valid value.
-        let mut parts: Box<(std::ffi::CString, libc::statx)> =
-            Box::new((path, unsafe { std::mem::zeroed() }));
-        let buf: *mut libc::statx = &raw mut parts.1;
-        let entry = opcode::Statx::new(types::Fd(dirfd), parts.0.as_ptr(), buf.cast())
-            .flags(flags)
-            .mask(mask)
-            .build();
-        self.push(
-            entry,
-            Slot::new(user_data, OpKind::Statx, Owned::Statx(parts)),
-        )
-    }
-
-    /// `IORING_OP_FSYNC` of `fd` (`datasync`: `IORING_FSYNC_DATASYNC`, as fdatasync(2)).
-    /// See io_uring_prep_fsync(3).
-    pub fn fsync<'a>(
-        &mut self,
-        fd: impl Into<Target<'a>>,
-        datasync: bool,
-        user_data: u64,
-    ) -> Result<()> {
-        let (fd, at) = on(fd);
-        let flags = if datasync {
-            types::FsyncFlags::DATASYNC
-        } else {
-            types::FsyncFlags::empty()
-        };
-        let entry = opcode::Fsync::new(fd).flags(flags).build();
-        self.push(
-            entry,
-            Slot::new(user_data, OpKind::Fsync, Owned::Nothing).on(at),
-        )
-    }
-
-    /// `IORING_OP_SENDMSG`: sends `buffers` as one message (to `addr` when given: a
-    /// datagram's destination). The ring keeps the buffers, header and address until the
-    /// completion. See io_uring_prep_sendmsg(3), sendmsg(2).
-    pub fn sendmsg<'a>(
-        &mut self,
-        fd: impl Into<Target<'a>>,
-        buffers: Vec<Box<dyn AsRef<[u8]> + Send>>,
-        addr: Option<&SocketAddrAny>,
-        flags: SendFlags,
-        user_data: u64,
-    ) -> Result<()> {
-        let (fd, at) = on(fd);
-        if buffers.len() > 1024 {
-            return Err(Error::InvalidArgument("at most 1024 buffers (IOV_MAX)"));
-        }
-        let mut parts = Box::new(MsgParts::new());
-        parts.iov = buffers
-            .iter()
-            .map(|b| {
-                let s = (**b).as_ref();
-                libc::iovec {
-                    iov_base: s.as_ptr() as *mut libc::c_void,
-                    iov_len: s.len(),
-                }
-            })
-            .collect();
-        parts.data = buffers;
-        if let Some(a) = addr {
-            let len = a.addr_len() as usize;
-            // SAFETY: `a` is valid for `addr_len()` bytes, which fit a sockaddr_storage.
-            unsafe {
-                std::ptr::copy_nonoverlapping(
-                    a.as_ptr().cast::<u8>(),
-                    (&raw mut parts.addr).cast::<u8>(),
-                    len,
-                )
-            };
-            parts.hdr.msg_name = (&raw mut parts.addr).cast();
-            parts.hdr.msg_namelen = len as libc::socklen_t;
-        }
-        parts.hdr.msg_iov = parts.iov.as_mut_ptr();
-        parts.hdr.msg_iovlen = parts.iov.len() as _;
-        let entry = opcode::SendMsg::new(fd, &raw const parts.hdr)
-            .flags(flags.bits())
-            .build();
-        self.push(
-            entry,
-            Slot::new(user_data, OpKind::SendMsg, Owned::Msg(parts)).on(at),
-        )
-    }
-
-    /// `IORING_OP_RECVMSG` of up to `len` bytes: the completion carries the bytes and the
-    /// sender's address (`address`, for sockets that report one). See
-    /// io_uring_prep_recvmsg(3), recvmsg(2).
-    pub fn recvmsg<'a>(
-        &mut self,
-        fd: impl Into<Target<'a>>,
-        len: usize,
-        flags: RecvFlags,
-        user_data: u64,
-    ) -> Result<()> {
-        let (fd, at) = on(fd);
-        let mut parts = Box::new(MsgParts::new());
-        parts.fill = fill_buffer(len)?;
-        parts.iov = vec![libc::iovec {
-            iov_base: parts.fill.as_mut_ptr().cast(),
-            iov_len: len,
-        }];
-        parts.hdr.msg_iov = parts.iov.as_mut_ptr();
-        parts.hdr.msg_iovlen = 1;
-        parts.hdr.msg_name = (&raw mut parts.addr).cast();
-        parts.hdr.msg_namelen = std::mem::size_of::<libc::sockaddr_storage>() as _;
-        let entry = opcode::RecvMsg::new(fd, &raw mut parts.hdr)
-            .flags(flags.bits())
-            .build();
-        self.push(
-            entry,
-            Slot::new(user_data, OpKind::RecvMsg, Owned::Msg(parts)).on(at),
-        )
-    }
-
-    /// `IORING_OP_READ_FIXED`: up to `len` bytes at `offset` (None: the file position) into
-    /// registered buffer `index` ([`register_buffers`](Ring::register_buffers)); the
-    /// completion carries a copy of the bytes read, which also stay in the buffer.
-    /// See io_uring_prep_read_fixed(3).
-    pub fn read_fixed<'a>(
-        &mut self,
-        fd: impl Into<Target<'a>>,
-        index: u16,
-        len: usize,
-        offset: Option<u64>,
-        user_data: u64,
-    ) -> Result<()> {
-        let (fd, at) = on(fd);
-        let ptr = self.fixed_ptr(index, len)?;
-        let entry = opcode::ReadFixed::new(fd, ptr, len as u32, index)
-            .offset(offset.unwrap_or(u64::MAX))
-            .build();
-        let slot = Slot::new(user_data, OpKind::ReadFixed, Owned::FixedBuf(index)).on(at);
-        self.push(entry, slot)
-    }
-
-    /// `IORING_OP_WRITE_FIXED`: writes the first `len` bytes of registered buffer `index` at
-    /// `offset` (None: the file position). Put bytes there with
-    /// [`fill_fixed`](Ring::fill_fixed) first, or let a linked `read_fixed` fill it.
-    /// See io_uring_prep_write_fixed(3).
-    pub fn write_fixed<'a>(
-        &mut self,
-        fd: impl Into<Target<'a>>,
-        index: u16,
-        len: usize,
-        offset: Option<u64>,
-        user_data: u64,
-    ) -> Result<()> {
-        let (fd, at) = on(fd);
-        let ptr = self.fixed_ptr(index, len)?;
-        let entry = opcode::WriteFixed::new(fd, ptr, len as u32, index)
-            .offset(offset.unwrap_or(u64::MAX))
-            .build();
-        let slot = Slot::new(user_data, OpKind::WriteFixed, Owned::FixedBuf(index)).on(at);
-        self.push(entry, slot)
+    #[test]
+    fn the_table_names_each_op_once_with_user_data_last() {
+        let mut names: Vec<&str> = OPS.iter().map(|op| op.name).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), OPS.len());
+        assert!(OPS.iter().all(|op| op.args.last() == Some(&"user_data")));
+        let recv = OPS.iter().find(|op| op.name == "recv").expect("recv");
+        assert_eq!(recv.args, ["fd", "nbytes", "user_data"]);
+        assert_eq!(recv.keywords, [("flags", "0")]);
+        assert!(recv.fixed);
     }
 }

@@ -181,7 +181,28 @@ impl KernelVersion {
     pub fn at_least(&self, major: u32, minor: u32) -> bool {
         (self.major, self.minor) >= (major, minor)
     }
+
+    /// Whether this kernel is at least [`MIN_KERNEL`]; when not, why `what` cannot run
+    /// here: `{what} needs Linux 6.0; this kernel is {release}`.
+    pub fn check_min(&self, what: &str) -> Result<(), String> {
+        let (major, minor) = MIN_KERNEL;
+        if self.at_least(major, minor) {
+            Ok(())
+        } else {
+            Err(format!(
+                "{what} needs Linux {major}.{minor}; this kernel is {}",
+                self.release
+            ))
+        }
+    }
 }
+
+/// The oldest kernel fdkit's io_uring engines run on, the one floor both check
+/// ([`KernelVersion::check_min`]; Python reads it through `_fdkit.uring_kernel_check`): Linux
+/// 6.0. The static server needs it (multishot receive, provided-buffer rings); `fdkit.aio`'s
+/// reactor only polls, cancels and waits with a timeout (5.11 would do), and 6.0 is the floor
+/// it has been run on.
+pub const MIN_KERNEL: (u32, u32) = (6, 0);
 
 #[cfg(test)]
 mod tests {
@@ -199,6 +220,11 @@ mod tests {
         let v = KernelVersion::parse("weird");
         assert_eq!((v.major, v.minor), (0, 0));
         assert!(!v.at_least(1, 0));
+        assert_eq!(KernelVersion::parse("6.0.1").check_min("x"), Ok(()));
+        assert_eq!(
+            KernelVersion::parse("5.15.0-91-generic").check_min("multishot receive"),
+            Err("multishot receive needs Linux 6.0; this kernel is 5.15.0-91-generic".into())
+        );
     }
 
     #[test]

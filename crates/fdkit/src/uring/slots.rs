@@ -240,6 +240,63 @@ impl MsgParts {
         }
     }
 
+    /// A `sendmsg`'s parts: `buffers` as one message, to `addr` when given (the header points
+    /// into the box, so it is built there). At most 1024 buffers (`IOV_MAX`).
+    pub(super) fn to_send(
+        buffers: Vec<Box<dyn AsRef<[u8]> + Send>>,
+        addr: Option<&SocketAddrAny>,
+    ) -> crate::Result<Box<MsgParts>> {
+        if buffers.len() > 1024 {
+            return Err(crate::Error::InvalidArgument(
+                "at most 1024 buffers (IOV_MAX)",
+            ));
+        }
+        let mut parts = Box::new(MsgParts::new());
+        parts.iov = buffers
+            .iter()
+            .map(|b| {
+                let s = (**b).as_ref();
+                libc::iovec {
+                    iov_base: s.as_ptr() as *mut libc::c_void,
+                    iov_len: s.len(),
+                }
+            })
+            .collect();
+        parts.data = buffers;
+        if let Some(a) = addr {
+            let len = a.addr_len() as usize;
+            // SAFETY: `a` is valid for `addr_len()` bytes, which fit a sockaddr_storage.
+            unsafe {
+                std::ptr::copy_nonoverlapping(
+                    a.as_ptr().cast::<u8>(),
+                    (&raw mut parts.addr).cast::<u8>(),
+                    len,
+                )
+            };
+            parts.hdr.msg_name = (&raw mut parts.addr).cast();
+            parts.hdr.msg_namelen = len as libc::socklen_t;
+        }
+        parts.hdr.msg_iov = parts.iov.as_mut_ptr();
+        parts.hdr.msg_iovlen = parts.iov.len() as _;
+        Ok(parts)
+    }
+
+    /// A `recvmsg`'s parts: `fill`, of which the first `len` bytes may be received, and room
+    /// for the sender's address.
+    pub(super) fn to_receive(fill: Vec<u8>, len: usize) -> Box<MsgParts> {
+        let mut parts = Box::new(MsgParts::new());
+        parts.fill = fill;
+        parts.iov = vec![libc::iovec {
+            iov_base: parts.fill.as_mut_ptr().cast(),
+            iov_len: len,
+        }];
+        parts.hdr.msg_iov = parts.iov.as_mut_ptr();
+        parts.hdr.msg_iovlen = 1;
+        parts.hdr.msg_name = (&raw mut parts.addr).cast();
+        parts.hdr.msg_namelen = std::mem::size_of::<libc::sockaddr_storage>() as _;
+        parts
+    }
+
     /// The sender's address a `recvmsg` collected, if the kernel wrote one.
     pub fn address_of(&self) -> Option<SocketAddrAny> {
         let len = self.hdr.msg_namelen as usize;

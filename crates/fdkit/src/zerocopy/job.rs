@@ -1,6 +1,6 @@
 //! The state one transfer carries from path to path ([`Job`]), how a path ends ([`Step`]),
 //! and the side a non-blocking transfer waits on ([`WouldBlock`]): the types the copy loops
-//! (`engines.rs`), `transfer` and `proxy` share. This file imports none of those three, so
+//! (`copy_loops.rs`), `transfer` and `proxy` share. This file imports none of those three, so
 //! none of them needs another just for a type.
 
 use super::held::Held;

@@ -10,7 +10,7 @@
 //! Every loop takes a `checkpoint` closure, as in [`crate::fd`]: called after `EINTR`, short
 //! transfers and waits, it returns `Err` to stop (the Python binding runs signal handlers there).
 
-mod engines;
+mod copy_loops;
 mod held;
 mod job;
 mod kind;

@@ -1,6 +1,6 @@
 //! `relay` (one direction, optionally recorded) and `proxy` (both directions) between sockets.
 
-use super::engines;
+use super::copy_loops;
 use super::job::{Job, Step, CHECK_EVERY};
 use super::kind::{fd_kind, FdKind};
 use super::pool::PooledPipe;
@@ -76,11 +76,11 @@ fn relay_inner(
         nonblocking: false,
         held: None,
     };
-    match engines::splice_via_pipe(&mut job, record)? {
+    match copy_loops::splice_via_pipe(&mut job, record)? {
         // A blocking job never stops at a side that would block.
         Step::Done | Step::Blocked(_) => Ok(job.moved),
         Step::Unsupported(..) if record.is_none() => {
-            engines::read_write(&mut job)?;
+            copy_loops::read_write(&mut job)?;
             Ok(job.moved)
         }
         // Recording needs tee, which needs splice: without it, copy through memory to both.
@@ -100,7 +100,7 @@ fn relay_by_copy(job: &mut Job<'_>, record: Option<BorrowedFd<'_>>) -> Result<u6
             }
         };
         for fd in [Some(job.dst), record].into_iter().flatten() {
-            engines::write_all(fd, None, &buf[..n], false, job.checkpoint)?;
+            copy_loops::write_all(fd, None, &buf[..n], false, job.checkpoint)?;
         }
         job.moved += n as u64;
     }

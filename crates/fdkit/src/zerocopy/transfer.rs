@@ -1,6 +1,6 @@
 //! `transfer`: the best kernel path for two fds, falling back until one works.
 
-use super::engines;
+use super::copy_loops;
 use super::held;
 use super::job::{Job, Step, WouldBlock};
 use super::kind::{fd_kind, FdKind, FileId};
@@ -263,7 +263,7 @@ fn transfer_impl(
             .then(crate::fd::SigpipeGuard::if_needed)
             .flatten();
         let before = job.moved;
-        let r = engines::deliver_held(&mut held, &mut job);
+        let r = copy_loops::deliver_held(&mut held, &mut job);
         if let Some(off) = job.src_off.as_deref_mut() {
             *off += job.moved - before; // the offset named the first undelivered byte
         }
@@ -350,11 +350,11 @@ fn choose_and_run(
     for (i, &path) in paths.iter().enumerate().skip(start) {
         stats.path = path;
         let step = match path {
-            Path::CopyFileRange => engines::copy_file_range(job),
-            Path::Sendfile => engines::sendfile(job),
-            Path::Splice => engines::splice_direct(job),
-            Path::SpliceViaPipe => engines::splice_via_pipe(job, None),
-            Path::ReadWrite => engines::read_write(job),
+            Path::CopyFileRange => copy_loops::copy_file_range(job),
+            Path::Sendfile => copy_loops::sendfile(job),
+            Path::Splice => copy_loops::splice_direct(job),
+            Path::SpliceViaPipe => copy_loops::splice_via_pipe(job, None),
+            Path::ReadWrite => copy_loops::read_write(job),
         };
         stats.bytes = job.moved;
         match step {
@@ -445,7 +445,7 @@ fn small_transfer(
         Step::Blocked(side) => Some(side),
         _ => None,
     };
-    let r = match engines::splice_via_pipe(job, None) {
+    let r = match copy_loops::splice_via_pipe(job, None) {
         Ok(Step::Unsupported(errno, reason)) => {
             stats.fallbacks.push(Fallback {
                 from: Path::SpliceViaPipe,
@@ -454,7 +454,7 @@ fn small_transfer(
                 reason,
             });
             stats.path = Path::ReadWrite;
-            engines::read_write(job).map(side)
+            copy_loops::read_write(job).map(side)
         }
         Ok(step) => Ok(side(step)),
         Err(e) => Err(e),

@@ -130,7 +130,7 @@ pub(super) struct Conn {
     pub upstream: Side,
     /// Client → upstream.
     pub up: Relay,
-    /// Upstream → client (the recorded direction).
+    /// Upstream → client.
     pub down: Relay,
     /// Already on the loop's "pump again" list.
     pub queued: bool,

@@ -7,7 +7,7 @@
 use super::conn::{connect_end, log_line, Conn, End, Serviced, State, Who};
 use super::endpoint::peer_text;
 use super::listener::Listener;
-use super::record::Recorder;
+use super::record::{RecordFile, Recorder, CLIENT_TO_UPSTREAM, UPSTREAM_TO_CLIENT};
 use super::relay::{Relay, Side};
 use super::resolve::{Resolver, Update};
 use super::{ProxyConfig, ProxyStats};
@@ -27,8 +27,9 @@ use std::time::{Duration, Instant};
 
 /// Fds one connection holds: the client, the upstream, two pipes of two ends each.
 const FDS_PER_CONNECTION: usize = 6;
-/// Extra fds a recorded connection holds: the recording pipe's two ends and the file.
-const FDS_PER_RECORDING: usize = 3;
+/// Extra fds a recorded connection holds: two mirror pipes (one per direction) of two ends
+/// each, and the file.
+const FDS_PER_RECORDING: usize = 5;
 /// Fds kept free for everything else (epoll, the listener, the host program's own).
 pub(super) const SPARE_FDS: usize = 32;
 
@@ -521,10 +522,15 @@ impl<'a> EventLoop<'a> {
             if config.upstream.is_tcp() {
                 let _ = sockopt::set_tcp_nodelay(&upstream, true);
             }
-            let up = Relay::new(config.pipe_size).map_err(End::Setup)?;
+            let mut up = Relay::new(config.pipe_size).map_err(End::Setup)?;
             let mut down = Relay::new(config.pipe_size).map_err(End::Setup)?;
             if let Some(base) = &config.record {
-                down.record_into(Recorder::create(base, id, down.pipe_w()).map_err(End::Record)?);
+                let file = RecordFile::create(base, id).map_err(End::Record)?;
+                let record = |direction, relay: &Relay| {
+                    Recorder::create(&file, direction, relay.pipe_w()).map_err(End::Record)
+                };
+                up.record_into(record(CLIENT_TO_UPSTREAM, &up)?);
+                down.record_into(record(UPSTREAM_TO_CLIENT, &down)?);
             }
             Ok((upstream, up, down))
         })();

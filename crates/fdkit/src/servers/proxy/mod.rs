@@ -29,7 +29,7 @@ mod conn;
 mod endpoint;
 mod event_loop;
 mod listener;
-mod record;
+pub mod record;
 mod relay;
 mod resolve;
 
@@ -57,7 +57,8 @@ pub struct ProxyConfig {
     /// latest answer, so a name whose addresses change is followed without a restart. A failed
     /// lookup keeps the last address. `None`: `upstream` is used for the whole run.
     pub upstream_name: Option<UpstreamName>,
-    /// Record the upstream → client bytes of connection `n` (from 1) into `RECORD.n`.
+    /// Record both directions of connection `n` (from 1) into `RECORD.n`, each chunk with its
+    /// direction and time, in the format [`record`] describes.
     pub record: Option<PathBuf>,
     /// The most connections open at once; the listener is left alone while at the cap.
     pub max_connections: usize,

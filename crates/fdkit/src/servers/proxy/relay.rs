@@ -174,6 +174,9 @@ impl Relay {
                 if !self.done && !self.aborting {
                     self.done = true;
                     let _ = rustix::net::shutdown(&dst.fd, Shutdown::Write);
+                    if let Some(r) = &mut self.record {
+                        r.end().map_err(Fault::Record)?;
+                    }
                 }
                 return Ok(out);
             } else {

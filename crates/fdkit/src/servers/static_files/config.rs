@@ -1,4 +1,5 @@
-//! What `fdkit serve` is asked to do: [`ServeConfig`], [`EngineChoice`], [`Engine`].
+//! What `fdkit serve` is asked to do: [`ServeConfig`], [`EngineChoice`], [`Engine`] and
+//! the names engines go by ([`ENGINE_NAMES`]).
 
 use std::net::SocketAddr;
 use std::os::fd::OwnedFd;
@@ -26,12 +27,41 @@ pub enum Engine {
     Epoll,
 }
 
+/// Every spelling of an engine fdkit accepts, and the engine it names: `io_uring`, its alias
+/// `uring`, and `epoll`. The one list: `fdkit serve --engine`, `serve_static(engine=...)` and
+/// `fdkit.aio`'s `EventLoop(engine=...)` read it (from Python, as `_fdkit.ENGINE_NAMES`).
+pub const ENGINE_NAMES: &[(&str, Engine)] = &[
+    ("io_uring", Engine::Uring),
+    ("uring", Engine::Uring),
+    ("epoll", Engine::Epoll),
+];
+
 impl Engine {
     /// `"io_uring"` or `"epoll"`.
     pub fn name(self) -> &'static str {
         match self {
             Engine::Uring => "io_uring",
             Engine::Epoll => "epoll",
+        }
+    }
+
+    /// The engine `name` spells ([`ENGINE_NAMES`]), if any.
+    pub fn from_name(name: &str) -> Option<Engine> {
+        ENGINE_NAMES
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|&(_, engine)| engine)
+    }
+}
+
+impl EngineChoice {
+    /// `"auto"`, or an engine's name ([`ENGINE_NAMES`]).
+    pub fn from_name(name: &str) -> Option<EngineChoice> {
+        match (name, Engine::from_name(name)) {
+            ("auto", _) => Some(EngineChoice::Auto),
+            (_, Some(Engine::Uring)) => Some(EngineChoice::Uring),
+            (_, Some(Engine::Epoll)) => Some(EngineChoice::Epoll),
+            (_, None) => None,
         }
     }
 }
@@ -82,5 +112,23 @@ impl ServeConfig {
             listing: false,
             access_log: None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_engine_name_reads_back() {
+        for &(name, engine) in ENGINE_NAMES {
+            assert_eq!(Engine::from_name(name), Some(engine));
+            assert_eq!(Engine::from_name(engine.name()), Some(engine));
+        }
+        assert_eq!(EngineChoice::from_name("uring"), Some(EngineChoice::Uring));
+        assert_eq!(EngineChoice::from_name("auto"), Some(EngineChoice::Auto));
+        assert_eq!(EngineChoice::from_name("epoll"), Some(EngineChoice::Epoll));
+        assert_eq!(EngineChoice::from_name("kqueue"), None);
+        assert_eq!(Engine::from_name("auto"), None);
     }
 }

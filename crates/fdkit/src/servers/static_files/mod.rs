@@ -52,7 +52,7 @@ mod slab;
 mod stats;
 mod uring;
 
-pub use config::{Engine, EngineChoice, ServeConfig};
+pub use config::{Engine, EngineChoice, ServeConfig, ENGINE_NAMES};
 pub use stats::ServeStats;
 
 use rustix::io::Errno;

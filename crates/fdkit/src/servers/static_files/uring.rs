@@ -93,13 +93,7 @@ const OPS: &[(&str, u8)] = &[
 ];
 
 fn setup_with(defer_taskrun: bool) -> Result<UringSetup, String> {
-    let kernel = KernelVersion::running();
-    if !kernel.at_least(6, 0) {
-        return Err(format!(
-            "multishot receive needs Linux 6.0 (this is {})",
-            kernel.release
-        ));
-    }
+    KernelVersion::running().check_min("multishot receive")?;
     // A failed setup says why in the probe's words (seccomp, the sysctl, ENOSYS).
     let Built { ring, .. } = Setup::new(ENTRIES)
         .cq_entries(Some(ENTRIES * 8))
