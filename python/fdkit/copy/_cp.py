@@ -264,21 +264,22 @@ class Run:
                         new_dst = True
             if dst_st is not None:
                 return_now = [False]
-                if o.interactive not in ("no", "skip") and not same_file_ok(
-                    o, src, src_st, dst, dst_st, level, return_now
-                ):
+                keep = o.update in ("none", "none-fail")
+                if not keep and not same_file_ok(o, src, src_st, dst, dst_st, level, return_now):
                     report.error(f"{quote(src)} and {quote(dst)} are the same file")
                     return False
-                if o.update and not is_dir and dst_st.st_mtime_ns >= src_st.st_mtime_ns:
+                if o.update == "older" and not is_dir and dst_st.st_mtime_ns >= src_st.st_mtime_ns:
                     linked = self._remember(dst, src_st)
-                    if linked is not None:
-                        return self._hard_link(linked, dst, True, o.verbose, dereference)
-                    return True
+                    if linked is not None and not self._hard_link(
+                        linked, dst, True, o.verbose, dereference
+                    ):
+                        return self._un_backup(dst, dst_backup, linked, src_st)
+                    return self._skipped(dst, True)
                 if not is_dir and (
-                    o.interactive in ("no", "skip")
-                    or (o.interactive == "ask" and not self._overwrite_ok(dst, dst_st))
+                    keep or (o.interactive == "ask" and not self._overwrite_ok(dst, dst_st))
                 ):
-                    return True
+                    # Only --update=none is no failure: a declined -i is one (cp 9.2).
+                    return self._skipped(dst, o.update == "none")
                 if return_now[0]:
                     return True
                 if not stat.S_ISDIR(dst_st.st_mode):
@@ -500,7 +501,12 @@ class Run:
                 force_symlink(target, dst, o.force)
             except OSError as e:
                 same = False
-                if o.update and not new_dst and dst_st is not None and stat.S_ISLNK(dst_st.st_mode):
+                if (
+                    o.update == "older"
+                    and not new_dst
+                    and dst_st is not None
+                    and stat.S_ISLNK(dst_st.st_mode)
+                ):
                     try:
                         same = os.readlink(dst) == target
                     except OSError:
@@ -691,6 +697,15 @@ class Run:
         return ok
 
     # --- helpers ----------------------------------------------------------------------------
+
+    def _skipped(self, dst: str, ok: bool) -> bool:
+        """An existing ``dst`` left as it is: ``--update=none-fail`` names it as an error,
+        ``--debug`` says so on stdout (cp 9.4: ``-v`` alone does not). Returns ``ok``."""
+        if self.options.update == "none-fail":
+            self.reporter.error(f"not replacing {quote(dst)}")
+        elif self.options.debug:
+            self.reporter.say(f"skipped {quote(dst)}")
+        return ok
 
     def _emit_verbose(self, src: str, dst: str, backup: str | None) -> None:
         line = f"{quote(src)} -> {quote(dst)}"

@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 from fdkit.cli.copy._getopt import GetoptError, Option, argmatch, getopt
 from fdkit.copy._backup import CONTROLS, Backup, simple_suffix
 from fdkit.copy._cp import UsageError
-from fdkit.copy._options import Dereference, Interactive, Options
+from fdkit.copy._options import Dereference, Interactive, Options, Update
 
 OPTIONS: tuple[Option, ...] = (
     # cp's long options, in cp's order (getopt names the ambiguous ones in this order).
@@ -61,7 +61,12 @@ OPTIONS: tuple[Option, ...] = (
 
 SPARSE = (("never", "never"), ("auto", "auto"), ("always", "always"))
 REFLINK = (("auto", "auto"), ("always", "always"), ("never", "never"))
-UPDATE = (("all", "all"), ("none", "none"), ("older", "older"))
+UPDATE: tuple[tuple[str, Update], ...] = (
+    ("all", "all"),
+    ("none", "none"),
+    ("none-fail", "none-fail"),
+    ("older", "older"),
+)
 PRESERVE = (
     ("mode", "mode"),
     ("timestamps", "timestamps"),
@@ -136,7 +141,7 @@ def parse(argv: Sequence[str]) -> Command:
     control: str | None = None
     suffix: str | None = None
     target: str | None = None
-    update = False
+    update: Update = "all"
     require_preserve = False
     reduce_diagnostics = False
     try:
@@ -174,7 +179,7 @@ def parse(argv: Sequence[str]) -> Command:
             elif key == "L":
                 dereference = "always"
             elif key == "n":
-                interactive = "no"
+                interactive = "skip"
             elif key == "P":
                 dereference = "never"
             elif key == "no-preserve":
@@ -191,18 +196,8 @@ def parse(argv: Sequence[str]) -> Command:
                     raise UsageError("multiple target directories specified", usage=False)
                 target = value
             elif key == "update":
-                when = "older" if value is None else argmatch("--update", value, UPDATE)
-                if when == "older":
-                    update = True
-                    if interactive == "skip":
-                        interactive = "unspecified"
-                elif when == "all":
-                    update = False
-                    if interactive == "skip":
-                        interactive = "unspecified"
-                else:
-                    update = False
-                    interactive = "skip"
+                # Apart from -i and -n (cp 9.6): the last --update says which files.
+                update = "older" if value is None else argmatch("--update", value, UPDATE)
             elif key == "v":
                 flags["verbose"] = True
             elif key == "debug":
@@ -248,10 +243,10 @@ def parse(argv: Sequence[str]) -> Command:
     )
     if o.hard_link and o.symbolic_link:
         raise UsageError("cannot make both hard and symbolic links")
-    if o.interactive == "no":
-        o = replace(o, update=False)
-    if make_backups and o.interactive == "no":
-        raise UsageError("options --backup and --no-clobber are mutually exclusive")
+    if o.interactive == "skip":
+        o = replace(o, update="none")
+    if make_backups and o.update in ("none", "none-fail"):
+        raise UsageError("--backup is mutually exclusive with -n or --update=none-fail")
     if o.reflink == "always" and o.sparse != "auto":
         raise UsageError("--reflink can be used only with --sparse=auto")
     backup: Backup = _backup_type(control) if make_backups else "none"
