@@ -282,25 +282,23 @@ class Run:
                     return self._skipped(dst, o.update == "none")
                 if return_now[0]:
                     return True
-                if not stat.S_ISDIR(dst_st.st_mode):
+                if is_dir != stat.S_ISDIR(dst_st.st_mode) and o.backup == "none":
+                    # With --backup (cp 9.5) a file in a directory's way is backed up, and a
+                    # directory in a file's way is met further on, where it cannot be opened.
                     if is_dir:
-                        report.error(
-                            f"cannot overwrite non-directory {quote(dst)} "
-                            f"with directory {quote(src)}"
-                        )
-                        return False
-                    if (
-                        command_line
-                        and o.backup != "numbered"
-                        and self.dest_info is not None
-                        and self.dest_info.seen(dst, dst_st)
-                    ):
-                        report.error(
-                            f"will not overwrite just-created {quote(dst)} with {quote(src)}"
-                        )
-                        return False
-                if not is_dir and stat.S_ISDIR(dst_st.st_mode):
-                    report.error(f"cannot overwrite directory {quote(dst)} with non-directory")
+                        what = f"non-directory {quote(dst)} with directory {quote(src)}"
+                    else:
+                        what = f"directory {quote(dst)} with non-directory {quote(src)}"
+                    report.error(f"cannot overwrite {what}")
+                    return False
+                if (
+                    not stat.S_ISDIR(dst_st.st_mode)
+                    and command_line
+                    and o.backup != "numbered"
+                    and self.dest_info is not None
+                    and self.dest_info.seen(dst, dst_st)
+                ):
+                    report.error(f"will not overwrite just-created {quote(dst)} with {quote(src)}")
                     return False
                 srcbase = last_component(src)
                 if (
