@@ -46,6 +46,10 @@ pytestmark = pytest.mark.skipif(CP is None, reason="no cp to compare with")
 #: A declined ``-i`` prompt fails (status 1) from cp 9.2; cp 9.1 exits 0.
 DECLINED = Since((9, 2), "exit status 1 for a declined -i prompt", code=1)
 
+#: ``--reflink=always`` removes the destination it made and could not clone into from cp 9.2;
+#: cp 9.1 leaves it empty.
+UNCLONED = Since((9, 2), "removal of a destination --reflink=always made but could not clone")
+
 #: cp 9.5 names the source too: "cannot overwrite directory 'd' with non-directory 'f'".
 FILE_OVER_DIRECTORY = Since((9, 5), "naming the file that cannot overwrite a directory")
 
@@ -613,9 +617,12 @@ def test_an_existing_destination_keeps_its_mode_a_new_one_takes_srcs(tmp_path: P
 
 
 def test_reflink_always_fails_as_cp_where_blocks_cannot_be_shared(tmp_path: Path) -> None:
+    """The destination --reflink=always made for the clone is removed once the clone fails;
+    one that was there before stays, emptied (it was opened with O_TRUNC)."""
     (tmp_path / "f").write_bytes(b"data")
     for out in ("cp", "fdkit"):
         (tmp_path / out).mkdir()
+        (tmp_path / out / "there").write_bytes(b"old bytes\n")
     want = cp("--reflink=always", "../f", "dst", cwd=tmp_path / "cp")
     if want.returncode == 0:
         pytest.skip("this filesystem shares blocks (FICLONE works)")
@@ -625,9 +632,15 @@ def test_reflink_always_fails_as_cp_where_blocks_cannot_be_shared(tmp_path: Path
     assert words(got, "fdkit copy: ") == [
         "failed to clone 'dst' from '../f': Operation not supported"
     ]
-    # Both made dst before asking for the clone, and leave it empty (in place, as cp).
-    assert os.listdir(tmp_path / "fdkit") == os.listdir(tmp_path / "cp") == ["dst"]
-    assert (tmp_path / "fdkit" / "dst").read_bytes() == b""
+    assert os.listdir(tmp_path / "fdkit") == ["there"]
+    if not UNCLONED.predated:
+        assert os.listdir(tmp_path / "cp") == ["there"]
+    want = cp("--reflink=always", "../f", "there", cwd=tmp_path / "cp")
+    got = run("--reflink=always", "../f", "there", cwd=tmp_path / "fdkit")
+    assert got.returncode == want.returncode == 1
+    assert words(got, "fdkit copy: ") == words(want, "cp: ")
+    assert (tmp_path / "fdkit" / "there").read_bytes() == b""
+    assert (tmp_path / "cp" / "there").read_bytes() == b""
     # --atomic leaves nothing behind.
     got = run("--atomic", "--reflink=always", "f", "atomic", cwd=tmp_path)
     assert got.returncode == 1
@@ -649,9 +662,13 @@ def test_a_bare_reflink_means_always_and_takes_no_operand(tmp_path: Path) -> Non
     got = run("--reflink", "../f", "g", cwd=tmp_path / "fdkit")
     assert got.returncode == want.returncode, (got.stderr, want.stderr)
     assert words(got, "fdkit copy: ") == words(want, "cp: ")
-    # Where blocks can be shared both made g; elsewhere both failed to clone, leaving g
-    # empty.
-    assert (tmp_path / "fdkit" / "g").read_bytes() == (tmp_path / "cp" / "g").read_bytes()
+    # Where blocks can be shared both made g; elsewhere both failed to clone and made none.
+    made = tmp_path / "fdkit" / "g"
+    assert made.exists() is (got.returncode == 0)
+    if got.returncode == 0:
+        assert made.read_bytes() == (tmp_path / "cp" / "g").read_bytes() == b"data"
+    elif not UNCLONED.predated:
+        assert not (tmp_path / "cp" / "g").exists()
     # After ``--`` it is an operand (a file named --reflink), as for cp.
     (tmp_path / "--reflink").write_bytes(b"odd name")
     got = run("--", "--reflink", "h", cwd=tmp_path)

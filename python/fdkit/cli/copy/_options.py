@@ -241,6 +241,9 @@ def parse(argv: Sequence[str]) -> Command:
         reflink=reflink,  # type: ignore[arg-type]
         open_dangling_dest_symlink="POSIXLY_CORRECT" in os.environ,
     )
+    if o.reflink == "auto" and o.sparse == "never":
+        # A clone or copy_file_range could carry the source's holes (cp 9.4).
+        o = replace(o, reflink="never")
     if o.hard_link and o.symbolic_link:
         raise UsageError("cannot make both hard and symbolic links")
     if o.interactive == "skip":
