@@ -792,7 +792,7 @@ def sources(root: Path) -> None:
 def destinations(root: Path) -> None:
     """What is there before: a file with a second hard link, a read-only file, files newer
     and older than the sources, a directory, a socket, a dangling symlink, a symlink to a
-    file, an earlier numbered backup."""
+    file, a symlink to the directory, an earlier numbered backup."""
     (root / "old").write_bytes(b"old contents, longer than the new\n")
     (root / "old").chmod(0o600)
     os.link(root / "old", root / "old-link")
@@ -809,6 +809,7 @@ def destinations(root: Path) -> None:
     s.close()
     (root / "dang2").symlink_to("nowhere")
     (root / "to-old").symlink_to("old")
+    (root / "dir-link").symlink_to("dir")
     (root / "numbered").write_bytes(b"numbered\n")
     (root / "numbered.~3~").write_bytes(b"an earlier backup\n")
 
@@ -960,7 +961,7 @@ COMMAND_LINES: list[tuple[str, ...]] = [
     ("--preserve=context", "f1", "@/new"),
     ("--", "-v", "@/new"),
     # later cp's: --update=WHEN apart from -i and -n, --debug's "skipped" lines, --backup
-    # between a file and a directory (see CHANGED)
+    # between a file and a directory, --keep-directory-symlink (see CHANGED)
     ("--update", "f1", "@/older"),
     ("--update=all", "f1", "@/newer"),
     ("--update=older", "f1", "@/newer"),
@@ -979,8 +980,13 @@ COMMAND_LINES: list[tuple[str, ...]] = [
     ("--debug", "-u", "f1", "@/newer"),
     ("--debug", "-n", "f1", "@/old"),
     ("--debug", "-i", "f1", "@/old"),
+    ("--d", "f1", "@/new"),
     ("-bT", "f1", "@/dir"),
     ("-rT", "d", "@/old"),
+    ("-rT", "--copy-contents", "d", "@/dir-link"),
+    ("-rT", "--keep-directory-symlink", "d", "@/dir-link"),
+    ("-rT", "--copy-contents", "--keep-directory-symlink", "d", "@/dir-link"),
+    ("--k", "f1", "@/new"),
 ]
 
 _TRY = "Try 'fdkit copy --help' for more information.\n"
@@ -1058,11 +1064,25 @@ CHANGED: dict[tuple[str, ...], Since] = {
         code=1,
         stdout="skipped '@/old'\n",
     ),
+    ("--d", "f1", "@/new"): Since(
+        (9, 2),
+        "--debug, which makes --d ambiguous",
+        older=("-k", "f1", "@/new"),
+        stderr="fdkit copy: option '--d' is ambiguous; possibilities: '--debug' '--dereference'\n"
+        + _TRY,
+    ),
     ("-bT", "f1", "@/dir"): Since(
         (9, 5),
         "--backup letting a file over a directory through to open(2)",
         stderr="fdkit copy: cannot create regular file '@/dir': Is a directory\n",
     ),
+    ("-rT", "--keep-directory-symlink", "d", "@/dir-link"): Since(
+        (9, 5), "--keep-directory-symlink", older=("-rT", "d", "@/dir-link")
+    ),
+    ("-rT", "--copy-contents", "--keep-directory-symlink", "d", "@/dir-link"): Since(
+        (9, 5), "--keep-directory-symlink", older=("-rT", "--copy-contents", "d", "@/dir")
+    ),
+    ("--k", "f1", "@/new"): Since((9, 5), "--keep-directory-symlink", older=("f1", "@/new")),
 }
 
 
@@ -1438,10 +1458,10 @@ def test_help_and_version(tmp_path: Path) -> None:
 
 
 def test_options_cp_lacks_are_never_abbreviated(tmp_path: Path) -> None:
-    """--at is cp's --attributes-only, --l its --link, --d its --dereference: fdkit's
-    --atomic, --log and later cp's --debug do not make them ambiguous."""
+    """--at is cp's --attributes-only, --l its --link: fdkit's --atomic and --log do not make
+    them ambiguous (--d is, between cp's --debug and --dereference)."""
     (tmp_path / "f").write_bytes(b"f\n")
-    for abbrev, want in (("--at", b""), ("--l", b"f\n"), ("--d", b"f\n")):
+    for abbrev, want in (("--at", b""), ("--l", b"f\n"), ("--deb", b"f\n")):
         r = run(abbrev, "f", f"g{abbrev}", cwd=tmp_path)
         assert r.returncode == 0, (abbrev, r.stderr)
         assert (tmp_path / f"g{abbrev}").read_bytes() == want

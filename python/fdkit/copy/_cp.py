@@ -241,7 +241,11 @@ class Run:
             use_lstat = (
                 (
                     not stat.S_ISREG(src_mode)
-                    and (not o.copy_as_regular or is_dir or stat.S_ISLNK(src_mode))
+                    and (
+                        not o.copy_as_regular
+                        or (is_dir and not o.keep_directory_symlink)
+                        or stat.S_ISLNK(src_mode)
+                    )
                 )
                 or o.symbolic_link
                 or o.hard_link

@@ -68,6 +68,10 @@ class Options:
     atomic: bool = False
     #: ``POSIXLY_CORRECT``: a dangling symlink destination is written through.
     open_dangling_dest_symlink: bool = False
+    #: ``--keep-directory-symlink`` (cp 9.5): a source directory goes into the directory a
+    #: destination symlink points to. As in cp, only with ``copy_contents`` (else the symlink
+    #: is a non-directory the directory cannot overwrite).
+    keep_directory_symlink: bool = False
 
     @property
     def copy_as_regular(self) -> bool:

@@ -20,6 +20,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("attributes-only", None, "none", "attributes-only"),
     Option("backup", None, "optional", "backup"),
     Option("copy-contents", None, "none", "copy-contents"),
+    Option("debug", None, "none", "debug"),
     Option("dereference", "L", "none", "L"),
     Option("force", "f", "none", "f"),
     Option("interactive", "i", "none", "i"),
@@ -42,6 +43,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("target-directory", "t", "required", "t"),
     Option("update", None, "optional", "update"),
     Option("verbose", "v", "none", "v"),
+    Option("keep-directory-symlink", None, "none", "keep-directory-symlink"),
     Option("help", None, "none", "help"),
     Option("version", None, "none", "version"),
     # cp's short options without a long name.
@@ -51,8 +53,6 @@ OPTIONS: tuple[Option, ...] = (
     Option(None, "p", "none", "p"),
     Option(None, "r", "none", "R"),
     Option(None, "u", "none", "update"),
-    # Later cp's (9.2): never abbreviated, so that --d stays --dereference as in cp 9.1.
-    Option("debug", None, "none", "debug", exact=True),
     # fdkit's own, never abbreviated.
     Option("atomic", None, "none", "atomic", exact=True),
     Option("quiet", "q", "none", "quiet", exact=True),
@@ -240,6 +240,7 @@ def parse(argv: Sequence[str]) -> Command:
         sparse=sparse,  # type: ignore[arg-type]
         reflink=reflink,  # type: ignore[arg-type]
         open_dangling_dest_symlink="POSIXLY_CORRECT" in os.environ,
+        keep_directory_symlink=flags.get("keep_directory_symlink", False),
     )
     if o.reflink == "auto" and o.sparse == "never":
         # A clone or copy_file_range could carry the source's holes (cp 9.4).
@@ -274,6 +275,7 @@ _FLAG_NAMES = {
     "parents": "parents",
     "remove-destination": "remove_destination",
     "strip-trailing-slashes": "strip_trailing_slashes",
+    "keep-directory-symlink": "keep_directory_symlink",
     "atomic": "atomic",
     "quiet": "quiet",
     "log": "log",
