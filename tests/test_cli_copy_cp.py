@@ -792,7 +792,7 @@ def sources(root: Path) -> None:
 def destinations(root: Path) -> None:
     """What is there before: a file with a second hard link, a read-only file, files newer
     and older than the sources, a directory, a socket, a dangling symlink, a symlink to a
-    file, a symlink to the directory, an earlier numbered backup."""
+    file, a symlink to the directory, a set-group-ID directory, an earlier numbered backup."""
     (root / "old").write_bytes(b"old contents, longer than the new\n")
     (root / "old").chmod(0o600)
     os.link(root / "old", root / "old-link")
@@ -810,6 +810,8 @@ def destinations(root: Path) -> None:
     (root / "dang2").symlink_to("nowhere")
     (root / "to-old").symlink_to("old")
     (root / "dir-link").symlink_to("dir")
+    (root / "sgid").mkdir()
+    (root / "sgid").chmod(0o2755)
     (root / "numbered").write_bytes(b"numbered\n")
     (root / "numbered.~3~").write_bytes(b"an earlier backup\n")
 
@@ -836,6 +838,7 @@ COMMAND_LINES: list[tuple[str, ...]] = [
     ("--preserve=all", "f1", "@/old"),
     ("--preserve=mode,timestamps", "f1", "@/new"),
     ("--no-preserve=mode", "exe", "@/new"),
+    ("-r", "--no-preserve=mode", "d", "@/sgid"),  # new directories keep set-group-ID
     ("-a", "--no-preserve=timestamps", "f1", "@/new"),
     ("-a", "--no-preserve=all", "f1", "@/new"),
     ("-a", "f1", "exe", "lf", "dang", "@/dir"),

@@ -628,6 +628,9 @@ class Run:
                     return False
         elif o.explicit_no_preserve_mode and new_dst:
             default = 0o777 if is_dir or stat.S_ISSOCK(src_mode) else 0o666
+            if is_dir and dst_st is not None:
+                # The set-group-ID bit a new directory takes from its parent stays (cp 9.5).
+                default |= dst_st.st_mode & stat.S_ISGID
             try:
                 os.chmod(dst, default & ~self.umask)
             except OSError as e:
