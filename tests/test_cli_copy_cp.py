@@ -1201,6 +1201,33 @@ def test_backup_lets_a_directory_replace_a_file_as_cp(tmp_path: Path) -> None:
     assert ours.tree["old~"][-1] == ("old-link", "old~")
 
 
+def test_parents_p_with_an_absolute_source_as_cp(tmp_path: Path) -> None:
+    """`cp --parents -p /ABS/a/b/f DIR` makes DIR/ABS/a/b with the modes and times of the
+    directories on the way (cp 9.4; cp 9.1 fails: "'ABS/a/b': No such file or directory")."""
+    since = Since((9, 4), "--parents -p with an absolute source")
+    src = tmp_path / "src"
+    (src / "a" / "b").mkdir(parents=True)
+    (src / "a" / "b" / "f").write_bytes(b"f\n")
+    (src / "a").chmod(0o750)
+    os.utime(src / "a", ns=(T_OLD, T_OLD))
+    results = {}
+    for who, program in (("cp", cp), ("fdkit", run)):
+        (tmp_path / who).mkdir()
+        results[who] = program("--parents", "-p", str(src / "a" / "b" / "f"), who, cwd=tmp_path)
+    got = results["fdkit"]
+    assert (got.returncode, got.stdout, got.stderr) == (0, "", "")
+    # Below tmp_path: the directories above it change as other tests run.
+    made = {who: snapshot(tmp_path / who / str(src)[1:], times=True) for who in results}
+    assert made["fdkit"]["a"][:2] == (stat.S_IFDIR, 0o750)
+    assert made["fdkit"]["a"][3] == T_OLD
+    assert made["fdkit"]["a/b/f"][2] == (b"f\n", False)
+    if not since.predated:
+        want = results["cp"]
+        assert (got.returncode, got.stdout) == (want.returncode, want.stdout)
+        assert got.stderr == want.stderr
+        assert made["fdkit"] == made["cp"]
+
+
 # --- writing in place: where a replace fails and cp succeeds ------------------------------
 
 
