@@ -1,4 +1,4 @@
-"""``cp SOURCE... DEST`` as GNU cp (coreutils 9.1) does it, each decision where cp makes it:
+"""``cp SOURCE... DEST`` as GNU cp (coreutils 9.10) does it, each decision where cp makes it:
 coreutils' ``do_copy`` (the operands), ``copy_internal`` (one source: what the destination is,
 ``-n``/``-i``/``-u``, backups, hard links kept, directories, symlinks and special files) and
 ``copy_dir``. The bytes of a regular file are :mod:`fdkit.copy._regular`'s.

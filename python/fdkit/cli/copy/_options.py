@@ -1,7 +1,6 @@
-"""``fdkit copy``'s command line, read as GNU cp 9.1 reads its own: every option of
-``cp --help`` but the SELinux ones (``-Z``, ``--context``), ``--update[=WHEN]`` and ``--debug``
-of later cp, and fdkit's ``--atomic``, ``-q`` and ``--log``. A mistake is cp's message and exit
-status 1."""
+"""``fdkit copy``'s command line, read as GNU cp 9.10 reads its own: every option of
+``cp --help`` but the SELinux ones (``-Z``, ``--context``), and fdkit's ``--atomic``, ``-q`` and
+``--log``. A mistake is cp's message and exit status 1."""
 
 from __future__ import annotations
 
