@@ -597,6 +597,9 @@ def test_a_data_received_that_raises_goes_to_the_exception_handler_and_the_loop_
     assert isinstance(contexts[0]["exception"], ZeroDivisionError)
 
 
+# A fork in a multi-threaded process, which Python 3.12+ warns of (a DeprecationWarning that
+# `-W error` made os.fork() raise from 3.15; 3.12-3.14 dropped it): this test forks so.
+@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")
 @needs_uring
 def test_a_forked_childs_copy_of_the_loop_never_touches_the_parents_ring() -> None:
     """After fork(2) the ring is shared: a child that closes (or collects) its copy of the loop

@@ -4,7 +4,9 @@ a GET, a 1 MB POST echoed back intact, a streaming response in several HTTP chun
 Two ways in: ``uvicorn --loop fdkit.aio:new_event_loop`` in a subprocess (uvicorn ≥ 0.36 takes an
 import string for a loop factory; the app reports the loop it runs on), and in-process, where
 uvicorn's own ``Config.get_loop_factory()`` resolves the same string and the test's aiohttp
-client shares the server's loop."""
+client shares the server's loop. The subprocess runs with every DeprecationWarning an error
+(``PYTHONWARNINGS``), as the in-process run does under pytest's ``filterwarnings``: on 3.14
+and later, where asyncio deprecates its policies, serving on fdkit's loop warns of nothing."""
 
 from __future__ import annotations
 
@@ -86,7 +88,7 @@ def uvicorn_server(loop: Loop) -> Iterator[int]:
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
-        env=python_env(),
+        env={**python_env(), "PYTHONWARNINGS": "error::DeprecationWarning"},
     )  # fmt: skip
     try:
         assert child.stderr is not None

@@ -186,6 +186,9 @@ def test_tid_is_zero_on_the_main_thread_and_distinct_per_thread() -> None:
         assert data == bytes([data[0]]) * len(data)
 
 
+# A fork in a multi-threaded process, which Python 3.12+ warns of (a DeprecationWarning that
+# `-W error` made os.fork() raise from 3.15; 3.12-3.14 dropped it): this test forks so.
+@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")
 def test_a_child_after_fork_writes_with_its_own_pid() -> None:
     # No thread of this test holds the writer while we fork, so the child may use it.
     r, w = AtomicPipe.pair()
@@ -218,6 +221,9 @@ def test_a_child_after_fork_writes_with_its_own_pid() -> None:
     )
 
 
+# A fork in a multi-threaded process, which Python 3.12+ warns of (a DeprecationWarning that
+# `-W error` made os.fork() raise from 3.15; 3.12-3.14 dropped it): this test forks so.
+@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")
 def test_forking_while_another_thread_writes_never_leaves_the_child_stuck() -> None:
     """The classic post-fork deadlock: a thread holds the writer's lock (mid-write, GIL
     released) when another thread forks. The child must still write, and must not repeat

@@ -15,6 +15,7 @@ import os
 import random
 import shutil
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -58,7 +59,8 @@ def vector_params(pred: Any = lambda v: True) -> list[Any]:
 
 
 def zstd_decompress(frame: bytes, dictionary: bytes | None = None) -> bytes:
-    """Standard zstd: the ``zstandard`` package if it is installed, else the ``zstd`` command."""
+    """Standard zstd: the ``zstandard`` package if it is installed, else the standard library's
+    ``compression.zstd`` (Python 3.14 built with libzstd), else the ``zstd`` command."""
     try:
         import zstandard
     except ImportError:
@@ -73,6 +75,14 @@ def zstd_decompress(frame: bytes, dictionary: bytes | None = None) -> bytes:
             io.BytesIO(frame), read_across_frames=True
         )
         return bytes(reader.read())
+    if sys.version_info >= (3, 14):
+        try:
+            from compression import zstd
+        except ImportError:  # built without libzstd
+            pass
+        else:
+            zdict = zstd.ZstdDict(dictionary, is_raw=True) if dictionary is not None else None
+            return zstd.decompress(frame, zstd_dict=zdict)
     exe = shutil.which("zstd")
     if exe is None:
         pytest.skip("no standard zstd here: neither the zstandard package nor the zstd command")

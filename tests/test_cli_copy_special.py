@@ -97,9 +97,10 @@ def test_directory_dst_whose_entry_is_a_directory_is_refused(tmp_path: Path, sma
     out = tmp_path / "out"
     (out / small.name).mkdir(parents=True)
     line = one_line_error(run(str(small), str(out)))
-    # cp: "cannot overwrite directory 'out/small.txt' with non-directory"
+    # cp 9.10: "cannot overwrite directory 'out/small.txt' with non-directory 'small.txt'"
     assert line == (
-        f"fdkit copy: cannot overwrite directory {str(out / small.name)!r} with non-directory"
+        f"fdkit copy: cannot overwrite directory {str(out / small.name)!r} "
+        f"with non-directory {str(small)!r}"
     )
     assert (out / small.name).is_dir()
     assert not list((out / small.name).iterdir())

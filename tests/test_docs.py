@@ -168,8 +168,11 @@ GUNICORN = [sys.executable, "-m", "gunicorn", "-w", "1", "-k", "docs_gunicorn_wo
 
 
 def server_env() -> dict[str, str]:
+    """The examples importable, and every DeprecationWarning an error: on 3.14 and later, where
+    asyncio deprecates its policies, the recipes serve on fdkit's loop warning of nothing."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env["PYTHONPATH"] = str(EXAMPLES)
+    env["PYTHONWARNINGS"] = "error::DeprecationWarning"
     return env
 
 

@@ -940,7 +940,9 @@ class TestCurl:
                       self.url(srv, "/hallo.txt"), self.url(srv, "/data.bin"),
                       self.url(srv, "/nope"))  # fmt: skip
         assert r.returncode == 0, r.stderr
-        assert re.search(rb"Re-?using existing connection", r.stderr), r.stderr[-800:]
+        # curl 7.88: "Re-using existing connection", 8.x: "Reusing existing connection",
+        # 8.23: "Reusing existing http: connection".
+        assert re.search(rb"Re-?using existing (\w+: )?connection", r.stderr), r.stderr[-800:]
 
     def test_if_modified_since(self, srv: Serve, site: Path) -> None:
         r = self.curl(srv, "-z", str(site / "data.bin"), "-o", "/dev/null", "-w",

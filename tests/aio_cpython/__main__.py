@@ -29,6 +29,12 @@ def main(argv: list[str] | None = None) -> int:
         "each test in its own process with a timeout.",
     )
     ap.add_argument("--loop", choices=LOOPS, default="fdkit", help="the loop under test")
+    ap.add_argument(
+        "--engine",
+        choices=("io_uring", "epoll"),
+        help="fdkit's engine (FDKIT_AIO_ENGINE in each worker; default: the one this machine "
+        "offers)",
+    )
     ap.add_argument("-j", "--jobs", type=int, default=3, help="tests at once (default 3)")
     ap.add_argument(
         "--timeout", type=float, default=30.0, help="seconds before a test is a HANG (30)"
@@ -64,8 +70,12 @@ def main(argv: list[str] | None = None) -> int:
         print("aio_cpython: no test matches", file=sys.stderr)
         return 2
 
+    if args.engine and args.loop != "fdkit":
+        print("aio_cpython: --engine is fdkit's (--loop fdkit)", file=sys.stderr)
+        return 2
+    env = {"FDKIT_AIO_ENGINE": args.engine} if args.engine else {}
     version = sys.version_info[:2]
-    known = known_failures(engine_of(args.loop), version) if args.loop == "fdkit" else {}
+    known = known_failures(engine_of(args.loop, env), version) if args.loop == "fdkit" else {}
     lock = threading.Lock()
 
     def show(res: Result) -> None:
@@ -75,13 +85,15 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{len(ids)} tests on {args.loop}, -j {args.jobs}, timeout {args.timeout:g} s")
     start = time.monotonic()
     try:
-        results = run_all(args.loop, ids, jobs=args.jobs, timeout=args.timeout, on_result=show)
+        results = run_all(
+            args.loop, ids, jobs=args.jobs, timeout=args.timeout, on_result=show, env=env
+        )
     except KeyboardInterrupt:
         print("aio_cpython: interrupted; running tests killed", file=sys.stderr)
         return 130
     elapsed = time.monotonic() - start
     print_results(results, sys.stdout, verbose=args.verbose)
-    print(summary(results, args.loop, elapsed, args.jobs, args.timeout))
+    print(summary(results, args.loop, elapsed, args.jobs, args.timeout, env))
     bad = [r for r in results if r.status in ("fail", "error", "hang") and r.id not in known]
     fixed = [r for r in results if r.status == "pass" and r.id in known]
     for r in fixed:

@@ -24,7 +24,8 @@ That is 147 tests on CPython 3.11 (73 + 13 + 20 + 1 + 11 + 29). CPython's
 on the concrete class, not in ``BaseStartServer``): it is not in the 147. CPython runs the
 subprocess mixin once per child watcher; here it runs once, with the watcher asyncio's own
 policy installs by default (3.11: ``ThreadedChildWatcher``; 3.12 and 3.13:
-``PidfdChildWatcher`` where pidfds work, else ``ThreadedChildWatcher``).
+``PidfdChildWatcher`` where pidfds work, else ``ThreadedChildWatcher``; 3.14 and later have no
+watcher to choose: each loop makes its own, ``_PidfdChildWatcher`` where pidfds work).
 
 ``SubprocessWatcherMixin`` takes its loop from ``asyncio.get_event_loop_policy()``, so the
 worker installs a policy whose loops come from the factory (for fdkit its own

@@ -27,7 +27,7 @@ import tempfile
 import threading
 import time
 import unittest
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -69,6 +69,15 @@ def loop_available(name: str) -> str | None:
     return None
 
 
+# asyncio's Unix policy class and the setter, without the names 3.14 deprecates (whose use
+# would only print DeprecationWarnings into every test's output); CPython's own tests do the
+# same.
+_DEFAULT_POLICY: Any = importlib.import_module("asyncio.unix_events")._UnixDefaultEventLoopPolicy
+_set_policy: Callable[[Any], None] = getattr(
+    asyncio.events, "_set_event_loop_policy", asyncio.set_event_loop_policy
+)
+
+
 def loop_spec(name: str) -> tuple[LoopFactory, Callable[[], asyncio.AbstractEventLoopPolicy]]:
     """The loop factory and the event loop policy (for the subprocess tests) of ``name``."""
     if name == "fdkit":
@@ -80,7 +89,7 @@ def loop_spec(name: str) -> tuple[LoopFactory, Callable[[], asyncio.AbstractEven
         def new_asyncio() -> asyncio.AbstractEventLoop:
             return asyncio.SelectorEventLoop(selectors.EpollSelector())
 
-        return new_asyncio, asyncio.DefaultEventLoopPolicy
+        return new_asyncio, _DEFAULT_POLICY
     if name == "uvloop":
         uvloop: Any = importlib.import_module("uvloop")
 
@@ -95,7 +104,7 @@ def loop_spec(name: str) -> tuple[LoopFactory, Callable[[], asyncio.AbstractEven
             return loop
 
         # uvloop's own policy has no child watcher API, which the subprocess mixin calls.
-        class UvloopPolicy(asyncio.DefaultEventLoopPolicy):
+        class UvloopPolicy(_DEFAULT_POLICY):  # type: ignore[misc]
             def _loop_factory(self) -> asyncio.AbstractEventLoop:
                 return new_uvloop()
 
@@ -103,12 +112,16 @@ def loop_spec(name: str) -> tuple[LoopFactory, Callable[[], asyncio.AbstractEven
     raise ValueError(loop_available(name))
 
 
-def engine_of(name: str) -> str:
-    """What runs underneath: fdkit's ``loop.engine``, else the loop's name."""
+def engine_of(name: str, env: Mapping[str, str] | None = None) -> str:
+    """What runs underneath: fdkit's ``loop.engine`` (``FDKIT_AIO_ENGINE`` in ``env``, the
+    workers' extra environment, first), else the loop's name."""
     if name != "fdkit":
         return name
     import fdkit.aio
 
+    forced = (env or {}).get("FDKIT_AIO_ENGINE")
+    if forced == "epoll":
+        return "epoll"
     return fdkit.aio.engine_available()
 
 
@@ -135,7 +148,7 @@ def worker(test_id: str, loop_name: str, timeout: float) -> int:
         def new_event_loop(self) -> asyncio.AbstractEventLoop:
             return record(super().new_event_loop())
 
-    asyncio.set_event_loop_policy(RecordingPolicy())
+    _set_policy(RecordingPolicy())
     module, _, method = test_id.partition(".")
     case = compose(lambda: record(factory()))[module](method)
     result = unittest.TextTestRunner(stream=sys.stderr, verbosity=2).run(unittest.TestSuite([case]))
@@ -167,9 +180,13 @@ def _last_line(text: str) -> str:
 class Runner:
     """Starts the workers and kills what is left of them, by pid, on a timeout or an abort."""
 
-    def __init__(self, loop_name: str, timeout: float) -> None:
+    def __init__(
+        self, loop_name: str, timeout: float, env: Mapping[str, str] | None = None
+    ) -> None:
         self.loop_name = loop_name
         self.timeout = timeout
+        #: Set in each worker's environment (``FDKIT_AIO_ENGINE`` picks fdkit's engine).
+        self.env = dict(env or {})
         self._live: dict[int, subprocess.Popen[bytes]] = {}
         self._lock = threading.Lock()
         self.aborted = False
@@ -189,7 +206,7 @@ class Runner:
 
     def spawn(self, test_id: str, argv: list[str] | None = None) -> Result:
         """Runs ``argv`` (the worker for ``test_id`` by default) and reads its result."""
-        env = dict(os.environ)
+        env = {**os.environ, **self.env}
         env["PYTHONPATH"] = os.pathsep.join(
             p for p in (str(PACKAGE.parent), env.get("PYTHONPATH", "")) if p
         )
@@ -303,13 +320,15 @@ def run_all(
     jobs: int = 3,
     timeout: float = 30.0,
     on_result: Callable[[Result], None] | None = None,
+    env: Mapping[str, str] | None = None,
 ) -> list[Result]:
-    """Runs every test of ``ids`` on ``loop_name``; the results in the order of ``ids``."""
+    """Runs every test of ``ids`` on ``loop_name``, ``env`` set in each worker's environment;
+    the results in the order of ``ids``."""
     why = loop_available(loop_name)
     if why:
         raise ValueError(why)
     ids = list(ids)
-    runner = Runner(loop_name, timeout)
+    runner = Runner(loop_name, timeout, env)
     results: dict[str, Result] = {}
 
     def one(test_id: str) -> None:
@@ -340,12 +359,18 @@ def report_line(res: Result, known: dict[str, str]) -> str:
 
 
 def summary(
-    results: list[Result], loop_name: str, seconds: float, jobs: int, timeout: float
+    results: list[Result],
+    loop_name: str,
+    seconds: float,
+    jobs: int,
+    timeout: float,
+    env: Mapping[str, str] | None = None,
 ) -> str:
     counts = {s: sum(r.status == s for r in results) for s in STATUSES}
     v = sys.version_info
+    engine = engine_of(loop_name, env)
     return (
-        f"{loop_name} (engine {engine_of(loop_name)}) on CPython {v.major}.{v.minor}.{v.micro}: "
+        f"{loop_name} (engine {engine}) on CPython {v.major}.{v.minor}.{v.micro}: "
         f"{len(results)} tests, "
         + ", ".join(f"{counts[s]} {s}" for s in STATUSES)
         + f" in {seconds:.1f} s (-j {jobs}, timeout {timeout:g} s)"

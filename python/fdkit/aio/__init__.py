@@ -130,8 +130,9 @@ if TYPE_CHECKING:
 
 
 def __getattr__(name: str) -> Any:
-    # EventLoopPolicy is made on first use: asyncio's policy classes are deprecated from
-    # Python 3.14 (removed in 3.16), and importing fdkit.aio must not touch them.
+    # EventLoopPolicy is made on first use, for programs that still set a policy: asyncio's
+    # policies are deprecated from Python 3.14 (removed in 3.16), and importing fdkit.aio or
+    # running a loop the documented ways (run, a Runner's loop_factory) must not touch them.
     if name == "EventLoopPolicy":
         policy = _make_policy()
         globals()["EventLoopPolicy"] = policy
@@ -140,7 +141,20 @@ def __getattr__(name: str) -> Any:
 
 
 def _make_policy() -> type:
-    class EventLoopPolicy(asyncio.DefaultEventLoopPolicy):
+    # asyncio's Unix policy class itself (unix_events._UnixDefaultEventLoopPolicy, 3.11 to
+    # 3.15), not the public name asyncio.DefaultEventLoopPolicy, whose every read warns from
+    # 3.14: asking for fdkit's policy warns of nothing; asyncio.set_event_loop_policy, the
+    # deprecated call, warns as it does for any policy.
+    from asyncio import unix_events
+
+    base: Any = getattr(unix_events, "_UnixDefaultEventLoopPolicy", None)
+    if base is None:
+        raise AttributeError(
+            "fdkit.aio.EventLoopPolicy: this Python has no asyncio event loop policies; "
+            "use fdkit.aio.run or asyncio.Runner(loop_factory=fdkit.aio.new_event_loop)"
+        )
+
+    class EventLoopPolicy(base):  # type: ignore[misc]
         """A policy whose loops are fdkit's (from 3.12 prefer ``loop_factory``)."""
 
         def _loop_factory(self) -> EventLoop:

@@ -150,10 +150,21 @@ class EventLoop(asyncio.SelectorEventLoop):
         super()._close_self_pipe()  # type: ignore[misc]
 
     def _make_socket_transport(
-        self, sock: Any, protocol: Any, waiter: Any = None, *, extra: Any = None, server: Any = None
+        self,
+        sock: Any,
+        protocol: Any,
+        waiter: Any = None,
+        *,
+        extra: Any = None,
+        server: Any = None,
+        context: Any = None,
     ) -> Any:
         self._ensure_fd_no_transport(sock)  # type: ignore[attr-defined]
-        return SocketTransport(self, sock, protocol, waiter, extra, server)
+        if context is None:
+            return SocketTransport(self, sock, protocol, waiter, extra, server)
+        # From 3.15 the transport's callbacks run in the context asyncio passes (its __init__
+        # takes it; before 3.15 asyncio passes none).
+        return SocketTransport(self, sock, protocol, waiter, extra, server, context)
 
     # The timer heap is the core's (``fdkit.aio._native``); asyncio's own methods that read or
     # set these attributes (``__init__``, ``close``) see the same list and count.

@@ -36,6 +36,10 @@ __all__ = [
 ]
 
 _DEBUG_FORMAT = sys.version_info >= (3, 13)  # _format_callback_source(..., debug=)
+#: Read by the core: asyncio's ``_run_once`` runs the timers due before ``now +
+#: max(_clock_resolution, math.ulp(now))`` (3.15; a bound past ``now`` however large ``now``
+#: grows), not ``now + _clock_resolution``. Probed on asyncio's code, not by version.
+END_TIME_ULP = "ulp" in base_events.BaseEventLoop._run_once.__code__.co_names  # type: ignore[attr-defined]
 
 #: The loop methods the core replaces: attribute on the loop -> the core's method.
 _NATIVE = {

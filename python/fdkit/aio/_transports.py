@@ -25,6 +25,12 @@ from typing import Any
 from fdkit._fdkit import install_write
 
 _BYTEARRAY_BUFFER = sys.version_info < (3, 12)  # 3.11 buffers in a bytearray, later a deque
+# What asyncio's write() does once send(2) fell short, which differs by version; probed on the
+# class rather than assumed from the version. 3.15's transport registers its writer through its
+# own ``_add_writer`` (in the transport's context) and keeps ``_buffer_size``, the byte count of
+# ``_buffer``, in step with every change to it.
+_OWN_ADD_WRITER = hasattr(selector_events._SelectorTransport, "_add_writer")  # type: ignore[attr-defined]
+_BUFFER_SIZE = "_buffer_size" in selector_events._SelectorTransport.__init__.__code__.co_names  # type: ignore[attr-defined]
 
 
 class SocketTransport(selector_events._SelectorSocketTransport):  # type: ignore[name-defined,misc]
@@ -52,8 +58,13 @@ class SocketTransport(selector_events._SelectorSocketTransport):  # type: ignore
             self._buffer.extend(data)
         else:
             rest: Any = memoryview(data)[n:] if n else data
-            self._loop._add_writer(self._sock_fd, self._write_ready)
+            if _OWN_ADD_WRITER:
+                self._add_writer(self._sock_fd, self._write_ready)
+            else:
+                self._loop._add_writer(self._sock_fd, self._write_ready)
             self._buffer.append(rest)
+            if _BUFFER_SIZE:
+                self._buffer_size += len(rest)
         self._maybe_pause_protocol()
 
 

@@ -1,4 +1,4 @@
-"""``cp SOURCE... DEST`` as GNU cp (coreutils 9.1) does it, each decision where cp makes it:
+"""``cp SOURCE... DEST`` as GNU cp (coreutils 9.10) does it, each decision where cp makes it:
 coreutils' ``do_copy`` (the operands), ``copy_internal`` (one source: what the destination is,
 ``-n``/``-i``/``-u``, backups, hard links kept, directories, symlinks and special files) and
 ``copy_dir``. The bytes of a regular file are :mod:`fdkit.copy._regular`'s.
@@ -241,7 +241,11 @@ class Run:
             use_lstat = (
                 (
                     not stat.S_ISREG(src_mode)
-                    and (not o.copy_as_regular or is_dir or stat.S_ISLNK(src_mode))
+                    and (
+                        not o.copy_as_regular
+                        or (is_dir and not o.keep_directory_symlink)
+                        or stat.S_ISLNK(src_mode)
+                    )
                 )
                 or o.symbolic_link
                 or o.hard_link
@@ -264,42 +268,41 @@ class Run:
                         new_dst = True
             if dst_st is not None:
                 return_now = [False]
-                if o.interactive not in ("no", "skip") and not same_file_ok(
-                    o, src, src_st, dst, dst_st, level, return_now
-                ):
+                keep = o.update in ("none", "none-fail")
+                if not keep and not same_file_ok(o, src, src_st, dst, dst_st, level, return_now):
                     report.error(f"{quote(src)} and {quote(dst)} are the same file")
                     return False
-                if o.update and not is_dir and dst_st.st_mtime_ns >= src_st.st_mtime_ns:
+                if o.update == "older" and not is_dir and dst_st.st_mtime_ns >= src_st.st_mtime_ns:
                     linked = self._remember(dst, src_st)
-                    if linked is not None:
-                        return self._hard_link(linked, dst, True, o.verbose, dereference)
-                    return True
+                    if linked is not None and not self._hard_link(
+                        linked, dst, True, o.verbose, dereference
+                    ):
+                        return self._un_backup(dst, dst_backup, linked, src_st)
+                    return self._skipped(dst, True)
                 if not is_dir and (
-                    o.interactive in ("no", "skip")
-                    or (o.interactive == "ask" and not self._overwrite_ok(dst, dst_st))
+                    keep or (o.interactive == "ask" and not self._overwrite_ok(dst, dst_st))
                 ):
-                    return True
+                    # Only --update=none is no failure: a declined -i is one (cp 9.2).
+                    return self._skipped(dst, o.update == "none")
                 if return_now[0]:
                     return True
-                if not stat.S_ISDIR(dst_st.st_mode):
+                if is_dir != stat.S_ISDIR(dst_st.st_mode) and o.backup == "none":
+                    # With --backup (cp 9.5) a file in a directory's way is backed up, and a
+                    # directory in a file's way is met further on, where it cannot be opened.
                     if is_dir:
-                        report.error(
-                            f"cannot overwrite non-directory {quote(dst)} "
-                            f"with directory {quote(src)}"
-                        )
-                        return False
-                    if (
-                        command_line
-                        and o.backup != "numbered"
-                        and self.dest_info is not None
-                        and self.dest_info.seen(dst, dst_st)
-                    ):
-                        report.error(
-                            f"will not overwrite just-created {quote(dst)} with {quote(src)}"
-                        )
-                        return False
-                if not is_dir and stat.S_ISDIR(dst_st.st_mode):
-                    report.error(f"cannot overwrite directory {quote(dst)} with non-directory")
+                        what = f"non-directory {quote(dst)} with directory {quote(src)}"
+                    else:
+                        what = f"directory {quote(dst)} with non-directory {quote(src)}"
+                    report.error(f"cannot overwrite {what}")
+                    return False
+                if (
+                    not stat.S_ISDIR(dst_st.st_mode)
+                    and command_line
+                    and o.backup != "numbered"
+                    and self.dest_info is not None
+                    and self.dest_info.seen(dst, dst_st)
+                ):
+                    report.error(f"will not overwrite just-created {quote(dst)} with {quote(src)}")
                     return False
                 srcbase = last_component(src)
                 if (
@@ -500,7 +503,12 @@ class Run:
                 force_symlink(target, dst, o.force)
             except OSError as e:
                 same = False
-                if o.update and not new_dst and dst_st is not None and stat.S_ISLNK(dst_st.st_mode):
+                if (
+                    o.update == "older"
+                    and not new_dst
+                    and dst_st is not None
+                    and stat.S_ISLNK(dst_st.st_mode)
+                ):
                     try:
                         same = os.readlink(dst) == target
                     except OSError:
@@ -620,6 +628,9 @@ class Run:
                     return False
         elif o.explicit_no_preserve_mode and new_dst:
             default = 0o777 if is_dir or stat.S_ISSOCK(src_mode) else 0o666
+            if is_dir and dst_st is not None:
+                # The set-group-ID bit a new directory takes from its parent stays (cp 9.5).
+                default |= dst_st.st_mode & stat.S_ISGID
             try:
                 os.chmod(dst, default & ~self.umask)
             except OSError as e:
@@ -691,6 +702,15 @@ class Run:
         return ok
 
     # --- helpers ----------------------------------------------------------------------------
+
+    def _skipped(self, dst: str, ok: bool) -> bool:
+        """An existing ``dst`` left as it is: ``--update=none-fail`` names it as an error,
+        ``--debug`` says so on stdout (cp 9.4: ``-v`` alone does not). Returns ``ok``."""
+        if self.options.update == "none-fail":
+            self.reporter.error(f"not replacing {quote(dst)}")
+        elif self.options.debug:
+            self.reporter.say(f"skipped {quote(dst)}")
+        return ok
 
     def _emit_verbose(self, src: str, dst: str, backup: str | None) -> None:
         line = f"{quote(src)} -> {quote(dst)}"

@@ -43,10 +43,9 @@ SEEK_HOLE = 4
 #: ``ioctl_ficlone(2)``: make the destination share the source's blocks (``_IOW(0x94, 9, int)``).
 FICLONE = 0x40049409
 
-# Errnos of FICLONE meaning "this filesystem (pair) cannot share blocks": auto copies instead.
-_NO_CLONE_ERRNOS = frozenset(
-    {errno.EOPNOTSUPP, errno.ENOTTY, errno.EXDEV, errno.EINVAL, errno.EBADF, errno.ETXTBSY}
-)
+#: Errnos of FICLONE that mean the copy itself failed, not that these files cannot share
+#: blocks: ``reflink="auto"`` fails on these (as cp 9.3 does), and copies instead on any other.
+CLONE_FAILURE_ERRNOS = frozenset({errno.EIO, errno.ENOMEM, errno.ENOSPC, errno.EDQUOT})
 
 #: Errnos that only the writing side of a move gives.
 WRITE_ERRNOS = frozenset(
@@ -68,8 +67,9 @@ class Copied(NamedTuple):
 
 class DataError(Exception):
     """A kernel error while moving the bytes, with the step that failed: ``clone`` (FICLONE
-    under ``reflink="always"``), ``read``, ``write``, ``copy`` (a move whose failing side the
-    kernel does not say), ``lseek`` (the source's extents) or ``extend`` (the trailing hole)."""
+    under ``reflink="always"``, or with an errno of :data:`CLONE_FAILURE_ERRNOS`), ``read``,
+    ``write``, ``copy`` (a move whose failing side the kernel does not say), ``lseek`` (the
+    source's extents) or ``extend`` (the trailing hole)."""
 
     def __init__(self, step: str, error: OSError) -> None:
         super().__init__(step, error)
@@ -98,16 +98,18 @@ def copy_data(
         try:
             fcntl.ioctl(dst_fd, FICLONE, src_fd)
         except OSError as e:
-            if reflink == "always":
-                raise DataError("clone", e) from None
-            if e.errno not in _NO_CLONE_ERRNOS and e.errno != errno.EPERM:
+            if reflink == "always" or e.errno in CLONE_FAILURE_ERRNOS:
                 raise DataError("clone", e) from None
         else:
             length = os.fstat(dst_fd).st_size
             report(length, "ficlone")
             return Copied(length, "ficlone", False, True)
-    # Blocks can only be shared within one filesystem.
-    mover = _Mover(unshared=reflink == "never" and dst_st.st_dev == st.st_dev)
+    # Blocks can only be shared within one filesystem; between regular files sparse="never"
+    # writes every zero, which copy_file_range may leave as a hole (cp 9.4 avoids it then too).
+    unshared = (reflink == "never" and dst_st.st_dev == st.st_dev) or (
+        sparse == "never" and regular
+    )
+    mover = _Mover(unshared=unshared)
     try:
         if regular and sparse == "always":
             return _copy_zeros_as_holes(src_fd, dst_fd, dst_st.st_blksize or 4096, report)

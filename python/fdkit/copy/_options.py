@@ -14,9 +14,14 @@ from fdkit.copy._data import Copied, Reflink, Sparse
 #: ``command_line`` (``-H``: the operands only), ``always`` (``-L``, the default without ``-r``).
 Dereference = Literal["never", "command_line", "always"]
 
-#: What happens to an existing destination: ``unspecified`` (replaced), ``ask`` (``-i``),
-#: ``no`` (``-n``), ``skip`` (``--update=none``).
-Interactive = Literal["unspecified", "ask", "no", "skip"]
+#: Whether to ask before an existing destination is replaced: ``unspecified`` (no), ``ask``
+#: (``-i``), ``skip`` (``-n``, which also makes ``update`` ``none``).
+Interactive = Literal["unspecified", "ask", "skip"]
+
+#: Which existing destinations are replaced (cp 9.6's ``--update=WHEN``, apart from ``-i``):
+#: ``all``, ``older`` (``-u``: those older than their source), ``none`` (none, and a skipped
+#: file is no failure: ``-n``), ``none-fail`` (none, each skipped file named as an error).
+Update = Literal["all", "older", "none", "none-fail"]
 
 
 @dataclass(frozen=True)
@@ -26,8 +31,7 @@ class Options:
     recursive: bool = False
     dereference: Dereference = "always"
     interactive: Interactive = "unspecified"
-    #: ``-u``: skip a destination that is not older than its source.
-    update: bool = False
+    update: Update = "all"
     #: ``-f``: a destination that cannot be opened is removed and made anew.
     force: bool = False
     remove_destination: bool = False
@@ -64,6 +68,10 @@ class Options:
     atomic: bool = False
     #: ``POSIXLY_CORRECT``: a dangling symlink destination is written through.
     open_dangling_dest_symlink: bool = False
+    #: ``--keep-directory-symlink`` (cp 9.5): a source directory goes into the directory a
+    #: destination symlink points to. As in cp, only with ``copy_contents`` (else the symlink
+    #: is a non-directory the directory cannot overwrite).
+    keep_directory_symlink: bool = False
 
     @property
     def copy_as_regular(self) -> bool:

@@ -24,7 +24,7 @@ import tempfile
 from typing import TYPE_CHECKING
 
 from fdkit.copy._attrs import copy_acl, copy_xattrs, is_root, set_owner
-from fdkit.copy._data import Copied, DataError, copy_data
+from fdkit.copy._data import CLONE_FAILURE_ERRNOS, Copied, DataError, copy_data
 from fdkit.copy._quote import quote
 
 if TYPE_CHECKING:
@@ -273,7 +273,7 @@ def _fill(
     closed = False
     try:
         if o.data_copy_required:
-            ok = _bytes(run, src, src_fd, open_st, dst, dst_fd, old_st, temp is not None)
+            ok = _bytes(run, src, src_fd, open_st, dst, dst_fd, old_st, temp, new_dst)
         if ok:
             ok = _attributes(
                 run, src, src_fd, dst, dst_fd, dst_mode, omitted, extra, new_dst, src_st
@@ -311,14 +311,15 @@ def _bytes(
     dst: str,
     dst_fd: int,
     old_st: os.stat_result | None,
-    atomic: bool,
+    temp: _Temporary | None,
+    new_dst: bool,
 ) -> bool:
     o = run.options
     report = run.reporter
     sparse_src = st.st_blocks * 512 < st.st_size
     report.log(
         f"copying {src!r} ({_human(st.st_size)}{', sparse' if sparse_src else ''}) "
-        f"to {dst!r} ({_kind(old_st, atomic=atomic)})"
+        f"to {dst!r} ({_kind(old_st, atomic=temp is not None)})"
     )
     report.begin(st.st_size)
     copied: Copied | None = None
@@ -333,6 +334,8 @@ def _bytes(
             raise Stopped(141) from None
         if e.step == "clone":
             report.error(f"failed to clone {quote(dst)} from {quote(src)}: {reason}")
+            if o.reflink == "always" and new_dst and temp is None:
+                _remove_failed_clone(run, dst, dst_fd, err)
         elif e.step == "read":
             report.error(f"error reading {quote(src)}: {reason}")
         elif e.step == "write":
@@ -349,6 +352,22 @@ def _bytes(
             report.say(_debug_line(o.reflink, o.sparse, copied))
     report.done(st.st_size, copied)
     return True
+
+
+def _remove_failed_clone(run: Run, dst: str, dst_fd: int, err: OSError) -> None:
+    """``--reflink=always`` made ``dst`` and could not clone into it: it goes, as cp 9.2 has
+    it, unless the clone failed midway (EIO, ENOSPC...) and left bytes in it."""
+    if err.errno in CLONE_FAILURE_ERRNOS:
+        try:
+            if os.lseek(dst_fd, 0, os.SEEK_END) != 0:
+                return
+        except OSError:
+            return
+    try:
+        os.unlink(dst)
+    except OSError as e:
+        if e.errno != errno.ENOENT:
+            run.reporter.error(f"cannot remove {quote(dst)}: {e.strerror}")
 
 
 def _debug_line(reflink: str, sparse: str, copied: Copied | None) -> str:

@@ -133,7 +133,16 @@ pub struct LoopCore {
     /// `__slots__` (None for a subclass that redefines one of them).
     loop_slots: Option<[isize; 4]>,
     clock_resolution: f64,
+    /// Whether asyncio's `_run_once` takes the timers due before `now + max(clock_resolution,
+    /// math.ulp(now))` (3.15) rather than `now + clock_resolution`: `support.END_TIME_ULP`.
+    end_time_ulp: bool,
     state: GilCell<State>,
+}
+
+/// `math.ulp(x)` for a finite `x`: the gap from `|x|` to the next larger double.
+fn ulp(x: f64) -> f64 {
+    let a = x.abs();
+    f64::from_bits(a.to_bits() + 1) - a
 }
 
 /// `time.monotonic()`, to the same double (`_PyTime_AsSecondsDouble`): CLOCK_MONOTONIC
@@ -707,7 +716,13 @@ impl LoopCore {
         }
 
         // 'later' callbacks that are due.
-        let end_time = self.now(lp, replaced)? + self.clock_resolution;
+        let now = self.now(lp, replaced)?;
+        let end_time = now
+            + if self.end_time_ulp {
+                self.clock_resolution.max(ulp(now))
+            } else {
+                self.clock_resolution
+            };
         let (append, popleft) = self.ready_methods(&ready)?;
         loop {
             let due = self.state.with(py, |s| match s.timers.peek() {
@@ -882,6 +897,7 @@ impl LoopCore {
             loop_dict_ok,
             loop_slots,
             clock_resolution: loop_.getattr("_clock_resolution")?.extract()?,
+            end_time_ulp: support.getattr("END_TIME_ULP")?.extract()?,
             state: GilCell::new(State {
                 timers: TimerHeap::new(),
                 cancelled: 0,
@@ -988,21 +1004,29 @@ impl LoopCore {
     }
 
     /// asyncio's `BaseEventLoop.create_task`: a `Task` of `asyncio.tasks`, or the task factory's.
-    #[pyo3(signature = (coro, *, name = None, context = None))]
+    /// Keywords other than `name` and `context` (3.14's `eager_start`, whatever a task factory
+    /// takes) go to asyncio's own method, which passes them on or refuses them as it does.
+    #[pyo3(signature = (coro, *, name = None, context = None, **kwargs))]
     fn create_task<'py>(
         &self,
         py: Python<'py>,
         coro: &Bound<'py, PyAny>,
         name: Option<&Bound<'py, PyAny>>,
         context: Option<&Bound<'py, PyAny>>,
+        kwargs: Option<&Bound<'py, PyDict>>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let lp = self.loop_.bind(py);
         let o = objects(py)?;
         self.closed_check(o, lp)?;
         let factory = self.loop_attr(lp, &o.names._task_factory)?;
-        if !factory.is_none() || self.debug(o, lp)? {
-            // A task factory, or debug mode (a source traceback to trim): asyncio's own.
-            let kw = aio::context_kwargs(py, context)?;
+        let more = kwargs.is_some_and(|k| !k.is_empty());
+        if more || !factory.is_none() || self.debug(o, lp)? {
+            // Other keywords, a task factory, or debug mode (a source traceback to trim):
+            // asyncio's own.
+            let kw = kwargs.cloned().unwrap_or_else(|| PyDict::new(py));
+            if let Some(c) = context {
+                kw.set_item(o.names.context.bind(py), c)?;
+            }
             if let Some(n) = name {
                 kw.set_item(o.names.name.bind(py), n)?;
             }

@@ -1,4 +1,4 @@
-"""``fdkit copy``: GNU cp's command line (coreutils 9.1: its options, its messages, its exit
+"""``fdkit copy``: GNU cp's command line (coreutils 9.10: its options, its messages, its exit
 status) on :mod:`fdkit.copy`'s engine, each file's bytes by the kernel's paths.
 
 The command reads its arguments itself, as ``getopt_long`` reads cp's (:mod:`._options`), runs
@@ -32,67 +32,102 @@ HELP = f"""\
 Usage: {PROG} [OPTION]... [-T] SOURCE DEST
   or:  {PROG} [OPTION]... SOURCE... DIRECTORY
   or:  {PROG} [OPTION]... -t DIRECTORY SOURCE...
-Copy SOURCE to DEST, or multiple SOURCE(s) to DIRECTORY, as GNU cp does, each file's bytes
-by the kernel's best path: the blocks shared (FICLONE) where the filesystem can, else
-copy_file_range, sendfile or splice; holes kept. On a terminal a progress line shows bytes,
-throughput, elapsed time, the ETA and the path taken; elsewhere only errors are printed.
+Copy SOURCE to DEST, or multiple SOURCE(s) to DIRECTORY, as GNU cp 9.10 does (its
+options, messages and exit status), each file's bytes by the kernel's best path: the
+blocks shared (FICLONE) where the filesystem can, else copy_file_range, sendfile or
+splice; holes kept. On a terminal a progress line shows bytes, throughput, elapsed time,
+the ETA and the path taken; elsewhere only errors are printed.
 
 Mandatory arguments to long options are mandatory for short options too.
-  -a, --archive                same as -dR --preserve=all
-      --attributes-only        don't copy the file data, just the attributes
-      --backup[=CONTROL]       make a backup of each existing destination file
-  -b                           like --backup but does not accept an argument
-      --copy-contents          copy contents of special files when recursive
-  -d                           same as --no-dereference --preserve=links
-      --debug                  explain how a file is copied.  Implies -v
-  -f, --force                  if an existing destination file cannot be
-                                 opened, remove it and try again (this option
-                                 is ignored when the -n option is also used)
-  -i, --interactive            prompt before overwrite (overrides a previous -n
-                                  option)
-  -H                           follow command-line symbolic links in SOURCE
-  -l, --link                   hard link files instead of copying
-  -L, --dereference            always follow symbolic links in SOURCE
-  -n, --no-clobber             do not overwrite an existing file (overrides
-                                 a previous -i option)
-  -P, --no-dereference         never follow symbolic links in SOURCE
-  -p                           same as --preserve=mode,ownership,timestamps
-      --preserve[=ATTR_LIST]   preserve the specified attributes (default:
-                                 mode,ownership,timestamps), if possible
-                                 additional attributes: context, links, xattr,
-                                 all
-      --no-preserve=ATTR_LIST  don't preserve the specified attributes
-      --parents                use full source file name under DIRECTORY
-  -R, -r, --recursive          copy directories recursively
-      --reflink[=WHEN]         control clone/CoW copies. See below
-      --remove-destination     remove each existing destination file before
-                                 attempting to open it (contrast with --force)
-      --sparse=WHEN            control creation of sparse files. See below
-      --strip-trailing-slashes  remove any trailing slashes from each SOURCE
-                                 argument
-  -s, --symbolic-link          make symbolic links instead of copying
-  -S, --suffix=SUFFIX          override the usual backup suffix
-  -t, --target-directory=DIRECTORY  copy all SOURCE arguments into DIRECTORY
-  -T, --no-target-directory    treat DEST as a normal file
-  -u                           equivalent to --update[=older]
-      --update[=UPDATE]        control which existing files are updated;
-                                 UPDATE={{all,none,older(default)}}
-  -v, --verbose                explain what is being done
-  -x, --one-file-system        stay on this file system
-      --help        display this help and exit
-      --version     output version information and exit
+  -a, --archive
+         same as -dR --preserve=all
+      --attributes-only
+         don't copy the file data, just the attributes
+      --backup[=CONTROL]
+         make a backup of each existing destination file
+  -b
+         like --backup but does not accept an argument
+      --copy-contents
+         copy contents of special files when recursive
+  -d
+         same as --no-dereference --preserve=links
+      --debug
+         explain how a file is copied.  Implies -v
+  -f, --force
+         if an existing destination file cannot be opened, remove it and try
+         again (this option is ignored when the -n option is also used)
+  -i, --interactive
+         prompt before overwrite (overrides a previous -n option)
+  -H
+         follow command-line symbolic links in SOURCE
+  -L, --dereference
+         always follow symbolic links in SOURCE
+  -P, --no-dereference
+         never follow symbolic links in SOURCE
+      --keep-directory-symlink
+         follow existing symlinks to directories
+  -l, --link
+         hard link files instead of copying
+  -n, --no-clobber
+         (deprecated) silently skip existing files.  See also --update
+  -p
+         same as --preserve=mode,ownership,timestamps
+      --preserve[=ATTR_LIST]
+         preserve the specified attributes
+      --no-preserve=ATTR_LIST
+         don't preserve the specified attributes
+      --parents
+         use full source file name under DIRECTORY
+  -R, -r, --recursive
+         copy directories recursively
+      --reflink[=WHEN]
+         control clone/CoW copies. See below
+      --remove-destination
+         remove each existing destination file before attempting to open it
+         (contrast with --force)
+      --sparse=WHEN
+         control creation of sparse files. See below
+      --strip-trailing-slashes
+         remove any trailing slashes from each SOURCE argument
+  -s, --symbolic-link
+         make symbolic links instead of copying
+  -S, --suffix=SUFFIX
+         override the usual backup suffix
+  -t, --target-directory=DIRECTORY
+         copy all SOURCE arguments into DIRECTORY
+  -T, --no-target-directory
+         treat DEST as a normal file
+      --update[=UPDATE]
+         control which existing files are updated;
+         UPDATE={{all,none,none-fail,older(default)}}
+  -u
+         equivalent to --update[=older].  See below
+  -v, --verbose
+         explain what is being done
+  -x, --one-file-system
+         stay on this file system
+      --help
+         display this help and exit
+      --version
+         output version information and exit
 
 fdkit's own options (cp has none of these; they are never abbreviated):
-      --atomic                 write each regular file to a temporary file beside
-                                 DEST, flush it and rename it over DEST once
-                                 complete: DEST is never seen half-written (other
-                                 hard links to the old DEST keep the old bytes;
-                                 DEST's directory must be writable, and a bind
-                                 mount cannot be replaced)
-  -q, --quiet                  no progress line and no notices
-      --log                    time-stamped details on stderr (what each DEST is,
-                                 the kernel path each file took, the summary),
-                                 never mixed with -v's lines on stdout
+      --atomic
+         write each regular file to a temporary file beside DEST, flush it and
+         rename it over DEST once complete: DEST is never seen half-written
+         (other hard links to the old DEST keep the old bytes; DEST's directory
+         must be writable, and a bind mount cannot be replaced)
+  -q, --quiet
+         no progress line and no notices
+      --log
+         time-stamped details on stderr (what each DEST is, the kernel path
+         each file took, the summary), never mixed with -v's lines on stdout
+
+ATTR_LIST is a comma-separated list of attributes. Attributes are 'mode' for
+permissions (including any ACL and xattr permissions), 'ownership' for user
+and group, 'timestamps' for file timestamps, 'links' for hard links, 'context'
+for security context (refused: no SELinux here), 'xattr' for extended
+attributes, and 'all' for all attributes.
 
 By default, sparse SOURCE files are detected by lseek(SEEK_DATA/SEEK_HOLE) and
 the corresponding DEST file is made sparse as well.  That is the behavior
@@ -100,10 +135,20 @@ selected by --sparse=auto.  Specify --sparse=always to create a sparse DEST
 file whenever the SOURCE file contains a long enough sequence of zero bytes.
 Use --sparse=never to inhibit creation of sparse files.
 
-When --reflink[=always] is specified, perform a lightweight copy, where the
-data blocks are copied only when modified.  If this is not possible the copy
-fails, or if --reflink=auto is specified, fall back to a standard copy.
-Use --reflink=never to ensure a standard copy is performed.
+UPDATE controls which existing files in the destination are replaced.
+'all' is the default operation when an --update option is not specified,
+and results in all existing files in the destination being replaced.
+'none' is like the --no-clobber option, in that no files in the
+destination are replaced, and skipped files do not induce a failure.
+'none-fail' also ensures no files are replaced in the destination,
+but any skipped files are diagnosed and induce a failure.
+'older' is the default operation when --update is specified, and results
+in files being replaced if they're older than the corresponding source file.
+
+By default or with --reflink=auto, {PROG} will try a lightweight copy, where
+the data blocks are copied only when modified, falling back to a standard copy
+if this is not possible.  With --reflink[=always] {PROG} will fail if CoW is
+not supported, while --reflink=never ensures a standard copy is performed.
 
 The backup suffix is '~', unless set with --suffix or SIMPLE_BACKUP_SUFFIX.
 The version control method may be selected via the --backup option or through

@@ -1,7 +1,6 @@
-"""``fdkit copy``'s command line, read as GNU cp 9.1 reads its own: every option of
-``cp --help`` but the SELinux ones (``-Z``, ``--context``), ``--update[=WHEN]`` and ``--debug``
-of later cp, and fdkit's ``--atomic``, ``-q`` and ``--log``. A mistake is cp's message and exit
-status 1."""
+"""``fdkit copy``'s command line, read as GNU cp 9.10 reads its own: every option of
+``cp --help`` but the SELinux ones (``-Z``, ``--context``), and fdkit's ``--atomic``, ``-q`` and
+``--log``. A mistake is cp's message and exit status 1."""
 
 from __future__ import annotations
 
@@ -12,7 +11,7 @@ from dataclasses import dataclass, replace
 from fdkit.cli.copy._getopt import GetoptError, Option, argmatch, getopt
 from fdkit.copy._backup import CONTROLS, Backup, simple_suffix
 from fdkit.copy._cp import UsageError
-from fdkit.copy._options import Dereference, Interactive, Options
+from fdkit.copy._options import Dereference, Interactive, Options, Update
 
 OPTIONS: tuple[Option, ...] = (
     # cp's long options, in cp's order (getopt names the ambiguous ones in this order).
@@ -20,6 +19,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("attributes-only", None, "none", "attributes-only"),
     Option("backup", None, "optional", "backup"),
     Option("copy-contents", None, "none", "copy-contents"),
+    Option("debug", None, "none", "debug"),
     Option("dereference", "L", "none", "L"),
     Option("force", "f", "none", "f"),
     Option("interactive", "i", "none", "i"),
@@ -42,6 +42,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("target-directory", "t", "required", "t"),
     Option("update", None, "optional", "update"),
     Option("verbose", "v", "none", "v"),
+    Option("keep-directory-symlink", None, "none", "keep-directory-symlink"),
     Option("help", None, "none", "help"),
     Option("version", None, "none", "version"),
     # cp's short options without a long name.
@@ -51,8 +52,6 @@ OPTIONS: tuple[Option, ...] = (
     Option(None, "p", "none", "p"),
     Option(None, "r", "none", "R"),
     Option(None, "u", "none", "update"),
-    # Later cp's (9.2): never abbreviated, so that --d stays --dereference as in cp 9.1.
-    Option("debug", None, "none", "debug", exact=True),
     # fdkit's own, never abbreviated.
     Option("atomic", None, "none", "atomic", exact=True),
     Option("quiet", "q", "none", "quiet", exact=True),
@@ -61,7 +60,12 @@ OPTIONS: tuple[Option, ...] = (
 
 SPARSE = (("never", "never"), ("auto", "auto"), ("always", "always"))
 REFLINK = (("auto", "auto"), ("always", "always"), ("never", "never"))
-UPDATE = (("all", "all"), ("none", "none"), ("older", "older"))
+UPDATE: tuple[tuple[str, Update], ...] = (
+    ("all", "all"),
+    ("none", "none"),
+    ("none-fail", "none-fail"),
+    ("older", "older"),
+)
 PRESERVE = (
     ("mode", "mode"),
     ("timestamps", "timestamps"),
@@ -136,7 +140,7 @@ def parse(argv: Sequence[str]) -> Command:
     control: str | None = None
     suffix: str | None = None
     target: str | None = None
-    update = False
+    update: Update = "all"
     require_preserve = False
     reduce_diagnostics = False
     try:
@@ -174,7 +178,7 @@ def parse(argv: Sequence[str]) -> Command:
             elif key == "L":
                 dereference = "always"
             elif key == "n":
-                interactive = "no"
+                interactive = "skip"
             elif key == "P":
                 dereference = "never"
             elif key == "no-preserve":
@@ -191,18 +195,8 @@ def parse(argv: Sequence[str]) -> Command:
                     raise UsageError("multiple target directories specified", usage=False)
                 target = value
             elif key == "update":
-                when = "older" if value is None else argmatch("--update", value, UPDATE)
-                if when == "older":
-                    update = True
-                    if interactive == "skip":
-                        interactive = "unspecified"
-                elif when == "all":
-                    update = False
-                    if interactive == "skip":
-                        interactive = "unspecified"
-                else:
-                    update = False
-                    interactive = "skip"
+                # Apart from -i and -n (cp 9.6): the last --update says which files.
+                update = "older" if value is None else argmatch("--update", value, UPDATE)
             elif key == "v":
                 flags["verbose"] = True
             elif key == "debug":
@@ -245,13 +239,17 @@ def parse(argv: Sequence[str]) -> Command:
         sparse=sparse,  # type: ignore[arg-type]
         reflink=reflink,  # type: ignore[arg-type]
         open_dangling_dest_symlink="POSIXLY_CORRECT" in os.environ,
+        keep_directory_symlink=flags.get("keep_directory_symlink", False),
     )
+    if o.reflink == "auto" and o.sparse == "never":
+        # A clone or copy_file_range could carry the source's holes (cp 9.4).
+        o = replace(o, reflink="never")
     if o.hard_link and o.symbolic_link:
         raise UsageError("cannot make both hard and symbolic links")
-    if o.interactive == "no":
-        o = replace(o, update=False)
-    if make_backups and o.interactive == "no":
-        raise UsageError("options --backup and --no-clobber are mutually exclusive")
+    if o.interactive == "skip":
+        o = replace(o, update="none")
+    if make_backups and o.update in ("none", "none-fail"):
+        raise UsageError("--backup is mutually exclusive with -n or --update=none-fail")
     if o.reflink == "always" and o.sparse != "auto":
         raise UsageError("--reflink can be used only with --sparse=auto")
     backup: Backup = _backup_type(control) if make_backups else "none"
@@ -276,6 +274,7 @@ _FLAG_NAMES = {
     "parents": "parents",
     "remove-destination": "remove_destination",
     "strip-trailing-slashes": "strip_trailing_slashes",
+    "keep-directory-symlink": "keep_directory_symlink",
     "atomic": "atomic",
     "quiet": "quiet",
     "log": "log",
