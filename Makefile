@@ -462,9 +462,10 @@ wheels-aarch64: $(WHEEL_AARCH64_STAMPS) ## the aarch64 wheels alone (cross-built
 # release's own pip wheel, run from the wheel (Debian's ensurepip copies that wheel with its
 # extended attributes, a syscall qemu -L does not redirect into the sysroot). qemu-user has no
 # io_uring: `fdkit doctor` says so first, and the io_uring tests skip (SKIPPED lines): this run
-# tests the epoll engine and the fallbacks. AARCH64_PYTEST_ARGS picks tests. It takes 7 to 10
-# minutes a version here (pytest 3 to 4 of them), half an hour for four: `make test-wheels` (CI)
-# runs the x86-64 wheels only, and this target is run by hand before a release.
+# tests the epoll engine and the fallbacks. AARCH64_PYTEST_ARGS picks tests. A version takes
+# from 10 minutes to half an hour here (the CLI tests start a Python under qemu each time), up
+# to two hours for four: `make test-wheels` (CI) runs the x86-64 wheels only, and this target
+# is run by hand before a release.
 .PHONY: test-wheels-aarch64
 test-wheels-aarch64: $(WHEEL_AARCH64_STAMPS) ## the aarch64 wheels under qemu-user, Debian's arm64 CPythons: pytest on each
 	@set -eo pipefail; \
