@@ -90,13 +90,14 @@ bench-tools: ## install wrk, nginx, h2o (serve and aio benches) and valgrind (ai
 	  || echo "bench-tools: apt-get could not install$$missing; the bench skips their rows"
 
 # The tests' reference tools, Debian packages: socat (tests/test_cli_proxy.py runs the same relay
-# through socat and through `fdkit proxy` and compares what a client sees). Installed the way
+# through socat and through `fdkit proxy` and compares what a client sees) and strace
+# (tests/test_aio_ring_wait.py counts the aio engines' wait syscalls). Installed the way
 # bench-tools installs its own: only what is missing, with apt-get as root or through passwordless
 # sudo, saying what and why first; otherwise the command to run is printed and those tests skip,
 # saying so. Never fails: a machine without them still runs the rest of `make test`.
-TEST_TOOLS := socat:socat
+TEST_TOOLS := socat:socat strace:strace
 .PHONY: test-tools
-test-tools: ## install socat (the proxy tests' reference) when missing (apt-get)
+test-tools: ## install socat and strace (the proxy tests' reference, the aio syscall counts) when missing (apt-get)
 	@missing=""; \
 	for pair in $(TEST_TOOLS); do \
 	  tool=$${pair%%:*}; pkg=$${pair#*:}; \
@@ -113,7 +114,7 @@ test-tools: ## install socat (the proxy tests' reference) when missing (apt-get)
 	  echo "test-tools: missing:$$missing; to install them run: sudo apt-get install -y$$missing"; \
 	  exit 0; \
 	fi; \
-	echo "test-tools: installing$$missing (apt-get), the reference the proxy tests compare with"; \
+	echo "test-tools: installing$$missing (apt-get): socat, the proxy tests' reference; strace, which counts the aio engines' syscalls"; \
 	export DEBIAN_FRONTEND=noninteractive; \
 	$$sudo apt-get install -y -qq --no-install-recommends $$missing >/dev/null 2>&1 \
 	  || { $$sudo apt-get update -qq >/dev/null 2>&1 \

@@ -246,14 +246,23 @@ _NEW_LOOPS = pytest.mark.parametrize(
 )
 _IO_URING_ENTER = 426  # the same number on x86_64 and aarch64 (the generic syscall table)
 
+#: ``@each_ring_wait``: a test runs once per way the ring waits (``FDKIT_AIO_RING_WAIT``):
+#: reading the epoll instance (``epoll_wait``; where the kernel lacks the op, the loop polls
+#: anyway, which the test then checks twice) and polling its fd (``poll``).
+each_ring_wait = pytest.mark.parametrize("ring_wait", ["epoll_wait", "poll"])
+
 
 @needs_uring
 @pytest.mark.skipif(
     platform.machine() not in ("x86_64", "aarch64"), reason="syscall numbers of x86_64/aarch64"
 )
-def test_an_idle_loop_sleeps_in_io_uring_enter() -> None:
+@each_ring_wait
+def test_an_idle_loop_sleeps_in_io_uring_enter(
+    ring_wait: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """While nothing is ready the loop's thread sleeps in io_uring_enter(2), the ring waiting for
     the epoll instance (read from /proc/self/task/<tid>/syscall by another thread)."""
+    monkeypatch.setenv("FDKIT_AIO_RING_WAIT", ring_wait)
     tid = threading.get_native_id()
     seen: list[int] = []
 
@@ -274,11 +283,15 @@ def test_an_idle_loop_sleeps_in_io_uring_enter() -> None:
 
 
 @needs_uring
-def test_nothing_of_the_ring_is_armed_while_callbacks_run() -> None:
+@each_ring_wait
+def test_nothing_of_the_ring_is_armed_while_callbacks_run(
+    ring_wait: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Waits that time out, waits that end with readiness, callbacks that run between them:
     whenever a callback runs, the ring has no op in flight and the kernel holds no poll armed
     for it (a late completion would interrupt the thread's blocking calls, and the poll holds a
     reference to the epoll instance)."""
+    monkeypatch.setenv("FDKIT_AIO_RING_WAIT", ring_wait)
     checks = 0
 
     async def main() -> None:

@@ -93,6 +93,7 @@ def test_doctor_reports_this_kernel() -> None:
     # fdkit.aio's engine: what a new loop gets here, and the reason when it is not io_uring.
     assert info["aio"]["engine"] == fdkit.aio.engine_available()
     assert (info["aio"]["reason"] is None) == (info["aio"]["engine"] == "io_uring")
+    assert (info["aio"]["ring_wait"] is None) == (info["aio"]["engine"] != "io_uring")
     for check in ("splice", "copy_file_range", "sendfile"):
         assert isinstance(info["checks"][check]["ok"], bool)
     # Text mode names the same facts.
@@ -122,7 +123,7 @@ DOCTOR_TYPES: dict[str, Any] = {
     "rlimit_nofile": {"soft": (int, None), "hard": (int, None)},
     "somaxconn": (int, None),
     "checks": {"splice": {"ok": bool, "detail": str}},  # each check alike
-    "aio": {"engine": (str, None), "reason": (str, None)},
+    "aio": {"engine": (str, None), "reason": (str, None), "ring_wait": (str, None)},
 }
 
 

@@ -232,14 +232,17 @@ class Completion:
 
 # The core's ReactorOptions::DEFAULT, by argument name; the default below is held to it by
 # tests/test_aio_reactor_defaults.py.
-REACTOR_DEFAULTS: dict[str, int]
+REACTOR_DEFAULTS: dict[str, int | bool]
 
 @final
 class Reactor:
     # fdkit.aio's io_uring engine (private): wait() sleeps in one io_uring_enter(2) until the
     # loop's epoll instance is readable (True) or the timeout passes (False), and leaves
-    # nothing armed in the ring when it returns.
-    def __new__(cls, *, entries: int = 8) -> Reactor: ...
+    # nothing armed in the ring when it returns. With reads_epoll (IORING_OP_EPOLL_WAIT,
+    # Linux 6.15, unless epoll_wait=False) the loop's core reads the events through the ring.
+    def __new__(cls, *, entries: int = 8, epoll_wait: bool = True) -> Reactor: ...
+    @property
+    def reads_epoll(self) -> bool: ...
     def wait(self, epoll_fd: int, timeout: float | None = None) -> bool: ...
     def in_flight(self) -> int: ...
     def fileno(self) -> int: ...

@@ -13,7 +13,7 @@ import errno
 import logging
 import os
 import selectors
-from typing import TYPE_CHECKING, Any, ClassVar, Self
+from typing import TYPE_CHECKING, Any, ClassVar, Self, TypedDict
 
 from fdkit._fdkit import ENGINE_NAMES
 from fdkit.aio import _native
@@ -51,9 +51,36 @@ def _requested_engine(engine: str | None) -> tuple[Engine | None, str | None]:
     return None, None
 
 
-def _make_reactor(options: dict[str, int]) -> tuple[Any, str | None]:
+class _ReactorOptions(TypedDict, total=False):
+    """``_fdkit.Reactor``'s keywords (``_fdkit.REACTOR_DEFAULTS`` has their defaults)."""
+
+    entries: int
+    epoll_wait: bool
+
+
+#: ``FDKIT_AIO_RING_WAIT``'s values: how the io_uring engine waits.
+RING_WAITS = ("epoll_wait", "poll")
+
+
+def _ring_wait_asked() -> bool:
+    """Whether ``FDKIT_AIO_RING_WAIT`` lets the ring read epoll (``epoll_wait``, the default)
+    or asks for the poll of the epoll fd that kernels before 6.15 get (``poll``)."""
+    env = os.environ.get("FDKIT_AIO_RING_WAIT")
+    if not env:
+        return True
+    if env not in RING_WAITS:
+        raise ValueError(
+            f"FDKIT_AIO_RING_WAIT must be {' or '.join(map(repr, RING_WAITS))}, not {env!r}"
+        )
+    return env == "epoll_wait"
+
+
+def _make_reactor(options: _ReactorOptions) -> tuple[Any, str | None]:
     """A reactor proven usable (set up, a no-op entered and reaped), or None and the reason."""
     from fdkit import _fdkit, uring
+
+    if "epoll_wait" not in options:
+        options = {**options, "epoll_wait": _ring_wait_asked()}
 
     # The kernel floor is the core's (its static server checks the same).
     old_kernel = _fdkit.uring_kernel_check("the io_uring engine")
@@ -251,15 +278,19 @@ class EpollEventLoop(EventLoop):
 
 
 class UringEventLoop(EventLoop):
-    """asyncio's selector loop whose waits go through io_uring: while the epoll instance that
-    holds every registration has nothing ready, the ring waits for it (one-shot
-    ``IORING_OP_POLL_ADD`` on the epoll fd, with the iteration's timeout). Bytes and
+    """asyncio's selector loop whose waits go through io_uring. Every registration lives in an
+    epoll instance; the ring reads its events (``IORING_OP_EPOLL_WAIT``, Linux 6.15: one
+    io_uring_enter(2) per wait, ``ring_wait == "epoll_wait"``), or, on older kernels or with
+    ``FDKIT_AIO_RING_WAIT=poll``, waits for it to become readable while it has nothing ready
+    (a one-shot ``IORING_OP_POLL_ADD`` on the epoll fd, ``ring_wait == "poll"``). Bytes and
     connections are taken with recv(2) and accept(2) when asyncio would take them, never
     earlier (see :mod:`fdkit.aio._selector`)."""
 
     engine: ClassVar[Engine] = "io_uring"
-    #: Reactor settings (ring entries): tests shrink them.
-    _reactor_options: ClassVar[dict[str, int]] = {}
+    #: How the ring waits: ``"epoll_wait"`` (it reads the epoll instance) or ``"poll"``.
+    ring_wait: str
+    #: Reactor settings (ring entries, epoll_wait): tests change them.
+    _reactor_options: ClassVar[_ReactorOptions] = {}
 
     def __init__(self, *, engine: str | None = None) -> None:
         if engine_name(engine) not in (None, "io_uring"):
@@ -272,6 +303,7 @@ class UringEventLoop(EventLoop):
         from fdkit.aio._selector import RingSelector
 
         self._reactor = reactor
+        self.ring_wait = "epoll_wait" if reactor.reads_epoll else "poll"
         try:
             selector = RingSelector(reactor)
         except BaseException:

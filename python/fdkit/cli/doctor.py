@@ -15,8 +15,9 @@ readable, a limit that is unlimited) is ``null``, never a string in its place:
   (``net.core.somaxconn``): int or null;
 * ``rlimit_nofile``: ``soft`` and ``hard``, int, or null for unlimited;
 * ``checks``: check name → ``ok`` (bool) and ``detail`` (string);
-* ``aio``: ``engine`` (``"io_uring"``, ``"epoll"`` or null when no loop can be made) and
-  ``reason`` (string, or null on io_uring).
+* ``aio``: ``engine`` (``"io_uring"``, ``"epoll"`` or null when no loop can be made),
+  ``reason`` (string, or null on io_uring) and ``ring_wait`` (on io_uring: ``"epoll_wait"``,
+  the ring reads the epoll instance, Linux 6.15; ``"poll"``, it polls the epoll fd; else null).
 """
 
 from __future__ import annotations
@@ -167,16 +168,21 @@ def _aio_engine() -> dict[str, Any]:
     try:
         loop = EventLoop()
     except (OSError, ValueError) as exc:  # FDKIT_AIO_ENGINE names no engine, or one not here
-        return {"engine": None, "reason": str(exc)}
+        return {"engine": None, "reason": str(exc), "ring_wait": None}
     try:
-        return {"engine": loop.engine, "reason": loop.engine_reason}
+        ring_wait = getattr(loop, "ring_wait", None)
+        return {"engine": loop.engine, "reason": loop.engine_reason, "ring_wait": ring_wait}
     finally:
         loop.close()
 
 
 def _aio_line(aio: dict[str, Any]) -> str:
     if aio["engine"] == "io_uring":
-        return "fdkit.aio         io_uring  (waits through the ring; registrations in epoll)"
+        how = {
+            "epoll_wait": "the ring reads epoll: IORING_OP_EPOLL_WAIT",
+            "poll": "the ring polls epoll's fd",
+        }[aio["ring_wait"]]
+        return f"fdkit.aio         io_uring  (registrations in epoll; {how})"
     if aio["engine"] is None:
         return f"fdkit.aio         NO LOOP   {aio['reason']}"
     return f"fdkit.aio         epoll     {aio['reason']}"

@@ -87,8 +87,8 @@ struct Replaced {
     process_events: bool,
 }
 
-/// epoll_wait(2)'s buffer.
-struct Events(Vec<epoll::Event>);
+/// epoll_wait(2)'s buffer (also filled by the ring: [`PyReactor::epoll_wait`]).
+pub(crate) struct Events(pub(crate) Vec<epoll::Event>);
 
 // SAFETY: an `epoll::Event` is plain data (its `data` field may be read as a pointer, which
 // nothing here does); the buffer moves with the core, never shared.
@@ -429,14 +429,30 @@ impl LoopCore {
         result
     }
 
-    /// The io_uring engine's wait: epoll first (what is ready costs one epoll_wait(2)); when
-    /// nothing is and the iteration may wait, the ring waits for the epoll instance.
+    /// The io_uring engine's wait. Where the kernel runs `IORING_OP_EPOLL_WAIT`, the ring
+    /// reads the epoll instance itself (one io_uring_enter(2), whether events are there, come,
+    /// or the timeout passes); an iteration that must not wait looks with epoll_wait(2).
+    /// Otherwise epoll first (what is ready costs one epoll_wait(2)); when nothing is and the
+    /// iteration may wait, the ring waits for the epoll instance to become readable.
     fn ring_wait(
         &self,
         py: Python<'_>,
         ring: &Py<PyReactor>,
         timeout: Option<f64>,
     ) -> PyResult<usize> {
+        let reactor = ring.get();
+        if reactor.reads_epoll() && timeout != Some(0.0) {
+            let maxevents = self.fd_to_key.bind(py).len().max(1);
+            let limit = timeout.map(|t| Duration::from_secs_f64(t.max(0.0)));
+            let mut events = self
+                .state
+                .with(py, |s| std::mem::replace(&mut s.events, Events(Vec::new())));
+            let n = reactor.epoll_wait(py, self.epfd, &mut events, maxevents, limit);
+            self.state.with(py, |s| s.events = events);
+            let n = n?;
+            py.check_signals()?;
+            return Ok(n);
+        }
         let n = self.epoll_wait(py, Some(0.0))?;
         if n > 0 || timeout == Some(0.0) {
             return Ok(n);

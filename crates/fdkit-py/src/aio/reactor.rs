@@ -9,6 +9,7 @@
 //! call raises the `ValueError` of a closed object, [`closed_error`]) and the waiting thread
 //! closes the ring when its wait returns. Nothing here calls Python.
 
+use super::loop_core::Events;
 use crate::args::{Fd, Seconds};
 use crate::closable::closed_error;
 use crate::errors::core_error;
@@ -31,6 +32,8 @@ pub struct PyReactor {
     /// `close()` was called (set first: a wait that holds the reactor then closes the ring
     /// when it ends).
     closing: AtomicBool,
+    /// The core's [`Reactor::reads_epoll`], read once (it never changes).
+    reads_epoll: bool,
 }
 
 impl PyReactor {
@@ -109,6 +112,33 @@ impl PyReactor {
             r.wait(fd, timeout)
         })
     }
+
+    /// Whether [`epoll_wait`](PyReactor::epoll_wait) runs here (`IORING_OP_EPOLL_WAIT`).
+    pub(crate) fn reads_epoll(&self) -> bool {
+        self.reads_epoll
+    }
+
+    /// The core's [`Reactor::epoll_wait`] with the GIL released: up to `max_events` events of
+    /// the epoll instance `epoll_fd` into `out`, waiting at most `timeout` (None: no limit)
+    /// in one io_uring_enter(2); a signal ends the wait early (the caller runs the signal
+    /// handlers). The io_uring engine's wait where the kernel runs the op.
+    pub(crate) fn epoll_wait(
+        &self,
+        py: Python<'_>,
+        epoll_fd: RawFd,
+        out: &mut Events,
+        max_events: usize,
+        timeout: Option<Duration>,
+    ) -> PyResult<usize> {
+        self.with_reactor(py, true, move |r| {
+            // The whole `Events` (Send) is captured, not its Vec.
+            let out: &mut Events = out;
+            // SAFETY: as in `wait`: the kernel takes its own reference to the file when the op
+            // is submitted, inside this call, and the op is taken back before it returns.
+            let fd = unsafe { BorrowedFd::borrow_raw(epoll_fd) };
+            r.epoll_wait(fd, &mut out.0, max_events, timeout)
+        })
+    }
 }
 
 /// Closes the ring with the GIL released (nothing is in flight between waits, so at once),
@@ -128,6 +158,7 @@ fn release(py: Python<'_>, reactor: Option<Reactor>) {
 pub fn defaults_dict(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     let d = PyDict::new(py);
     d.set_item("entries", ReactorOptions::DEFAULT.entries)?;
+    d.set_item("epoll_wait", ReactorOptions::DEFAULT.epoll_wait)?;
     Ok(d)
 }
 
@@ -142,20 +173,39 @@ fn forked_error() -> PyErr {
 impl PyReactor {
     /// A reactor with a ring of `entries` submission entries, proven usable (set up, a no-op
     /// submitted and reaped): `OSError` with the kernel's errno (`ENOSYS`, `EPERM`) where
-    /// io_uring is missing or denied. See io_uring_setup(2).
+    /// io_uring is missing or denied. With `epoll_wait` (the default) the loop's waits read
+    /// the epoll instance through the ring where the kernel runs `IORING_OP_EPOLL_WAIT`
+    /// (`reads_epoll`). See io_uring_setup(2).
     #[new]
     #[pyo3(
-        signature = (*, entries = ReactorOptions::DEFAULT.entries),
+        signature = (
+            *,
+            entries = ReactorOptions::DEFAULT.entries,
+            epoll_wait = ReactorOptions::DEFAULT.epoll_wait,
+        ),
         // A literal (PyO3 takes no constants here) that tests/test_aio_reactor_defaults.py
         // holds to `REACTOR_DEFAULTS`.
-        text_signature = "(*, entries=8)"
+        text_signature = "(*, entries=8, epoll_wait=True)"
     )]
-    fn new(entries: u32) -> PyResult<Self> {
-        let r = Reactor::new(ReactorOptions { entries }).map_err(core_error)?;
+    fn new(entries: u32, epoll_wait: bool) -> PyResult<Self> {
+        let r = Reactor::new(ReactorOptions {
+            entries,
+            epoll_wait,
+        })
+        .map_err(core_error)?;
         Ok(PyReactor {
+            reads_epoll: r.reads_epoll(),
             inner: Mutex::new(Some(r)),
             closing: AtomicBool::new(false),
         })
+    }
+
+    /// Whether the loop's waits read the epoll instance through the ring
+    /// (`IORING_OP_EPOLL_WAIT`, Linux 6.15: one io_uring_enter(2) per wait); if not, the ring
+    /// polls the epoll fd and epoll_wait(2) reads the events.
+    #[getter(reads_epoll)]
+    fn py_reads_epoll(&self) -> bool {
+        self.reads_epoll
     }
 
     /// `wait(epoll_fd, timeout=None)`: waits (the GIL released) until `epoll_fd` (any fd;

@@ -3,7 +3,7 @@
 
 use crate::error::{Error, Result};
 use crate::uring::{Completion, Ring, RingOptions, CLOSE_TIMEOUT};
-use rustix::event::PollFlags;
+use rustix::event::{epoll, PollFlags};
 use rustix::io::Errno;
 use std::mem::ManuallyDrop;
 use std::os::fd::{BorrowedFd, RawFd};
@@ -15,6 +15,8 @@ const POLL: u64 = 1;
 const CANCEL: u64 = 2;
 /// The `user_data` of the no-op that proves a new ring usable.
 const PROBE: u64 = 3;
+/// The `user_data` of an `IORING_OP_EPOLL_WAIT`.
+const EPOLL: u64 = 4;
 /// The longest a wait spends getting its cancelled poll back. A poll's cancel is answered at
 /// once (the kernel removes the request from the wait queue and completes it); this bound only
 /// keeps a ring that stopped answering from hanging its caller.
@@ -28,11 +30,18 @@ pub struct ReactorOptions {
     /// Submission queue entries (1..=32768). A wait has at most two ops queued (its poll, then
     /// the poll's cancel), so a few entries are enough; the default is 8.
     pub entries: u32,
+    /// Whether [`Reactor::epoll_wait`] may use `IORING_OP_EPOLL_WAIT` where the kernel runs
+    /// it (Linux 6.15); `false` keeps the poll of the epoll fd that older kernels get (tests
+    /// use it to run that path here too). The default is `true`.
+    pub epoll_wait: bool,
 }
 
 impl ReactorOptions {
-    /// The defaults: 8 entries.
-    pub const DEFAULT: ReactorOptions = ReactorOptions { entries: 8 };
+    /// The defaults: 8 entries, `IORING_OP_EPOLL_WAIT` where the kernel runs it.
+    pub const DEFAULT: ReactorOptions = ReactorOptions {
+        entries: 8,
+        epoll_wait: true,
+    };
 }
 
 impl Default for ReactorOptions {
@@ -51,6 +60,11 @@ impl Default for ReactorOptions {
 /// a blocking call in that thread, epoll_wait(2) for one, fail with `EINTR`), and the ring
 /// holds no reference to the fd.
 ///
+/// Where the kernel runs `IORING_OP_EPOLL_WAIT` (Linux 6.15), [`epoll_wait`](Reactor::epoll_wait)
+/// reads the epoll instance's events through the ring instead: one io_uring_enter(2) per
+/// iteration, whether events are there already, come while it sleeps, or do not come before
+/// the timeout (then the op is cancelled, as the poll is).
+///
 /// A forked child's copy shares the parent's ring (its queues, its completions): it refuses
 /// to wait and, when dropped, neither cancels, reaps nor tears down anything
 /// ([`forked`](Reactor::forked)).
@@ -65,6 +79,12 @@ pub struct Reactor {
     ring: ManuallyDrop<Ring>,
     /// The fork generation the ring was set up in (see [`forked`](Reactor::forked)).
     generation: u64,
+    /// Whether waits use `IORING_OP_EPOLL_WAIT` (asked for, and the kernel runs it).
+    reads_epoll: bool,
+    /// The buffer the kernel writes an epoll wait's events into, kept between waits. Each
+    /// wait lends it to the ring (the op's slot owns it until its completion, and a ring that
+    /// cannot take the op back leaks it with the op), so nothing here is ever under the kernel.
+    events: Vec<u8>,
 }
 
 impl std::fmt::Debug for Reactor {
@@ -72,6 +92,7 @@ impl std::fmt::Debug for Reactor {
         f.debug_struct("Reactor")
             .field("ring", &*self.ring)
             .field("forked", &self.forked())
+            .field("reads_epoll", &self.reads_epoll)
             .finish()
     }
 }
@@ -99,10 +120,20 @@ impl Reactor {
             Some(c) => return Err(Error::Os(c.error().unwrap_or(Errno::IO))),
             None => return Err(Error::Os(Errno::TIMEDOUT)),
         }
+        let reads_epoll = options.epoll_wait && ring.runs_epoll_wait();
         Ok(Reactor {
             ring: ManuallyDrop::new(ring),
             generation: crate::fd::fork_generation(),
+            reads_epoll,
+            events: Vec::new(),
         })
+    }
+
+    /// Whether [`epoll_wait`](Reactor::epoll_wait) runs here (the options asked for it and
+    /// the kernel runs `IORING_OP_EPOLL_WAIT`, Linux 6.15); if not, waits go through
+    /// [`wait`](Reactor::wait) and the caller reads the events with epoll_wait(2).
+    pub fn reads_epoll(&self) -> bool {
+        self.reads_epoll
     }
 
     /// Whether this is a forked child's copy: the ring (its queues, its completions) is
@@ -178,11 +209,109 @@ impl Reactor {
         }
     }
 
+    /// epoll_wait(2) on the epoll instance `epfd` through the ring: waits until it has events
+    /// or `timeout` passes (`None`: no limit), then puts up to `max_events` of them in `out`
+    /// (emptied first) and returns how many. One io_uring_enter(2) submits the
+    /// `IORING_OP_EPOLL_WAIT` and sleeps: the op takes the events at once when some are ready,
+    /// else when they come. The events are epoll_wait(2)'s own (the same ready list, order
+    /// and `maxevents`), so a caller sees what epoll_wait(2) would have shown.
+    ///
+    /// A signal ends the wait early (`Ok(0)` unless events came), as it ends epoll_wait(2).
+    /// When the wait ended without the op's completion (timeout, signal) the op is cancelled
+    /// and reaped: nothing is left armed when this returns; events it took in the meantime
+    /// are returned.
+    ///
+    /// Errors: [`Error::InvalidArgument`] where [`reads_epoll`](Reactor::reads_epoll) is
+    /// false, for `max_events` 0 or above `i32::MAX`, and in a forked child's copy; the
+    /// kernel's errno from io_uring_enter(2) or from the op (`EBADF`, `EINVAL` for an fd that
+    /// is not an epoll instance).
+    ///
+    /// # References
+    ///  - [epoll_wait(2)](https://man7.org/linux/man-pages/man2/epoll_wait.2.html)
+    ///  - [io_uring_prep_epoll_wait(3)](https://man7.org/linux/man-pages/man3/io_uring_prep_epoll_wait.3.html)
+    pub fn epoll_wait(
+        &mut self,
+        epfd: BorrowedFd<'_>,
+        out: &mut Vec<epoll::Event>,
+        max_events: usize,
+        timeout: Option<Duration>,
+    ) -> Result<usize> {
+        out.clear();
+        if !self.reads_epoll {
+            return Err(Error::InvalidArgument(
+                "this reactor does not read epoll through the ring",
+            ));
+        }
+        if self.forked() {
+            return Err(Error::InvalidArgument(
+                "a forked child's copy of a reactor cannot wait (the ring is its parent's)",
+            ));
+        }
+        let max = match u32::try_from(max_events) {
+            Ok(m) if m > 0 && m <= i32::MAX as u32 => m,
+            _ => return Err(Error::InvalidArgument("max_events must be 1 to 2**31-1")),
+        };
+        let mut stale = None;
+        self.settle(&mut stale)?;
+
+        let buf = std::mem::take(&mut self.events);
+        self.ring.queue_epoll_wait(epfd, buf, max, EPOLL)?;
+        let entered = match self.ring.enter(1, timeout) {
+            Ok(_) | Err(Error::Os(Errno::INTR)) => Ok(()),
+            Err(e) => Err(e),
+        };
+        let mut done = None;
+        self.collect_as(EPOLL, &mut done);
+        if self.ring.in_flight() > 0 {
+            // Timed out, interrupted, or the enter failed: take the op back.
+            let cancelled = self.ring.cancel(EPOLL, CANCEL);
+            let settled = self.settle_as(EPOLL, &mut done);
+            cancelled?;
+            settled?;
+        }
+        entered?;
+        let Some(mut c) = done else {
+            return Ok(0);
+        };
+        let data = c.data.take();
+        let result = match c.error() {
+            None => {
+                let bytes = data.as_deref().unwrap_or_default();
+                let n = bytes.len() / crate::uring::EPOLL_EVENT_SIZE;
+                out.reserve(n);
+                // SAFETY: `bytes` holds `n` events as the kernel wrote them (`struct
+                // epoll_event`, which `epoll::Event` lays out the same way: plain data, any
+                // bit pattern valid), and `out` has room for `n` after the reserve; the
+                // regions cannot overlap (`out` is the caller's, `bytes` the ring's).
+                unsafe {
+                    std::ptr::copy_nonoverlapping(
+                        bytes.as_ptr(),
+                        out.as_mut_ptr().cast::<u8>(),
+                        n * crate::uring::EPOLL_EVENT_SIZE,
+                    );
+                    out.set_len(n);
+                }
+                Ok(n)
+            }
+            Some(Errno::CANCELED) => Ok(0),
+            Some(errno) => Err(Error::Os(errno)),
+        };
+        if let Some(buf) = data {
+            self.events = buf;
+        }
+        result
+    }
+
     /// Takes the ready completions, keeping the poll's in `poll`.
     fn collect(&mut self, poll: &mut Option<Completion>) {
+        self.collect_as(POLL, poll);
+    }
+
+    /// Takes the ready completions, keeping the one of `user_data` in `kept`.
+    fn collect_as(&mut self, user_data: u64, kept: &mut Option<Completion>) {
         while let Some(c) = self.ring.pop_completion() {
-            if c.user_data == POLL {
-                *poll = Some(c);
+            if c.user_data == user_data {
+                *kept = Some(c);
             }
         }
     }
@@ -190,6 +319,11 @@ impl Reactor {
     /// Reaps until nothing is in flight (a signal does not end this: the cancel's answer is
     /// immediate), at most [`SETTLE_TIMEOUT`] (then `ETIMEDOUT`).
     fn settle(&mut self, poll: &mut Option<Completion>) -> Result<()> {
+        self.settle_as(POLL, poll)
+    }
+
+    /// [`settle`](Reactor::settle), keeping the completion of `user_data` in `kept`.
+    fn settle_as(&mut self, user_data: u64, kept: &mut Option<Completion>) -> Result<()> {
         let deadline = Instant::now() + SETTLE_TIMEOUT;
         while self.ring.in_flight() > 0 {
             let left = deadline.saturating_duration_since(Instant::now());
@@ -200,7 +334,7 @@ impl Reactor {
                 Ok(_) | Err(Error::Os(Errno::INTR)) => {}
                 Err(e) => return Err(e),
             }
-            self.collect(poll);
+            self.collect_as(user_data, kept);
         }
         Ok(())
     }

@@ -83,6 +83,8 @@ pub enum OpKind {
     ReadFixed,
     /// `IORING_OP_WRITE_FIXED` (a registered buffer)
     WriteFixed,
+    /// `IORING_OP_EPOLL_WAIT`: the aio reactor's own wait; no `Ring` method queues it
+    EpollWait,
 }
 
 impl OpKind {
@@ -116,6 +118,7 @@ impl OpKind {
             OpKind::RecvMsg => "recvmsg",
             OpKind::ReadFixed => "read_fixed",
             OpKind::WriteFixed => "write_fixed",
+            OpKind::EpollWait => "epoll_wait",
         }
     }
 

@@ -14,6 +14,7 @@
 //! - `chain.rs`: SQE flags ([`SqeFlags`], [`Ring::with_flags`]), linked chains, and the
 //!   bookkeeping of `skip_success` ops that post no completion.
 //! - `reap.rs`: completion queue entries into [`Completion`]s; overflow flush; cancel order.
+//! - `epoll_wait.rs`: `IORING_OP_EPOLL_WAIT`, the aio reactor's wait (not a Python `Ring` op).
 //! - `slots.rs`: what each op in flight owns.
 //! - `buf_ring.rs`: provided-buffer rings for multishot receives.
 //! - `completion.rs`: [`Completion`], [`CompletionFlags`], [`OpKind`].
@@ -66,6 +67,7 @@
 mod buf_ring;
 mod chain;
 mod completion;
+mod epoll_wait;
 mod errno;
 mod ops;
 mod probe;
@@ -79,6 +81,7 @@ mod teardown;
 pub(crate) use buf_ring::BufRing;
 pub use buf_ring::MAX_BUFFERS;
 pub use completion::{Completion, CompletionFlags, OpFd, OpKind, Statx, Target};
+pub(crate) use epoll_wait::EVENT_SIZE as EPOLL_EVENT_SIZE;
 pub use ops::{FixedData, OpSpec, OPS};
 pub(crate) use probe::{explain, missing_op};
 pub use probe::{probe, Availability, OpSupport};

@@ -107,10 +107,18 @@ impl Ring {
         }
         match slot.owned {
             Owned::Fill(mut buf) if res >= 0 => {
-                let n = (res as usize).min(buf.capacity());
-                // SAFETY: the kernel wrote `res` bytes at the start of the allocation (a
-                // receive or read never reports more than the length it was given, which
-                // was the capacity), so the first `n` bytes are initialised.
+                let written = match slot.op {
+                    // The result counts events, each EVENT_SIZE bytes.
+                    OpKind::EpollWait => {
+                        (res as usize).saturating_mul(super::epoll_wait::EVENT_SIZE)
+                    }
+                    _ => res as usize,
+                };
+                let n = written.min(buf.capacity());
+                // SAFETY: the kernel wrote `written` bytes at the start of the allocation (a
+                // receive or read never reports more than the length it was given, an epoll
+                // wait never more events than it was given room for: the capacity), so the
+                // first `n` bytes are initialised.
                 unsafe { buf.set_len(n) };
                 c.data = Some(buf);
             }
