@@ -22,6 +22,9 @@ each given the loop's name; each prints the loop class it runs on, which is chec
   :func:`._endpoints.read_user_system`). Its floor is a contender too: a C epoll server
   answering the same bytes (``bench/c/epoll_hello.c``, compiled with gcc as the other C
   contenders, run by ``aio_servers.py floor``).
+* ``hello_c1``: the same server under ``wrk -t1 -c1 --latency``: one keep-alive connection,
+  so each request finds the loop asleep and wakes it (the cost of a wait that sleeps, where
+  the engines differ most); the same figures, the floor included.
 * ``uvicorn``: uvicorn + httptools serving a 6-line ASGI hello app, the loop given as
   ``uvicorn --loop`` takes it (``fdkit.aio:new_event_loop``); same figures.
 * ``streams``: an asyncio streams echo server (``start_server``) and its client
@@ -111,7 +114,8 @@ ENGINE = {"fdkit": "io_uring", "epoll_engine": "epoll"}
 OTHERS = ("uvloop", "asyncio", "rloop", "epoll_engine")
 FLOOR = "floor"  # the C epoll hello server (bench/c/epoll_hello.c), hello only
 FLOOR_SOURCE = "epoll_hello"
-WORKLOADS = ("hello", "uvicorn", "streams", "sendfile")
+WORKLOADS = ("hello", "hello_c1", "uvicorn", "streams", "sendfile")
+HELLOS = ("hello", "hello_c1")  # the asyncio.Protocol hello server, under 64 and 1 connections
 CONTENDED = "_contended"  # the suffix of every row id of a --contended run
 # (row id, goal): the ratios the io_uring engine sets out to reach (issue 23's table); the
 # epoll engine's rows (aio_epoll_...) have the same goals 0.05 lower
@@ -266,16 +270,16 @@ def _kinds(workload: str, other: str) -> tuple[str, ...]:
     """The rows of an engine against ``other`` in ``workload``: CPU first, then the
     companions (the hello workload's user/kernel split is against the other loops, not the C
     floor)."""
-    if workload == "hello" and other != FLOOR:
+    if workload in HELLOS and other != FLOOR:
         return ("", "_rps", "_p99", "_user", "_kernel")
-    if workload in ("hello", "uvicorn"):
+    if workload in (*HELLOS, "uvicorn"):
         return ("", "_rps", "_p99")
     return ("", "_rate")
 
 
 def others(workload: str, subject: str = "fdkit") -> tuple[str, ...]:
     """The contenders fdkit.aio's engine ``subject`` is compared with in ``workload``."""
-    keys = (*OTHERS, FLOOR) if workload == "hello" else OTHERS
+    keys = (*OTHERS, FLOOR) if workload in HELLOS else OTHERS
     return tuple(k for k in keys if k != subject)
 
 
@@ -439,20 +443,20 @@ def _available(workload: str, needs: Sequence[str] = (), variant: str = "") -> l
     return keys if any(k in SUBJECTS for k in keys) else []
 
 
-def _floor_lib(keys: Sequence[str], variant: str) -> str | None:
+def _floor_lib(workload: str, keys: Sequence[str], variant: str) -> str | None:
     """The compiled C floor server (its shared object's path), or None after skipping the
-    floor rows of the engines in ``keys`` (no gcc, or the compile failed:
+    floor rows of ``workload`` for the engines in ``keys`` (no gcc, or the compile failed:
     :func:`._common.compile_c` says which)."""
     lib = load_c(FLOOR_SOURCE)
     if lib is None:
-        ids = [i for s in SUBJECTS if s in keys for i in row_ids("hello", FLOOR, variant, s)]
+        ids = [i for s in SUBJECTS if s in keys for i in row_ids(workload, FLOOR, variant, s)]
         skip(BENCH, ids,
              f"the C floor server bench/c/{FLOOR_SOURCE}.c could not be built (gcc)")  # fmt: skip
         return None
     return str(lib._name)
 
 
-# --- HTTP workloads (hello, uvicorn) ------------------------------------------------------
+# --- HTTP workloads (hello, hello_c1, uvicorn) ---------------------------------------------
 
 
 Figures = dict[str, dict[str, float]]
@@ -462,7 +466,7 @@ def _http_argv(workload: str, key: str, port: int, floor: str | None) -> list[st
     if key == FLOOR:
         assert floor is not None
         return [sys.executable, script("aio_servers"), "floor", floor, "127.0.0.1", str(port)]
-    if workload == "hello":
+    if workload in HELLOS:
         return [sys.executable, script("aio_servers"), "hello", _child_loop(key), "127.0.0.1",
                 str(port)]  # fmt: skip
     return [sys.executable, script("aio_uvicorn"), _child_loop(key), "127.0.0.1", str(port)]
@@ -523,16 +527,17 @@ class Served:
 def _http_measure(workload: str, wrk: str | None, plan: Plan,
                   server: Server) -> Callable[[], Served]:  # fmt: skip
     calls = [0]
-    per_conn = plan.tiny_hello_requests if workload == "hello" else plan.tiny_requests
+    per_conn = plan.tiny_hello_requests if workload in HELLOS else plan.tiny_requests
+    conns = _conns(workload, plan)
 
     def once() -> Served:
         calls[0] += 1
         share = user_share(server.pids())
         if wrk is None:
-            run = run_python_load(server, "/", plan.conns, per_conn)
+            run = run_python_load(server, "/", conns, per_conn)
         else:
             warm = calls[0] <= plan.warmup
-            run = run_wrk(wrk, server, "/", plan.conns, 1 if warm else plan.seconds)
+            run = run_wrk(wrk, server, "/", conns, 1 if warm else plan.seconds)
         if run.requests <= 0:
             raise Failed(f"no request answered in {server.name}")
         return Served(run, share())
@@ -592,13 +597,19 @@ def _engines_note(workload: str, plan: Plan, cost: Mapping[str, float], unit: st
              f"{LABELS['epoll_engine']} {b:.3g} {unit}: epoll/io_uring = {b / a:.2f}x")  # fmt: skip
 
 
+def _conns(workload: str, plan: Plan) -> int:
+    """The keep-alive connections of ``workload``'s load: one for ``hello_c1``."""
+    return 1 if workload == "hello_c1" else plan.conns
+
+
 def http_workload(workload: str, wrk: str | None, plan: Plan) -> list[Result]:
-    """``hello`` or ``uvicorn``: every contender's server under the same load, alternating."""
+    """``hello``, ``hello_c1`` or ``uvicorn``: every contender's server under the same load,
+    alternating."""
     needs = UVICORN_NEEDS if workload == "uvicorn" else ()
     keys = _available(workload, needs, plan.variant)
     if not keys:
         return []
-    floor = _floor_lib(keys, plan.variant) if workload == "hello" else None
+    floor = _floor_lib(workload, keys, plan.variant) if workload in HELLOS else None
     if floor is not None:
         keys.append(FLOOR)
     failed: dict[str, str] = {}
@@ -623,16 +634,18 @@ def http_workload(workload: str, wrk: str | None, plan: Plan) -> list[Result]:
     }
     busy = " (CPU 1 busy)" if plan.variant else ""
     if figs:
-        note(f"aio {workload}{busy} c{plan.conns}: " + "; ".join(
+        note(f"aio {workload}{busy} c{_conns(workload, plan)}: " + "; ".join(
             f"{LABELS[k]} {f['cpu']:.2f} us/req ({_spread([r.run.cpu_us for r in done[k]])}; "
             f"user {_fig(f['user'])} + kernel {_fig(f['kernel'])}), "
             f"{f['rate']:,.0f} req/s, p99 {f['p99']:.2f} ms"
             for k, f in figs.items()))  # fmt: skip
     _engines_note(workload, plan, {k: f["cpu"] for k, f in figs.items()}, CPU_UNIT)
     load = "wrk -t1" if wrk is not None else "python load generator (smoke test)"
-    what = ("asyncio.Protocol hello" if workload == "hello"
+    what = ("asyncio.Protocol hello" if workload in HELLOS
             else "uvicorn + httptools, ASGI hello")  # fmt: skip
-    tail = f", {what} [{plan.conns} keep-alive connections, {load}{_conditions(plan)}]"
+    conns = _conns(workload, plan)
+    link = "keep-alive connection" if conns == 1 else "keep-alive connections"
+    tail = f", {what} [{conns} {link}, {load}{_conditions(plan)}]"
     rows: list[Result] = []
     for subject, other in _measured(figs):
         rows += _http_rows(workload, LABELS[subject] + tail, figs, other, plan.variant, subject)
@@ -924,12 +937,13 @@ def run(quick: bool, contended: bool = False) -> list[Result]:
         wrk = _which("wrk")
         http = wrk is not None
         if wrk is None:
-            skip(BENCH, planned_ids(("hello", "uvicorn"), plan.variant),
+            skip(BENCH, planned_ids((*HELLOS, "uvicorn"), plan.variant),
                  f"wrk is not installed; `{install_command('wrk')}` (or `make bench-tools` in a "
                  "source tree) adds these rows")  # fmt: skip
     with _burner(plan):
         if http:
             rows += http_workload("hello", wrk, plan)
+            rows += http_workload("hello_c1", wrk, plan)
             rows += http_workload("uvicorn", wrk, plan)
         rows += streams_workload(plan)
         rows += sendfile_workload(plan)

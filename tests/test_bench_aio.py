@@ -74,7 +74,7 @@ def test_aio_rows() -> None:
     assert set(ids) <= set(aio.planned_ids())
     assert len(ids) == len(set(ids))
     check_aio_rows(rows)
-    workloads = ["hello", "streams", "sendfile"]
+    workloads = ["hello", "hello_c1", "streams", "sendfile"]
     if not aio.missing(aio.UVICORN_NEEDS):
         workloads.append("uvicorn")
     stdlib = [f"aio_epoll_{w}_vs_asyncio" for w in workloads]
@@ -219,6 +219,8 @@ def test_aio_ids_per_engine_keep_the_old_ones_and_their_goals() -> None:
     old += [f"aio_hello{k}_vs_floor" for k in ("", "_rps", "_p99")]
     old += [f"aio_{w}{k}_vs_{o}" for w in ("streams", "sendfile") for o in ("uvloop", "asyncio",
             "rloop", "epoll_engine") for k in ("", "_rate")]  # fmt: skip
+    # hello_c1, added later: the hello rows, under one connection
+    old += [i.replace("aio_hello", "aio_hello_c1", 1) for i in old if i.startswith("aio_hello")]
     planned = aio.planned_ids()
     assert len(planned) == len(set(planned))
     uring = [i for i in planned if not i.startswith("aio_epoll_")]
@@ -332,7 +334,7 @@ def test_aio_without_wrk_skips_the_http_rows_and_runs_nothing(
     assert aio.run(quick=True) == []
     (sk,) = _common.take_skipped()
     assert "wrk is not installed" in sk.reason
-    assert sk.ids == tuple(aio.planned_ids(["hello", "uvicorn"]))
+    assert sk.ids == tuple(aio.planned_ids([*aio.HELLOS, "uvicorn"]))
     assert ran == ["streams", "sendfile"]  # the byte workloads need no wrk
 
 

@@ -135,6 +135,7 @@ HEADLINES = {
         *AIO_URING_GOALS,
         "aio_hello_vs_asyncio",  # its goal is retired (_common.RETIRED_GOALS)
         "aio_hello_vs_epoll_engine",
+        "aio_hello_c1_vs_epoll_engine",
         "aio_uvicorn_vs_epoll_engine",
         "aio_sendfile_vs_epoll_engine",
         *(epoll_id(i) for i in AIO_URING_GOALS if not i.endswith("_vs_epoll_engine")),
@@ -256,7 +257,8 @@ def check_aio_rows(rows: list[Result], variant: str = "") -> None:
     for r in rows:
         assert r.id.endswith(variant), r
         row_id = r.id.removesuffix(variant)
-        m = re.fullmatch(r"aio_(epoll_)?(hello|uvicorn|streams|sendfile)(.*)_vs_(\w+)", row_id)
+        workloads = "|".join(sorted(aio.WORKLOADS, key=len, reverse=True))  # hello_c1 first
+        m = re.fullmatch(rf"aio_(epoll_)?({workloads})(.*)_vs_(\w+)", row_id)
         assert m is not None, r
         subject = "epoll_engine" if m[1] else "fdkit"
         kind, other = m[3], m[4]
@@ -265,7 +267,7 @@ def check_aio_rows(rows: list[Result], variant: str = "") -> None:
         assert r.case.startswith(f"fdkit.aio ({aio.ENGINE[subject]}), "), r.case
         assert r.baseline_name.startswith(aio.LABELS[other]), r
         if kind in ("_user", "_kernel"):
-            assert m[2] == "hello", r  # the split is the hello workload's
+            assert m[2] in aio.HELLOS, r  # the split is the hello workloads'
 
 
 # ------------------------------------------------------------------------- processes, fds

@@ -7,6 +7,11 @@
 //! reactor is built in one thread and waited in by others; a forked child's copy refuses to
 //! wait and leaves the parent's ring alone; reactors are built and dropped without a leak.
 //!
+//! The contract tests run on each way the reactor waits: the poll of the epoll fd
+//! ([`Reactor::wait`]) and, where the kernel runs `IORING_OP_EPOLL_WAIT` (Linux 6.15), the
+//! epoll wait made by the ring ([`Reactor::epoll_wait`], whose events are checked against
+//! epoll_wait(2)'s own).
+//!
 //! Each test skips (printing `SKIPPED <test>: <why>` on stderr) when io_uring is unavailable;
 //! with `FDKIT_REQUIRE_URING=1` a missing io_uring fails the test instead. Every wait has a
 //! deadline.

@@ -7,11 +7,11 @@ Change one line and an asyncio program runs on it::
     uvicorn --loop fdkit.aio:new_event_loop app:app
 
 The loop is asyncio's own Unix loop (so every asyncio API behaves as the stdlib documents it)
-whose waits go through io_uring: every registration lives in an epoll instance, and when nothing
-is ready and the iteration may sleep, the ring sleeps until that instance is readable, in one
-io_uring_enter(2). Bytes and connections are taken with recv(2) and accept(2) when asyncio's
-callbacks take them, never earlier. ``loop.engine`` says which engine runs,
-``loop.engine_reason`` why a loop runs on epoll.
+whose waits go through io_uring: every registration lives in an epoll instance, whose events the
+ring reads in the io_uring_enter(2) that sleeps (``IORING_OP_EPOLL_WAIT``, Linux 6.15; before,
+the ring sleeps until that instance is readable). Bytes and connections are taken with recv(2)
+and accept(2) when asyncio's callbacks take them, never earlier. ``loop.engine`` says which
+engine runs, ``loop.engine_reason`` why a loop runs on epoll.
 """
 
 from __future__ import annotations

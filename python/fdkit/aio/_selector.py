@@ -4,12 +4,15 @@ Every registration (``add_reader``/``add_writer``, the transports' reads and wri
 listeners) lives in an epoll instance, so it keeps epoll's semantics exactly: a closed fd leaves
 the set and never feeds a later owner of its number, a regular file or a closed fd is refused
 with epoll_ctl(2)'s error, and nothing is read or accepted before asyncio's callback asks for
-it. The ring only waits for that instance's fd: the loop's core reads what is ready with
-epoll_wait(2) (no wait), and only when nothing is does the ring wait for the instance to become
-readable, with the iteration's timeout (one io_uring_enter(2); the one-shot poll it arms is
-taken back before the wait returns, so nothing of the ring is armed between waits).
+it. The ring only waits for that instance: the loop's core has the ring read its events
+(``IORING_OP_EPOLL_WAIT``, Linux 6.15) in the io_uring_enter(2) that sleeps, or, before 6.15,
+reads what is ready with epoll_wait(2) (no wait) and only when nothing is has the ring wait for
+the instance to become readable, with the iteration's timeout (one io_uring_enter(2)). The
+one-shot op a wait arms is taken back before it returns, so nothing of the ring is armed
+between waits.
 
-``select()`` is the same, for a caller of the selector's own API.
+``select()`` is the second way, for a caller of the selector's own API (a program that replaced
+a step of the loop's iteration).
 """
 
 from __future__ import annotations
