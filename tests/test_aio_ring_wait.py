@@ -94,7 +94,7 @@ _WAITS = ("io_uring_enter", "epoll_wait", "epoll_pwait", "epoll_pwait2")
 
 def _echo_server() -> tuple[socket.socket, threading.Thread]:
     """A blocking echo peer in a thread of this process (its syscalls are not the child's),
-    answering each line after a millisecond: long enough that the loop, even slowed by strace,
+    answering each line after two milliseconds: long enough that the loop, even slowed by strace,
     has looked and found nothing, so that each round trip is a wait that sleeps."""
     listener = socket.create_server(("127.0.0.1", 0))
 
@@ -102,7 +102,7 @@ def _echo_server() -> tuple[socket.socket, threading.Thread]:
         conn, _ = listener.accept()
         with conn, conn.makefile("rb") as lines:
             for line in lines:
-                time.sleep(0.001)
+                time.sleep(0.002)
                 conn.sendall(line)
 
     t = threading.Thread(target=serve, daemon=True)
