@@ -644,8 +644,8 @@ def http_workload(workload: str, wrk: str | None, plan: Plan) -> list[Result]:
     what = ("asyncio.Protocol hello" if workload in HELLOS
             else "uvicorn + httptools, ASGI hello")  # fmt: skip
     conns = _conns(workload, plan)
-    link = "keep-alive connection" if conns == 1 else "keep-alive connections"
-    tail = f", {what} [{conns} {link}, {load}{_conditions(plan)}]"
+    kept = "keep-alive connection" if conns == 1 else "keep-alive connections"
+    tail = f", {what} [{conns} {kept}, {load}{_conditions(plan)}]"
     rows: list[Result] = []
     for subject, other in _measured(figs):
         rows += _http_rows(workload, LABELS[subject] + tail, figs, other, plan.variant, subject)

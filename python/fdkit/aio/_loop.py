@@ -287,8 +287,6 @@ class UringEventLoop(EventLoop):
     earlier (see :mod:`fdkit.aio._selector`)."""
 
     engine: ClassVar[Engine] = "io_uring"
-    #: How the ring waits: ``"epoll_wait"`` (it reads the epoll instance) or ``"poll"``.
-    ring_wait: str
     #: Reactor settings (ring entries, epoll_wait): tests change them.
     _reactor_options: ClassVar[_ReactorOptions] = {}
 
@@ -303,7 +301,6 @@ class UringEventLoop(EventLoop):
         from fdkit.aio._selector import RingSelector
 
         self._reactor = reactor
-        self.ring_wait = "epoll_wait" if reactor.reads_epoll else "poll"
         try:
             selector = RingSelector(reactor)
         except BaseException:
@@ -311,3 +308,8 @@ class UringEventLoop(EventLoop):
             raise
         super().__init__(selector)
         _native.install(self, reactor)
+
+    @property
+    def ring_wait(self) -> str:
+        """How the ring waits: ``"epoll_wait"`` (it reads the epoll instance) or ``"poll"``."""
+        return "epoll_wait" if self._reactor.reads_epoll else "poll"

@@ -379,11 +379,9 @@ impl LoopCore {
     /// epoll_wait(2) on the selector's instance, as `select.epoll.poll` makes it (the timeout
     /// rounded up to milliseconds, `EINTR` retried after the signal handlers, PEP 475).
     fn epoll_wait(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<usize> {
-        let maxevents = self.fd_to_key.bind(py).len().max(1);
+        let maxevents = self.max_events(py);
         let deadline = timeout.map(|t| monotonic() + t.max(0.0));
-        let mut events = self
-            .state
-            .with(py, |s| std::mem::replace(&mut s.events, Events(Vec::new())));
+        let mut events = self.take_events(py);
         events.0.clear();
         events.0.reserve(maxevents);
         let result = loop {
@@ -401,8 +399,7 @@ impl LoopCore {
                 // SAFETY: the selector owns `epfd` and closes it only in `close()`, after which
                 // the loop runs no iteration (asyncio refuses to run a closed loop).
                 let fd = unsafe { BorrowedFd::borrow_raw(epfd) };
-                // Exactly `maxevents`, as Python's epoll asks: fewer or more would split the
-                // ready fds between iterations otherwise than asyncio's loop does.
+                // Exactly `maxevents` ([`LoopCore::max_events`]).
                 let spare = &mut buf.0.spare_capacity_mut()[..maxevents];
                 let n = epoll::wait(fd, spare, ts.as_ref()).map(|(init, _)| init.len())?;
                 // SAFETY: epoll_wait initialised the first `n` entries.
@@ -429,6 +426,20 @@ impl LoopCore {
         result
     }
 
+    /// The `maxevents` of a wait, as Python's `select.epoll.poll` asks it: one per registered
+    /// fd (fewer or more would split the ready fds between iterations otherwise than asyncio's
+    /// loop does).
+    fn max_events(&self, py: Python<'_>) -> usize {
+        self.fd_to_key.bind(py).len().max(1)
+    }
+
+    /// The events buffer, out of the state while a wait fills it (no allocation per
+    /// iteration); the wait puts it back.
+    fn take_events(&self, py: Python<'_>) -> Events {
+        self.state
+            .with(py, |s| std::mem::replace(&mut s.events, Events(Vec::new())))
+    }
+
     /// The io_uring engine's wait. Where the kernel runs `IORING_OP_EPOLL_WAIT`, the ring
     /// reads the epoll instance itself (one io_uring_enter(2), whether events are there, come,
     /// or the timeout passes); an iteration that must not wait looks with epoll_wait(2).
@@ -442,12 +453,9 @@ impl LoopCore {
     ) -> PyResult<usize> {
         let reactor = ring.get();
         if reactor.reads_epoll() && timeout != Some(0.0) {
-            let maxevents = self.fd_to_key.bind(py).len().max(1);
             let limit = timeout.map(|t| Duration::from_secs_f64(t.max(0.0)));
-            let mut events = self
-                .state
-                .with(py, |s| std::mem::replace(&mut s.events, Events(Vec::new())));
-            let n = reactor.epoll_wait(py, self.epfd, &mut events, maxevents, limit);
+            let mut events = self.take_events(py);
+            let n = reactor.epoll_wait(py, self.epfd, &mut events, self.max_events(py), limit);
             self.state.with(py, |s| s.events = events);
             let n = n?;
             py.check_signals()?;

@@ -175,31 +175,9 @@ impl Reactor {
     ///  - [io_uring_prep_poll_add(3)](https://man7.org/linux/man-pages/man3/io_uring_prep_poll_add.3.html)
     ///  - [io_uring_prep_cancel(3)](https://man7.org/linux/man-pages/man3/io_uring_prep_cancel.3.html)
     pub fn wait(&mut self, fd: BorrowedFd<'_>, timeout: Option<Duration>) -> Result<bool> {
-        if self.forked() {
-            return Err(Error::InvalidArgument(
-                "a forked child's copy of a reactor cannot wait (the ring is its parent's)",
-            ));
-        }
-        // What a failed wait left behind is taken back first; its report is stale.
-        let mut stale = None;
-        self.settle(&mut stale)?;
-
-        let mut poll = None;
+        self.begin_wait()?;
         self.ring.poll_add(fd, PollFlags::IN, false, POLL)?;
-        let entered = match self.ring.enter(1, timeout) {
-            Ok(_) | Err(Error::Os(Errno::INTR)) => Ok(()),
-            Err(e) => Err(e),
-        };
-        self.collect(&mut poll);
-        if self.ring.in_flight() > 0 {
-            // Timed out, interrupted, or the enter failed: take the poll back.
-            let cancelled = self.ring.cancel(POLL, CANCEL);
-            let settled = self.settle(&mut poll);
-            cancelled?;
-            settled?;
-        }
-        entered?;
-        match poll {
+        match self.end_wait(POLL, timeout)? {
             None => Ok(false),
             Some(c) => match c.error() {
                 None => Ok(c.result > 0),
@@ -242,35 +220,14 @@ impl Reactor {
                 "this reactor does not read epoll through the ring",
             ));
         }
-        if self.forked() {
-            return Err(Error::InvalidArgument(
-                "a forked child's copy of a reactor cannot wait (the ring is its parent's)",
-            ));
-        }
         let max = match u32::try_from(max_events) {
             Ok(m) if m > 0 && m <= i32::MAX as u32 => m,
             _ => return Err(Error::InvalidArgument("max_events must be 1 to 2**31-1")),
         };
-        let mut stale = None;
-        self.settle(&mut stale)?;
-
+        self.begin_wait()?;
         let buf = std::mem::take(&mut self.events);
         self.ring.queue_epoll_wait(epfd, buf, max, EPOLL)?;
-        let entered = match self.ring.enter(1, timeout) {
-            Ok(_) | Err(Error::Os(Errno::INTR)) => Ok(()),
-            Err(e) => Err(e),
-        };
-        let mut done = None;
-        self.collect_as(EPOLL, &mut done);
-        if self.ring.in_flight() > 0 {
-            // Timed out, interrupted, or the enter failed: take the op back.
-            let cancelled = self.ring.cancel(EPOLL, CANCEL);
-            let settled = self.settle_as(EPOLL, &mut done);
-            cancelled?;
-            settled?;
-        }
-        entered?;
-        let Some(mut c) = done else {
+        let Some(mut c) = self.end_wait(EPOLL, timeout)? else {
             return Ok(0);
         };
         let data = c.data.take();
@@ -302,13 +259,46 @@ impl Reactor {
         result
     }
 
-    /// Takes the ready completions, keeping the poll's in `poll`.
-    fn collect(&mut self, poll: &mut Option<Completion>) {
-        self.collect_as(POLL, poll);
+    /// The start of every wait: refuses a forked child's copy (it submits nothing), then takes
+    /// back what a failed wait left in flight (its report is stale).
+    fn begin_wait(&mut self) -> Result<()> {
+        if self.forked() {
+            return Err(Error::InvalidArgument(
+                "a forked child's copy of a reactor cannot wait (the ring is its parent's)",
+            ));
+        }
+        // Every completion reaped here is dropped, whichever op it was.
+        self.settle(CANCEL, &mut None)
+    }
+
+    /// The end of every wait: submits the wait's one queued op (`user_data`) and sleeps in the
+    /// same io_uring_enter(2) until its completion, `timeout` or a signal. An op still in
+    /// flight then (timed out, interrupted, or the enter failed) is cancelled and reaped, so
+    /// nothing is left armed. Returns the op's completion if it came, also while it was
+    /// being cancelled.
+    fn end_wait(
+        &mut self,
+        user_data: u64,
+        timeout: Option<Duration>,
+    ) -> Result<Option<Completion>> {
+        let entered = match self.ring.enter(1, timeout) {
+            Ok(_) | Err(Error::Os(Errno::INTR)) => Ok(()),
+            Err(e) => Err(e),
+        };
+        let mut done = None;
+        self.collect(user_data, &mut done);
+        if self.ring.in_flight() > 0 {
+            let cancelled = self.ring.cancel(user_data, CANCEL);
+            let settled = self.settle(user_data, &mut done);
+            cancelled?;
+            settled?;
+        }
+        entered?;
+        Ok(done)
     }
 
     /// Takes the ready completions, keeping the one of `user_data` in `kept`.
-    fn collect_as(&mut self, user_data: u64, kept: &mut Option<Completion>) {
+    fn collect(&mut self, user_data: u64, kept: &mut Option<Completion>) {
         while let Some(c) = self.ring.pop_completion() {
             if c.user_data == user_data {
                 *kept = Some(c);
@@ -317,13 +307,9 @@ impl Reactor {
     }
 
     /// Reaps until nothing is in flight (a signal does not end this: the cancel's answer is
-    /// immediate), at most [`SETTLE_TIMEOUT`] (then `ETIMEDOUT`).
-    fn settle(&mut self, poll: &mut Option<Completion>) -> Result<()> {
-        self.settle_as(POLL, poll)
-    }
-
-    /// [`settle`](Reactor::settle), keeping the completion of `user_data` in `kept`.
-    fn settle_as(&mut self, user_data: u64, kept: &mut Option<Completion>) -> Result<()> {
+    /// immediate), at most [`SETTLE_TIMEOUT`] (then `ETIMEDOUT`), keeping the completion of
+    /// `user_data` in `kept`.
+    fn settle(&mut self, user_data: u64, kept: &mut Option<Completion>) -> Result<()> {
         let deadline = Instant::now() + SETTLE_TIMEOUT;
         while self.ring.in_flight() > 0 {
             let left = deadline.saturating_duration_since(Instant::now());
@@ -334,7 +320,7 @@ impl Reactor {
                 Ok(_) | Err(Error::Os(Errno::INTR)) => {}
                 Err(e) => return Err(e),
             }
-            self.collect_as(user_data, kept);
+            self.collect(user_data, kept);
         }
         Ok(())
     }
