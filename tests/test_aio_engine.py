@@ -34,7 +34,7 @@ import pytest
 import fdkit.aio
 from fdkit import uring
 from fdkit.aio import EventLoop
-from helpers import run_python_without_uring
+from helpers import run_python_without_uring, syscall_of
 
 _ok, _why = uring.available()
 needs_uring = pytest.mark.skipif(not _ok, reason=f"io_uring unavailable: {_why}")
@@ -264,13 +264,12 @@ def test_an_idle_loop_sleeps_in_io_uring_enter(
     the epoll instance (read from /proc/self/task/<tid>/syscall by another thread)."""
     monkeypatch.setenv("FDKIT_AIO_RING_WAIT", ring_wait)
     tid = threading.get_native_id()
-    seen: list[int] = []
+    seen: list[int | None] = []  # None: the thread was runnable, not blocked in a syscall
 
     def sample() -> None:
         for _ in range(20):
             time.sleep(0.01)
-            with open(f"/proc/self/task/{tid}/syscall") as f:
-                seen.append(int(f.read().split()[0]))
+            seen.append(syscall_of(tid))
 
     async def main() -> None:
         sampler = threading.Thread(target=sample)
