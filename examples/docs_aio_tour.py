@@ -11,9 +11,9 @@ from fdkit.atomic_pipe import AtomicPipe
 async def main() -> None:
     loop = asyncio.get_running_loop()
     assert isinstance(loop, fdkit.aio.EventLoop)
-    print(type(loop).__name__, loop.engine)  # UringEventLoop io_uring (EpollEventLoop epoll)
+    print(type(loop).__name__, loop.engine)  # EpollEventLoop epoll (UringEventLoop io_uring)
 
-    # Plain asyncio: streams, servers, tasks. The ring sleeps while nothing is ready.
+    # Plain asyncio: streams, servers, tasks. The loop sleeps while nothing is ready.
     async def shout(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         writer.write((await reader.readline()).upper())
         await writer.drain()

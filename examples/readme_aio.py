@@ -7,7 +7,7 @@ import fdkit.aio
 async def main() -> None:
     loop = asyncio.get_running_loop()
     assert isinstance(loop, fdkit.aio.EventLoop)
-    print(type(loop).__name__, loop.engine)  # UringEventLoop io_uring (or EpollEventLoop epoll)
+    print(type(loop).__name__, loop.engine)  # EpollEventLoop epoll (UringEventLoop io_uring)
     await asyncio.sleep(0)
 
 

@@ -56,8 +56,9 @@ def _show(results: list[Result]) -> str:
 @pytest.fixture(scope="session", params=sorted(FDKIT_LOOPS))
 def fdkit_run(request: pytest.FixtureRequest) -> Run:
     engine: str = request.param
-    if engine == "io_uring" and fdkit.aio.engine_available() != "io_uring":
-        why = "io_uring engine unavailable here (fdkit.aio.engine_available() is 'epoll')"
+    uring_why = fdkit.aio.engine_unavailable(engine)
+    if uring_why is not None:
+        why = f"io_uring engine unavailable here: {uring_why}"
         if os.environ.get("FDKIT_REQUIRE_URING") == "1":  # `make test` where io_uring is
             pytest.fail(f"{why}, and FDKIT_REQUIRE_URING=1")
         pytest.skip(why)

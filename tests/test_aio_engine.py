@@ -7,7 +7,8 @@ asyncio's own loop); nothing of the ring is armed while callbacks run; a signal 
 idle wait; the reactor closed from another thread while the loop waits closes after the wait;
 streams paused and resumed lose nothing; a closed connection's late bytes never reach the next
 owner of its fd number; a loop closed with transports open leaks no fd; a forked child's copy
-never touches the parent's ring; without io_uring the same loop runs on epoll and says why.
+never touches the parent's ring. A loop made without naming an engine runs on epoll; asked for
+io_uring where it cannot run, it raises and says why.
 """
 
 from __future__ import annotations
@@ -27,34 +28,60 @@ import sys
 import termios
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 import fdkit.aio
 from fdkit import uring
-from fdkit.aio import EventLoop
+from fdkit.aio import EpollEventLoop, EventLoop, UringEventLoop
+from fdkit.aio._loop import DEFAULT_REASON
 from helpers import run_python_without_uring, syscall_of
 
 _ok, _why = uring.available()
 needs_uring = pytest.mark.skipif(not _ok, reason=f"io_uring unavailable: {_why}")
 
 
-def run(coro: Any, loop_cls: type[EventLoop] = EventLoop) -> Any:
+def run(coro: Any, loop_cls: Callable[[], EventLoop] = UringEventLoop) -> Any:
     with asyncio.Runner(loop_factory=loop_cls) as runner:
         return runner.run(coro)
 
 
-@needs_uring
-def test_engine_is_io_uring_where_the_kernel_has_it() -> None:
-    async def main() -> str:
-        loop = asyncio.get_running_loop()
-        assert isinstance(loop, EventLoop)
-        assert loop.engine_reason is None
-        return loop.engine
+def test_the_default_engine_is_epoll_and_io_uring_comes_on_request(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("FDKIT_AIO_ENGINE", raising=False)
 
-    assert run(main()) == "io_uring"
+    async def main() -> tuple[str, str | None]:
+        loop = asyncio.get_running_loop()
+        assert isinstance(loop, EpollEventLoop)
+        return loop.engine, loop.engine_reason
+
+    assert run(main(), EventLoop) == ("epoll", DEFAULT_REASON)
+    assert run(main(), fdkit.aio.new_event_loop) == ("epoll", DEFAULT_REASON)
+    assert fdkit.aio.engine_available() == "epoll"
+    assert fdkit.aio.engine_unavailable("epoll") is None
+    if not _ok:
+        return
+    assert fdkit.aio.engine_unavailable("io_uring") is None
+    for asked in ({"engine": "io_uring"}, {"engine": "uring"}):
+        loop = EventLoop(**asked)
+        try:
+            assert (type(loop), loop.engine, loop.engine_reason) == (
+                UringEventLoop,
+                "io_uring",
+                None,
+            )
+        finally:
+            loop.close()
+    monkeypatch.setenv("FDKIT_AIO_ENGINE", "io_uring")
     assert fdkit.aio.engine_available() == "io_uring"
+    assert run(_engine_of(), EventLoop) == "io_uring"
+
+
+async def _engine_of() -> str:
+    return asyncio.get_running_loop().engine  # type: ignore[attr-defined,no-any-return]
 
 
 def test_engine_epoll_on_request_and_bad_engine_refused() -> None:
@@ -68,9 +95,9 @@ def test_engine_epoll_on_request_and_bad_engine_refused() -> None:
         EventLoop(engine="kqueue")
 
 
-def test_without_io_uring_the_loop_runs_on_epoll_and_says_why() -> None:
+def test_without_io_uring_the_default_loop_serves_and_asking_for_io_uring_says_why() -> None:
     code = (
-        "import asyncio, fdkit.aio\n"
+        "import asyncio, errno, fdkit.aio\n"
         "async def main():\n"
         "    async def echo(r, w):\n"
         "        w.write(await r.read(5)); await w.drain(); w.close()\n"
@@ -80,13 +107,20 @@ def test_without_io_uring_the_loop_runs_on_epoll_and_says_why() -> None:
         "    loop = asyncio.get_running_loop()\n"
         "    return loop.engine, loop.engine_reason, data\n"
         "print(fdkit.aio.run(main()))\n"
+        "why = fdkit.aio.engine_unavailable('io_uring')\n"
+        "try:\n"
+        "    fdkit.aio.EventLoop(engine='io_uring')\n"
+        "except OSError as e:\n"
+        "    print(repr((why, e.errno == errno.ENOSYS, e.strerror)))\n"
     )
     r = run_python_without_uring(code)
     assert r.returncode == 0, r.stderr
-    engine, reason, data = eval(r.stdout)
-    assert engine == "epoll"
-    assert data == b"hello"
-    assert "ENOSYS" in reason or "io_uring" in reason, reason
+    served, refused = r.stdout.splitlines()
+    assert eval(served) == ("epoll", DEFAULT_REASON, b"hello")
+    why, enosys, message = eval(refused)
+    assert "ENOSYS" in why, why
+    assert enosys
+    assert message == f"io_uring engine unavailable: {why}"
 
 
 class _Collect(asyncio.Protocol):
@@ -241,8 +275,11 @@ def _unread(sock: Any) -> int:
     return struct.unpack("i", fcntl.ioctl(sock.fileno(), termios.FIONREAD, b"\0" * 4))[0]  # type: ignore[no-any-return]
 
 
+#: asyncio's loop, the oracle, and fdkit's on each engine.
 _NEW_LOOPS = pytest.mark.parametrize(
-    "factory", [asyncio.new_event_loop, EventLoop], ids=["asyncio", "fdkit"]
+    "factory",
+    [asyncio.new_event_loop, UringEventLoop, EpollEventLoop],
+    ids=["asyncio", "io_uring", "epoll"],
 )
 _IO_URING_ENTER = 426  # the same number on x86_64 and aarch64 (the generic syscall table)
 
@@ -329,7 +366,7 @@ def test_a_server_takes_no_connection_before_asyncio_accepts(factory: Any) -> No
     ``ss``, the backlog and RLIMIT_NOFILE see them, until asyncio's accept callback runs: an
     engine that accepted ahead (a multishot accept) would have taken them already. asyncio's
     own loop is the oracle."""
-    if factory is EventLoop and not _ok:
+    if factory is UringEventLoop and not _ok:
         pytest.skip(f"io_uring unavailable: {_why}")
 
     async def main() -> tuple[int, int, int]:
@@ -360,7 +397,7 @@ def test_a_paused_transport_leaves_the_bytes_in_its_socket(factory: Any) -> None
     """A paused transport's peer keeps sending; while the loop waits (through the ring on
     fdkit's engine) the bytes stay in the socket's receive queue, none taken, none delivered,
     until resume_reading(). asyncio's own loop is the oracle."""
-    if factory is EventLoop and not _ok:
+    if factory is UringEventLoop and not _ok:
         pytest.skip(f"io_uring unavailable: {_why}")
     size = 32 * 1024
 
@@ -405,7 +442,7 @@ def test_a_signal_handler_that_raises_ends_an_idle_wait(factory: Any) -> None:
     """A loop with nothing to do waits with no timeout; SIGALRM's Python handler raises, and
     run_forever() ends with that exception, as asyncio's loop does (the ring's wait ends with
     the signal, and nothing is left armed)."""
-    if factory is EventLoop and not _ok:
+    if factory is UringEventLoop and not _ok:
         pytest.skip(f"io_uring unavailable: {_why}")
 
     def on_alarm(signum: int, frame: Any) -> None:
@@ -419,7 +456,7 @@ def test_a_signal_handler_that_raises_ends_an_idle_wait(factory: Any) -> None:
         with pytest.raises(_Alarm):
             loop.run_forever()
         assert time.monotonic() - t < 5
-        if factory is EventLoop:
+        if factory is UringEventLoop:
             _assert_nothing_armed(loop)
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
@@ -499,7 +536,7 @@ def test_a_signal_whose_handler_returns_lets_the_wait_go_on() -> None:
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 def test_closing_a_loop_with_transports_and_a_server_open_leaks_no_fd() -> None:
     before = _open_fds()
-    loop = EventLoop()
+    loop = UringEventLoop()
     peers: list[socket.socket] = []
     kept: list[Any] = []
 
@@ -514,7 +551,7 @@ def test_closing_a_loop_with_transports_and_a_server_open_leaks_no_fd() -> None:
         _assert_nothing_armed(loop)
 
     loop.run_until_complete(main())
-    reactor = loop._reactor  # type: ignore[attr-defined]
+    reactor = loop._reactor
     loop.close()  # nothing closed the transports or the server: the loop's close must cope
     assert reactor.closed
     for p in peers:
@@ -667,12 +704,14 @@ def test_a_forked_childs_copy_of_the_loop_never_touches_the_parents_ring() -> No
     run(main())
 
 
-@pytest.mark.parametrize("factory", [asyncio.new_event_loop, EventLoop], ids=["asyncio", "fdkit"])
+@_NEW_LOOPS
 def test_small_writes_arrive_whole_in_order_and_go_out_at_once(factory: Any) -> None:
     """Small writes mixed with a large write, a write_eof and an abort: the peer gets every
     byte in order, and a small write is on its way at once (nothing counts in
     get_write_buffer_size() after it); abort() still sends what was written before it.
     asyncio's own loop is the oracle."""
+    if factory is UringEventLoop and not _ok:
+        pytest.skip(f"io_uring unavailable: {_why}")
     big = os.urandom(300_000)
 
     async def main() -> tuple[bytes, bytes, list[int]]:
@@ -759,14 +798,18 @@ async def main():
         p.wait()
     server.close()
     await server.wait_closed()
-factory = {"fdkit": fdkit.aio.new_event_loop, "asyncio": asyncio.new_event_loop}[sys.argv[1]]
+factory = {
+    "io_uring": lambda: fdkit.aio.EventLoop(engine="io_uring"),
+    "epoll": fdkit.aio.new_event_loop,
+    "asyncio": asyncio.new_event_loop,
+}[sys.argv[1]]
 with asyncio.Runner(loop_factory=factory) as runner:
     runner.run(main())
 """
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("loop_name", ["asyncio", "fdkit"])
+@pytest.mark.parametrize("loop_name", ["asyncio", "io_uring", "epoll"])
 def test_a_server_out_of_fds_says_so_and_accepts_the_rest_once_fds_are_back(
     loop_name: str,
 ) -> None:
@@ -776,6 +819,8 @@ def test_a_server_out_of_fds_says_so_and_accepts_the_rest_once_fds_are_back(
     The second round is bounded by the fds the first one freed, so it serves the rest or as
     many as the first, whichever is fewer (both loops serve about 38 + 38 of the 80 here; the
     io_uring engine holds one fd more, its epoll instance)."""
+    if loop_name == "io_uring" and not _ok:
+        pytest.skip(f"io_uring unavailable: {_why}")
     r = subprocess.run(
         [sys.executable, "-c", _EMFILE_PROGRAM, loop_name],
         capture_output=True,

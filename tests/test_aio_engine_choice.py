@@ -1,6 +1,7 @@
-"""How fdkit.aio picks its engine: once, by class; one spelling of each name; an unknown
-``FDKIT_AIO_ENGINE`` refused; the fallback logged once; importing never touches the names that
-later Pythons deprecate."""
+"""How fdkit.aio picks its engine: once, by class; epoll unless io_uring is asked for; one
+spelling of each name; an unknown ``FDKIT_AIO_ENGINE`` refused; io_uring asked for where it
+cannot run refused with the reason, never a silent fallback; importing never touches the names
+that later Pythons deprecate."""
 
 from __future__ import annotations
 
@@ -13,11 +14,25 @@ import pytest
 
 import fdkit.aio
 from fdkit.aio import EpollEventLoop, EventLoop, UringEventLoop
+from fdkit.aio._loop import DEFAULT_REASON
 from helpers import run_python_without_uring
 
+_URING_WHY = fdkit.aio.engine_unavailable("io_uring")
 needs_uring = pytest.mark.skipif(
-    fdkit.aio.engine_available() != "io_uring", reason="io_uring engine unavailable here"
+    _URING_WHY is not None, reason=f"io_uring engine unavailable here: {_URING_WHY}"
 )
+
+
+def test_a_loop_nobody_chose_an_engine_for_runs_on_epoll(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("FDKIT_AIO_ENGINE", raising=False)
+    for make in (EventLoop, fdkit.aio.new_event_loop, fdkit.aio.EventLoopPolicy().new_event_loop):
+        loop = make()
+        try:
+            assert type(loop) is EpollEventLoop
+            assert (loop.engine, loop.engine_reason) == ("epoll", DEFAULT_REASON)
+        finally:
+            loop.close()
+    assert fdkit.aio.engine_available() == "epoll"
 
 
 def test_epoll_is_a_class_of_its_own() -> None:
@@ -33,7 +48,7 @@ def test_epoll_is_a_class_of_its_own() -> None:
 
 
 @needs_uring
-@pytest.mark.parametrize("name", ["io_uring", "uring", None])
+@pytest.mark.parametrize("name", ["io_uring", "uring"])
 def test_io_uring_and_its_alias_pick_the_uring_class(
     name: str | None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -48,7 +63,10 @@ def test_io_uring_and_its_alias_pick_the_uring_class(
 
 
 @needs_uring
-@pytest.mark.parametrize(("env", "cls"), [("uring", UringEventLoop), ("epoll", EpollEventLoop)])
+@pytest.mark.parametrize(
+    ("env", "cls"),
+    [("io_uring", UringEventLoop), ("uring", UringEventLoop), ("epoll", EpollEventLoop)],
+)
 def test_the_environment_variable_takes_the_same_names(
     env: str, cls: type, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -58,8 +76,7 @@ def test_the_environment_variable_takes_the_same_names(
         assert type(loop) is cls
     finally:
         loop.close()
-    if cls is EpollEventLoop:
-        assert fdkit.aio.engine_available() == "epoll"
+    assert fdkit.aio.engine_available() == cls.engine
 
 
 @pytest.mark.parametrize("bad", ["epol", "IO_URING", "auto", ""])
@@ -98,32 +115,44 @@ def test_a_subclass_of_eventloop_keeps_its_methods_and_gets_an_engine() -> None:
 def test_engine_classes_refuse_the_other_engine() -> None:
     with pytest.raises(ValueError, match="runs on epoll"):
         EpollEventLoop(engine="io_uring")
+    with pytest.raises(ValueError, match="runs on io_uring"):
+        UringEventLoop(engine="epoll")
 
 
-_FALLBACK = """
-import logging, sys
+def test_engine_unavailable_names_engines_as_the_loop_does() -> None:
+    assert fdkit.aio.engine_unavailable("epoll") is None
+    assert fdkit.aio.engine_unavailable("uring") == fdkit.aio.engine_unavailable("io_uring")
+    with pytest.raises(ValueError, match=r"engine must be .* not 'kqueue'"):
+        fdkit.aio.engine_unavailable("kqueue")
+
+
+_DENIED = """
+import logging, os, sys
 import fdkit.aio
 fmt = "%(name)s %(levelname)s %(message)s"
-logging.basicConfig(level=logging.INFO, stream=sys.stdout, format=fmt)
+logging.basicConfig(level=logging.DEBUG, stream=sys.stdout, format=fmt)
 for _ in range(3):
     loop = fdkit.aio.new_event_loop()
-    print("engine", loop.engine, loop.engine_reason)
+    print("engine", loop.engine, loop.engine_reason == fdkit.aio._loop.DEFAULT_REASON)
     loop.close()
+os.environ["FDKIT_AIO_ENGINE"] = "io_uring"
+try:
+    fdkit.aio.new_event_loop()
+except OSError as e:
+    print("refused", e.strerror)
 """
 
 
-def test_the_fallback_is_logged_once_per_process_with_its_reason() -> None:
-    """Under a seccomp filter that denies io_uring, three loops fall back to epoll; the
-    ``fdkit.aio`` logger says so once, at INFO, with the reason."""
-    r = run_python_without_uring(_FALLBACK)
+def test_where_io_uring_is_denied_the_default_loop_is_silent_and_asking_for_it_is_refused() -> None:
+    """Under a seccomp filter that denies io_uring (as Docker's default profile does), loops
+    made without naming an engine run on epoll as anywhere else, and nothing is logged; a loop
+    asked for by ``FDKIT_AIO_ENGINE=io_uring`` is an ``OSError`` with the reason."""
+    r = run_python_without_uring(_DENIED)
     assert r.returncode == 0, r.stderr
-    lines = r.stdout.splitlines()
-    logged = [line for line in lines if line.startswith("fdkit.aio ")]
-    assert len(logged) == 1, lines
-    assert logged[0].startswith("fdkit.aio INFO fdkit.aio runs on epoll: io_uring_setup: ENOSYS")
-    assert [line.split()[:2] for line in lines if line.startswith("engine")] == [
-        ["engine", "epoll"]
-    ] * 3
+    lines = [line for line in r.stdout.splitlines() if not line.startswith("asyncio DEBUG")]
+    assert lines[:3] == ["engine epoll True"] * 3, lines
+    assert len(lines) == 4, lines  # nothing from fdkit's loggers
+    assert lines[3].startswith("refused io_uring engine unavailable: io_uring_setup: ENOSYS"), lines
 
 
 _DEPRECATED_POLICY_NAMES = """
@@ -187,14 +216,21 @@ def test_the_policy_still_makes_fdkit_loops() -> None:
         loop.close()
 
 
-def test_doctor_require_io_uring_fails_when_the_loop_would_fall_back() -> None:
-    fdkit_cmd = [sys.executable, "-m", "fdkit", "doctor", "-q", "--require", "io_uring"]
-    env = {**os.environ, "FDKIT_AIO_ENGINE": "epoll"}
-    r = subprocess.run(fdkit_cmd, capture_output=True, text=True, timeout=60, env=env)
-    assert r.returncode == 1, r
-    assert "io_uring is required and fdkit.aio would run on epoll: FDKIT_AIO_ENGINE=epoll" in (
-        r.stderr
-    )
-    if fdkit.aio.engine_available() == "io_uring":
-        ok = subprocess.run(fdkit_cmd, capture_output=True, text=True, timeout=60)
-        assert ok.returncode == 0, ok
+def test_doctor_require_io_uring_asks_whether_the_io_uring_engine_can_run() -> None:
+    """``--require io_uring`` holds where fdkit.aio's io_uring engine can run, whichever engine
+    the default loop gets; under a filter that denies io_uring it exits 1 and says why."""
+    args = ["doctor", "-q", "--require", "io_uring"]
+    denied = run_python_without_uring(f"import sys, fdkit.cli\nsys.exit(fdkit.cli.main({args!r}))")
+    assert denied.returncode == 1, denied
+    assert "io_uring is required and unavailable: io_uring_setup: ENOSYS" in denied.stderr
+    if _URING_WHY is None:
+        for engine in ("epoll", "io_uring"):
+            env = {**os.environ, "FDKIT_AIO_ENGINE": engine}
+            ok = subprocess.run(
+                [sys.executable, "-m", "fdkit", *args],
+                capture_output=True,
+                text=True,
+                timeout=60,
+                env=env,
+            )
+            assert ok.returncode == 0, ok

@@ -1134,7 +1134,10 @@ async def main():
     loop = asyncio.get_running_loop()
     return data.decode(), getattr(loop, "engine", None), getattr(loop, "engine_reason", None)
 
-out = {"uring.available()": list(fdkit.uring.available())}
+out = {
+    "uring.available()": list(fdkit.uring.available()),
+    "engine_unavailable": fdkit.aio.engine_unavailable("io_uring"),
+}
 run = asyncio.run if sys.argv[1] == "asyncio" else fdkit.aio.run
 try:
     out["data"], out["engine"], out["engine_reason"] = run(main())
@@ -1153,9 +1156,9 @@ DENIAL_NAMED = re.compile(
 def test_partial_denial_of_io_uring_is_detected(syscall: str) -> None:
     """Partial denial: a seccomp filter that lets io_uring_setup through but fails
     only io_uring_enter (or only io_uring_register) with EPERM. ``uring.available()`` says no,
-    with a reason; ``fdkit.aio.run()`` runs the program on epoll (its output is asyncio.run's
-    under the same filter), and ``loop.engine_reason`` names the denial; ``fdkit doctor``
-    does not say "io_uring yes"."""
+    with a reason; ``fdkit.aio.run()`` runs the program on epoll, the default (its output is
+    asyncio.run's under the same filter), and ``fdkit.aio.engine_unavailable("io_uring")``
+    names the denial; ``fdkit doctor`` does not say "io_uring yes"."""
     fdkit_kind("io_uring")  # skips where io_uring is unavailable anyway
     wrapper = [sys.executable, str(NO_URING), "--deny", syscall, "--errno", "EPERM"]
 
@@ -1175,7 +1178,7 @@ def test_partial_denial_of_io_uring_is_detected(syscall: str) -> None:
     assert available is False, f"uring.available() under a denied io_uring_{syscall}: {got}"
     assert why, got
     assert got["engine"] == "epoll", got
-    assert DENIAL_NAMED.search(got["engine_reason"] or ""), got
+    assert DENIAL_NAMED.search(got["engine_unavailable"] or ""), got
     doctor = subprocess.run(
         [*wrapper, sys.executable, "-m", "fdkit", "doctor"],
         capture_output=True, text=True, timeout=30, env=python_env(), check=False,

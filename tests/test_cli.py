@@ -90,10 +90,14 @@ def test_doctor_reports_this_kernel() -> None:
         assert u["ops"]["nop"] is True
     else:
         assert u["reason"].startswith("io_uring_setup")
-    # fdkit.aio's engine: what a new loop gets here, and the reason when it is not io_uring.
+    # fdkit.aio: the engine a new loop gets here and why not io_uring; whether the io_uring
+    # engine could run (uring_reason) and how its ring would wait.
     assert info["aio"]["engine"] == fdkit.aio.engine_available()
     assert (info["aio"]["reason"] is None) == (info["aio"]["engine"] == "io_uring")
-    assert (info["aio"]["ring_wait"] is None) == (info["aio"]["engine"] != "io_uring")
+    assert info["aio"]["uring_reason"] == fdkit.aio.engine_unavailable("io_uring")
+    assert (info["aio"]["ring_wait"] is None) == (info["aio"]["uring_reason"] is not None)
+    if u["available"] and info["aio"]["uring_reason"] is None:
+        assert info["aio"]["ring_wait"] in ("epoll_wait", "poll")
     for check in ("splice", "copy_file_range", "sendfile"):
         assert isinstance(info["checks"][check]["ok"], bool)
     # Text mode names the same facts.
@@ -123,7 +127,12 @@ DOCTOR_TYPES: dict[str, Any] = {
     "rlimit_nofile": {"soft": (int, None), "hard": (int, None)},
     "somaxconn": (int, None),
     "checks": {"splice": {"ok": bool, "detail": str}},  # each check alike
-    "aio": {"engine": (str, None), "reason": (str, None), "ring_wait": (str, None)},
+    "aio": {
+        "engine": (str, None),
+        "reason": (str, None),
+        "uring_reason": (str, None),
+        "ring_wait": (str, None),
+    },
 }
 
 

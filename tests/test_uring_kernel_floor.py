@@ -10,7 +10,7 @@ import re
 import pytest
 
 from fdkit import _fdkit
-from fdkit.aio import EventLoop, _loop
+from fdkit.aio import EventLoop, _loop, engine_unavailable
 
 
 def test_the_check_passes_exactly_from_linux_6_0() -> None:
@@ -23,16 +23,12 @@ def test_the_check_passes_exactly_from_linux_6_0() -> None:
         assert reason == f"the io_uring engine needs Linux 6.0; this kernel is {release}"
 
 
-def test_fdkit_aio_falls_back_for_the_reason_the_core_gives(
+def test_fdkit_aio_refuses_io_uring_for_the_reason_the_core_gives(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     reason = "the io_uring engine needs Linux 6.0; this kernel is 5.15.0-test"
     monkeypatch.setattr(_fdkit, "uring_kernel_check", lambda what: reason)
-    monkeypatch.delenv("FDKIT_AIO_ENGINE", raising=False)
-    monkeypatch.setattr(_loop, "_fallback_logged", True)  # this fallback is the test's own
     assert _loop._make_reactor({}) == (None, reason)
-    loop = EventLoop()
-    try:
-        assert (loop.engine, loop.engine_reason) == ("epoll", reason)
-    finally:
-        loop.close()
+    assert engine_unavailable("io_uring") == reason
+    with pytest.raises(OSError, match=f"^.*io_uring engine unavailable: {re.escape(reason)}$"):
+        EventLoop(engine="io_uring")

@@ -120,8 +120,8 @@ def engine_of(name: str, env: Mapping[str, str] | None = None) -> str:
     import fdkit.aio
 
     forced = (env or {}).get("FDKIT_AIO_ENGINE")
-    if forced == "epoll":
-        return "epoll"
+    if forced:
+        return fdkit.aio._loop.engine_name(forced, "FDKIT_AIO_ENGINE") or "epoll"
     return fdkit.aio.engine_available()
 
 

@@ -87,10 +87,6 @@ LOOPS = (ASYNCIO, FDKIT)
 each_loop = pytest.mark.parametrize("loop", [pytest.param(k, id=k.name) for k in LOOPS])
 
 
-#: the engine fdkit's loops run on here (``io_uring``, or ``epoll`` where io_uring is denied)
-FDKIT_ENGINE = fdkit.aio.engine_available()
-
-
 def fd_count() -> int:
     """How many fds this process has open (``/proc/self/fd``, the listing's own fd left out)."""
     return len(open_fds())

@@ -72,12 +72,8 @@ each_engine = pytest.mark.parametrize("engine", ENGINES)
 
 def fdkit_kind(engine: FdkitEngine) -> Kind:
     """fdkit's loop on ``engine``; skips the test when this machine cannot run it."""
-    if engine == "io_uring" and fdkit.aio.engine_available() != "io_uring":
-        loop = fdkit.aio.EventLoop()
-        try:
-            why = loop.engine_reason
-        finally:
-            loop.close()
+    why = fdkit.aio.engine_unavailable(engine)
+    if why is not None:
         pytest.skip(f"io_uring engine unavailable here: {why}")
     return Kind(engine)
 

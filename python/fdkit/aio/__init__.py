@@ -1,4 +1,4 @@
-"""fdkit.aio: an asyncio event loop on io_uring (epoll where io_uring is denied).
+"""fdkit.aio: asyncio's event loop with its per-request path native, on epoll or io_uring.
 
 Change one line and an asyncio program runs on it::
 
@@ -7,11 +7,14 @@ Change one line and an asyncio program runs on it::
     uvicorn --loop fdkit.aio:new_event_loop app:app
 
 The loop is asyncio's own Unix loop (so every asyncio API behaves as the stdlib documents it)
-whose waits go through io_uring: every registration lives in an epoll instance, whose events the
-ring reads in the io_uring_enter(2) that sleeps (``IORING_OP_EPOLL_WAIT``, Linux 6.15; before,
-the ring sleeps until that instance is readable). Bytes and connections are taken with recv(2)
+whose iteration, timers and socket reads and writes run in Rust. Its default engine is epoll;
+``engine="io_uring"`` or ``FDKIT_AIO_ENGINE=io_uring`` puts its waits through io_uring: every
+registration still lives in an epoll instance, whose events the ring reads in the
+io_uring_enter(2) that sleeps (``IORING_OP_EPOLL_WAIT``, Linux 6.15; before, the ring sleeps
+until that instance is readable). On either engine bytes and connections are taken with recv(2)
 and accept(2) when asyncio's callbacks take them, never earlier. ``loop.engine`` says which
-engine runs, ``loop.engine_reason`` why a loop runs on epoll.
+engine runs, ``loop.engine_reason`` why a loop runs on epoll, :func:`engine_unavailable` whether
+the io_uring engine could run here.
 """
 
 from __future__ import annotations
@@ -30,7 +33,13 @@ from fdkit.aio._atomic_pipe import (
     write_message,
     write_messages,
 )
-from fdkit.aio._loop import EpollEventLoop, EventLoop, UringEventLoop, engine_available
+from fdkit.aio._loop import (
+    EpollEventLoop,
+    EventLoop,
+    UringEventLoop,
+    engine_available,
+    engine_unavailable,
+)
 from fdkit.aio._transfer import transfer
 
 __all__ = [
@@ -40,6 +49,7 @@ __all__ = [
     "UringEventLoop",
     "drain",
     "engine_available",
+    "engine_unavailable",
     "install",
     "messages",
     "new_event_loop",
@@ -55,7 +65,7 @@ _T = TypeVar("_T")
 
 
 def new_event_loop() -> EventLoop:
-    """A new fdkit event loop (io_uring when this kernel lets us, else epoll)."""
+    """A new fdkit event loop: on epoll, or on io_uring where ``FDKIT_AIO_ENGINE`` asks."""
     return EventLoop()
 
 

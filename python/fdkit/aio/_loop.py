@@ -1,8 +1,11 @@
-"""The event loops: asyncio's Unix selector loop, on io_uring or on epoll.
+"""The event loops: asyncio's Unix selector loop, on epoll or on io_uring.
 
-``EventLoop(engine=None)`` picks the engine once, by class: :class:`UringEventLoop` where this
-kernel lets us, else :class:`EpollEventLoop` (asyncio's own loop, with the reason kept in
-``engine_reason`` and logged once per process on the ``fdkit.aio`` logger). No method asks
+``EventLoop(engine=None)`` picks the engine once, by class: :class:`EpollEventLoop` by default,
+:class:`UringEventLoop` when ``engine="io_uring"`` or ``FDKIT_AIO_ENGINE=io_uring`` asks for it
+(``OSError`` where this kernel or sandbox cannot run it). epoll is the default because the
+io_uring engine, whose registrations live in an epoll instance too, spends more CPU per wait
+than epoll_wait(2) itself (a ring wait is armed on the instance's wait queue and its completion
+posted through task work); docs/aio.md "Which engine" has the measurements. No method asks
 which engine it runs on.
 """
 
@@ -10,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import errno
-import logging
 import os
 import selectors
 from typing import TYPE_CHECKING, Any, ClassVar, Self, TypedDict
@@ -25,8 +27,11 @@ if TYPE_CHECKING:  # annotations only: a loop's import need not load fdkit.types
 # Every spelling of an engine that fdkit accepts, and the name it stands for, is the native
 # module's ENGINE_NAMES (one list, in the core, for fdkit serve and these loops).
 
-_log = logging.getLogger("fdkit.aio")
-_fallback_logged = False
+#: ``engine_reason`` of a loop that runs on epoll because nobody asked for an engine.
+DEFAULT_REASON = (
+    "epoll is fdkit.aio's default engine "
+    "(io_uring on request: engine='io_uring' or FDKIT_AIO_ENGINE=io_uring)"
+)
 
 
 def engine_name(value: str | None, what: str = "engine") -> Engine | None:
@@ -95,26 +100,37 @@ def _make_reactor(options: _ReactorOptions) -> tuple[Any, str | None]:
         return None, f"io_uring reactor setup failed: {exc}"
 
 
-def _log_fallback(reason: str | None) -> None:
-    global _fallback_logged
-    if not _fallback_logged:
-        _fallback_logged = True
-        _log.info("fdkit.aio runs on epoll: %s", reason)
+def engine_unavailable(engine: str) -> str | None:
+    """Why a loop on ``engine`` cannot run here, or None where it can.
+
+    epoll always can; the io_uring engine (alias ``"uring"``) needs Linux 6.0 and an io_uring
+    that this process may use (seccomp, ``kernel.io_uring_disabled``), proven by setting up a
+    reactor and entering a no-op, as ``EventLoop(engine="io_uring")`` does. ``ValueError`` for a
+    name that is no engine.
+    """
+    if engine_name(engine) == "epoll":
+        return None
+    reactor, reason = _make_reactor(UringEventLoop._reactor_options)
+    if reactor is None:
+        return reason
+    reactor.close()
+    return None
 
 
 def engine_available() -> Engine:
-    """The engine a new loop would use here: ``"io_uring"`` or ``"epoll"``.
+    """The engine ``EventLoop()`` runs on here: ``"epoll"``, or ``"io_uring"`` where
+    ``FDKIT_AIO_ENGINE`` asks for it.
 
-    ``FDKIT_AIO_ENGINE`` (``io_uring``, ``uring`` or ``epoll``) forces one; any other value is
-    a ``ValueError``.
+    ``FDKIT_AIO_ENGINE`` (``io_uring``, ``uring`` or ``epoll``) picks one; any other value is a
+    ``ValueError``, and asking for io_uring where it cannot run an ``OSError``, as a new loop
+    would raise. Whether the io_uring engine could run is :func:`engine_unavailable`'s answer.
     """
     requested, _ = _requested_engine(None)
-    if requested == "epoll":
+    if requested != "io_uring":
         return "epoll"
-    reactor, _ = _make_reactor(UringEventLoop._reactor_options)
-    if reactor is None:
-        return "epoll"
-    reactor.close()
+    reason = engine_unavailable("io_uring")
+    if reason is not None:
+        raise OSError(errno.ENOSYS, f"io_uring engine unavailable: {reason}")
     return "io_uring"
 
 
@@ -122,12 +138,13 @@ _mixed: dict[tuple[type, type], type] = {}
 
 
 class EventLoop(asyncio.SelectorEventLoop):
-    """An asyncio event loop; ``engine`` names what it runs on (``"io_uring"`` or ``"epoll"``).
+    """An asyncio event loop; ``engine`` names what it runs on (``"epoll"`` or ``"io_uring"``).
 
-    ``EventLoop(engine=None)`` returns a :class:`UringEventLoop` where io_uring can serve it,
-    else an :class:`EpollEventLoop`; ``engine="io_uring"`` (alias ``"uring"``) requires io_uring
-    (``OSError`` where it cannot run), ``engine="epoll"`` picks epoll. ``FDKIT_AIO_ENGINE`` does
-    the same for ``engine=None``. A subclass of ``EventLoop`` gets the chosen engine too.
+    ``EventLoop(engine=None)`` returns an :class:`EpollEventLoop`, the default engine;
+    ``engine="io_uring"`` (alias ``"uring"``) returns a :class:`UringEventLoop` (``OSError``
+    where io_uring cannot run here), ``engine="epoll"`` an :class:`EpollEventLoop`.
+    ``FDKIT_AIO_ENGINE`` does the same for ``engine=None``. A subclass of ``EventLoop`` gets the
+    chosen engine too.
     """
 
     # The attributes the native iteration reads live in slots (asyncio's code sets and reads
@@ -135,7 +152,7 @@ class EventLoop(asyncio.SelectorEventLoop):
     __slots__ = ("_debug", "_ready", "_selector", "_stopping")
 
     engine: ClassVar[Engine]
-    #: Why the loop runs on epoll (None on io_uring).
+    #: Why the loop runs on epoll: the default, or who asked for it (None on io_uring).
     engine_reason: str | None = None
     _new_reactor: Any = None
     #: Until asyncio's __init__ runs: a loop refused before it is not "unclosed".
@@ -146,20 +163,15 @@ class EventLoop(asyncio.SelectorEventLoop):
             return super().__new__(cls)
         requested, asked_by = _requested_engine(engine)
         loop: Self
-        if requested == "epoll":
+        if requested != "io_uring":
             loop = _with_engine(cls, EpollEventLoop)
-            loop.engine_reason = asked_by
+            loop.engine_reason = DEFAULT_REASON if requested is None else asked_by
             return loop
         reactor, reason = _make_reactor(UringEventLoop._reactor_options)
-        if reactor is not None:
-            loop = _with_engine(cls, UringEventLoop)
-            loop._new_reactor = reactor
-            return loop
-        if requested == "io_uring":
+        if reactor is None:
             raise OSError(errno.ENOSYS, f"io_uring engine unavailable: {reason}")
-        _log_fallback(reason)
-        loop = _with_engine(cls, EpollEventLoop)
-        loop.engine_reason = reason
+        loop = _with_engine(cls, UringEventLoop)
+        loop._new_reactor = reactor
         return loop
 
     def _close_self_pipe(self) -> None:
@@ -264,7 +276,7 @@ def _with_engine(cls: type, engine_cls: type) -> Any:
 
 
 class EpollEventLoop(EventLoop):
-    """asyncio's own selector loop on epoll: fdkit's loop where io_uring cannot serve."""
+    """asyncio's selector loop on epoll, its per-request path native: the default engine."""
 
     engine: ClassVar[Engine] = "epoll"
 

@@ -162,30 +162,47 @@ def collect() -> dict[str, Any]:
 
 
 def _aio_engine() -> dict[str, Any]:
-    """The engine fdkit.aio's loop gets here, and why not io_uring when it does not."""
-    from fdkit.aio import EventLoop
+    """fdkit.aio here: the engine a new loop gets and why not io_uring (``engine``,
+    ``reason``), and whether a loop asked for io_uring could run (``uring_reason``: None where
+    it can) and how its ring would wait (``ring_wait``, None where it cannot run)."""
+    from fdkit.aio import EventLoop, UringEventLoop, engine_unavailable
 
+    uring_reason = engine_unavailable("io_uring")
+    ring_wait = None
+    if uring_reason is None:
+        uring = UringEventLoop()
+        ring_wait = uring.ring_wait
+        uring.close()
+    aio: dict[str, Any] = {"uring_reason": uring_reason, "ring_wait": ring_wait}
     try:
         loop = EventLoop()
     except (OSError, ValueError) as exc:  # FDKIT_AIO_ENGINE names no engine, or one not here
-        return {"engine": None, "reason": str(exc), "ring_wait": None}
+        return {"engine": None, "reason": str(exc), **aio}
     try:
-        ring_wait = getattr(loop, "ring_wait", None)
-        return {"engine": loop.engine, "reason": loop.engine_reason, "ring_wait": ring_wait}
+        return {"engine": loop.engine, "reason": loop.engine_reason, **aio}
     finally:
         loop.close()
 
 
 def _aio_line(aio: dict[str, Any]) -> str:
-    if aio["engine"] == "io_uring":
+    from fdkit.aio._loop import DEFAULT_REASON
+
+    if aio["engine"] is None:
+        return f"fdkit.aio         NO LOOP   {aio['reason']}"
+    if aio["ring_wait"] is None:
+        uring = f"io_uring engine unavailable: {aio['uring_reason']}"
+    else:
         how = {
             "epoll_wait": "the ring reads epoll: IORING_OP_EPOLL_WAIT",
             "poll": "the ring polls epoll's fd",
         }[aio["ring_wait"]]
-        return f"fdkit.aio         io_uring  (registrations in epoll; {how})"
-    if aio["engine"] is None:
-        return f"fdkit.aio         NO LOOP   {aio['reason']}"
-    return f"fdkit.aio         epoll     {aio['reason']}"
+        uring = f"registrations in epoll; {how}"
+    if aio["engine"] == "io_uring":
+        return f"fdkit.aio         io_uring  ({uring})"
+    why = "default" if aio["reason"] == DEFAULT_REASON else aio["reason"]
+    if aio["ring_wait"] is not None:
+        uring = f"io_uring on request ({uring})"
+    return f"fdkit.aio         epoll     {why}; {uring}"
 
 
 def _or(value: int | None, missing: str) -> str:
@@ -198,6 +215,10 @@ def _bytes(value: int | None) -> str:
 
 def _mark(ok: bool) -> str:
     return "yes" if ok else "NO "
+
+
+def _no_uring_line(reason: str) -> str:
+    return f"io_uring          NO   {reason} (fdkit serve and fdkit.aio run on epoll)"
 
 
 def render(info: dict[str, Any]) -> str:
@@ -218,7 +239,7 @@ def render(info: dict[str, Any]) -> str:
             f"{'yes' if u['defer_taskrun'] else 'no'}"
         )
     else:
-        lines.append(f"io_uring          NO   {u['reason']} (fdkit falls back to epoll)")
+        lines.append(_no_uring_line(u["reason"]))
     lines.append(
         f"pipes             default {_bytes(info['pipe_default_size'])}, "
         f"max {_bytes(info['pipe_max_size'])} (fs.pipe-max-size)"
@@ -240,7 +261,7 @@ def problems(info: dict[str, Any]) -> list[str]:
     lines = []
     u = info["io_uring"]
     if not u["available"]:
-        lines.append(f"io_uring          NO   {u['reason']} (fdkit falls back to epoll)")
+        lines.append(_no_uring_line(u["reason"]))
     else:
         missing = [name for name, ok in u["ops"].items() if not ok]
         if missing:
@@ -248,7 +269,7 @@ def problems(info: dict[str, Any]) -> list[str]:
     for name, c in info["checks"].items():
         if not c["ok"]:
             lines.append(f"{name:<17} {_mark(c['ok'])}  {c['detail']}")
-    if u["available"] and info["aio"]["engine"] != "io_uring":
+    if u["available"] and info["aio"]["uring_reason"] is not None:
         lines.append(_aio_line(info["aio"]))
     return lines
 
@@ -260,9 +281,10 @@ def unmet(info: dict[str, Any], required: list[str]) -> list[str]:
         u = info["io_uring"]
         if not u["available"]:
             lines.append(f"io_uring is required and unavailable: {u['reason']}")
-        elif info["aio"]["engine"] != "io_uring":
+        elif info["aio"]["uring_reason"] is not None:
             lines.append(
-                f"io_uring is required and fdkit.aio would run on epoll: {info['aio']['reason']}"
+                "io_uring is required and fdkit.aio's io_uring engine cannot run: "
+                f"{info['aio']['uring_reason']}"
             )
     return lines
 
