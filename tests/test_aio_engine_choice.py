@@ -124,6 +124,9 @@ def test_engine_unavailable_names_engines_as_the_loop_does() -> None:
     assert fdkit.aio.engine_unavailable("uring") == fdkit.aio.engine_unavailable("io_uring")
     with pytest.raises(ValueError, match=r"engine must be .* not 'kqueue'"):
         fdkit.aio.engine_unavailable("kqueue")
+    for bad in (None, 6, b"epoll"):
+        with pytest.raises(ValueError, match=rf"engine must be .* not {bad!r}$"):
+            fdkit.aio.engine_unavailable(bad)  # type: ignore[arg-type]
 
 
 _DENIED = """

@@ -29,7 +29,17 @@ from typing import Any
 import pytest
 
 from helpers import open_fds
-from helpers.aio import ASYNCIO, FDKIT, PYTHON, Loop, each_loop, fd_count, python_env, stop
+from helpers.aio import (
+    ASYNCIO,
+    FDKIT,
+    PYTHON,
+    Loop,
+    each_fdkit_loop,
+    each_loop,
+    fd_count,
+    python_env,
+    stop,
+)
 
 # --- misuse: the same exception as asyncio ---------------------------------------------------
 
@@ -510,7 +520,7 @@ def _ctrl_c(loop: Loop, wait: str) -> tuple[int, str, str, float]:
     module = loop.run_call.rsplit(".", 1)[0]
     child = subprocess.Popen(
         [PYTHON, "-c", CTRL_C.format(module=module, run=loop.run_call), wait],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=python_env(),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**python_env(), **loop.env},
     )  # fmt: skip
     try:
         assert child.stdout is not None
@@ -528,11 +538,12 @@ def _ctrl_c(loop: Loop, wait: str) -> tuple[int, str, str, float]:
 
 
 @pytest.mark.parametrize("wait", ["timer", "read"])
-def test_ctrl_c_stops_run_like_asyncio_run(wait: str) -> None:
+@each_fdkit_loop
+def test_ctrl_c_stops_run_like_asyncio_run(loop: Loop, wait: str) -> None:
     """SIGINT to a program in ``fdkit.aio.run(main())``: the main task is cancelled (its
     ``finally`` runs), KeyboardInterrupt ends the program, the exit status is asyncio.run's."""
     oracle = _ctrl_c(ASYNCIO, wait)
-    got = _ctrl_c(FDKIT, wait)
+    got = _ctrl_c(loop, wait)
     for _, out, err, took in (oracle, got):
         assert out == "cancelled\ncleanup\n", (out, err)
         assert err.rstrip().endswith("KeyboardInterrupt"), err[-2000:]

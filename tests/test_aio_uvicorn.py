@@ -11,6 +11,7 @@ and later, where asyncio deprecates its policies, serving on fdkit's loop warns 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hashlib
 import json
 import re
@@ -88,7 +89,7 @@ def uvicorn_server(loop: Loop) -> Iterator[int]:
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
-        env={**python_env(), "PYTHONWARNINGS": "error::DeprecationWarning"},
+        env={**python_env(), **loop.env, "PYTHONWARNINGS": "error::DeprecationWarning"},
     )  # fmt: skip
     try:
         assert child.stderr is not None
@@ -117,8 +118,8 @@ def test_uvicorn_subprocess(loop: Loop, uvicorn_server: int) -> None:
     assert status == 200
     info = json.loads(body[0])
     assert f"{loop.cls.__module__}.{loop.cls.__qualname__}" in info["loop"], info
-    if loop.name == "fdkit":
-        assert info["engine"] in ("io_uring", "epoll")
+    if loop.name != "asyncio":
+        assert info["engine"] == loop.cls.engine  # type: ignore[attr-defined]
 
     status, headers, body = http(port, "POST", "/echo", BIG)
     assert status == 200
@@ -135,7 +136,7 @@ def test_uvicorn_subprocess(loop: Loop, uvicorn_server: int) -> None:
 
 
 @each_loop
-def test_uvicorn_in_process(loop: Loop) -> None:
+def test_uvicorn_in_process(loop: Loop, monkeypatch: pytest.MonkeyPatch) -> None:
     # log_config=None: uvicorn's default logging config goes through dictConfig, which closes
     # every logging handler of this process (pytest's among them)
     config = uvicorn.Config(
@@ -146,11 +147,13 @@ def test_uvicorn_in_process(loop: Loop) -> None:
     assert factory is not None
     # uvicorn resolved the import string to the loop factory itself (Loop.run checks the class
     # of the loop it makes)
-    if loop.name == "fdkit":
+    if loop.name != "asyncio":
         import fdkit.aio
 
         assert factory is fdkit.aio.new_event_loop
-    loop = Loop(loop.name, factory, loop.cls, loop.run_call, loop.uvicorn_loop)
+    for name, value in loop.env.items():
+        monkeypatch.setenv(name, value)
+    loop = dataclasses.replace(loop, factory=factory)
     server = uvicorn.Server(config)
 
     async def main() -> None:

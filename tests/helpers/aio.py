@@ -1,6 +1,7 @@
 """The loops the ``fdkit.aio`` tests run the same code on: asyncio's own Unix loop (the oracle)
-and fdkit's. A test takes ``loop`` through :data:`each_loop` and runs its coroutine with
-``loop.run(main())``, which also checks that the coroutine really ran on that loop.
+and fdkit's, the default one (epoll) and the io_uring engine's. A test takes ``loop`` through
+:data:`each_loop` and runs its coroutine with ``loop.run(main())``, which also checks that the
+coroutine really ran on that loop.
 
 Everything here uses the real kernel: real sockets on 127.0.0.1 / ::1, real pipes, real files.
 """
@@ -8,13 +9,14 @@ Everything here uses the real kernel: real sockets on 127.0.0.1 / ::1, real pipe
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import resource
 import subprocess
 import sys
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import Callable, Coroutine, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import pytest
@@ -41,6 +43,9 @@ class Loop:
     run_call: str
     #: uvicorn's ``--loop`` value for it
     uvicorn_loop: str
+    #: what a child program's environment (or this process's, for a factory named by a string)
+    #: needs for ``run_call`` and ``uvicorn_loop`` to give this loop
+    env: Mapping[str, str] = field(default_factory=dict)
 
     def run(self, main: Coroutine[Any, Any, _T], *, timeout: float = RUN_TIMEOUT) -> _T:
         """Runs ``main`` on a new loop of this kind (closed after), as ``asyncio.run`` does,
@@ -74,17 +79,42 @@ ASYNCIO = Loop(
     run_call="asyncio.run",
     uvicorn_loop="asyncio",
 )
+#: fdkit's loop as a program gets it without naming an engine (epoll)
 FDKIT = Loop(
     name="fdkit",
     factory=fdkit.aio.new_event_loop,
-    cls=fdkit.aio.EventLoop,
+    cls=fdkit.aio.EpollEventLoop,
     run_call="fdkit.aio.run",
     uvicorn_loop="fdkit.aio:new_event_loop",
 )
-LOOPS = (ASYNCIO, FDKIT)
+#: fdkit's loop on its io_uring engine, asked for as a deployment asks (``FDKIT_AIO_ENGINE``)
+FDKIT_URING = Loop(
+    name="fdkit-io_uring",
+    factory=functools.partial(fdkit.aio.EventLoop, engine="io_uring"),
+    cls=fdkit.aio.UringEventLoop,
+    run_call="fdkit.aio.run",
+    uvicorn_loop="fdkit.aio:new_event_loop",
+    env={"FDKIT_AIO_ENGINE": "io_uring"},
+)
+LOOPS = (ASYNCIO, FDKIT, FDKIT_URING)
+_URING_WHY = fdkit.aio.engine_unavailable("io_uring")
 
-#: ``@each_loop`` runs a test once on asyncio's loop and once on fdkit's, as its ``loop`` argument.
-each_loop = pytest.mark.parametrize("loop", [pytest.param(k, id=k.name) for k in LOOPS])
+
+def _params(loops: tuple[Loop, ...]) -> list[Any]:
+    """``loops`` as parameters named for each, the io_uring engine's skipped (with the reason)
+    where it cannot run."""
+    skip_uring = pytest.mark.skipif(
+        _URING_WHY is not None, reason=f"io_uring engine unavailable here: {_URING_WHY}"
+    )
+    return [
+        pytest.param(k, id=k.name, marks=[skip_uring] if k is FDKIT_URING else []) for k in loops
+    ]
+
+
+#: ``@each_loop`` runs a test once on each of :data:`LOOPS`, as its ``loop`` argument.
+each_loop = pytest.mark.parametrize("loop", _params(LOOPS))
+#: ``@each_fdkit_loop``: once on each of fdkit's, for a test that runs asyncio's itself.
+each_fdkit_loop = pytest.mark.parametrize("loop", _params((FDKIT, FDKIT_URING)))
 
 
 def fd_count() -> int:

@@ -108,6 +108,8 @@ def engine_unavailable(engine: str) -> str | None:
     reactor and entering a no-op, as ``EventLoop(engine="io_uring")`` does. ``ValueError`` for a
     name that is no engine.
     """
+    if engine is None:  # engine_name's None means "not chosen"; here an engine is the question
+        raise ValueError(f"engine must be {', '.join(map(repr, ENGINE_NAMES))}, not None")
     if engine_name(engine) == "epoll":
         return None
     reactor, reason = _make_reactor(UringEventLoop._reactor_options)
