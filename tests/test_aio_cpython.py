@@ -25,6 +25,7 @@ import fdkit.aio
 from aio_cpython import KNOWN_FAILURES, Result, known_failures, list_ids, run_all
 from aio_cpython._cases import MODULES
 from aio_cpython._runner import Runner, summary
+from helpers.aio import URING_SKIP, URING_WHY
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -56,12 +57,10 @@ def _show(results: list[Result]) -> str:
 @pytest.fixture(scope="session", params=sorted(FDKIT_LOOPS))
 def fdkit_run(request: pytest.FixtureRequest) -> Run:
     engine: str = request.param
-    uring_why = fdkit.aio.engine_unavailable(engine)
-    if uring_why is not None:
-        why = f"io_uring engine unavailable here: {uring_why}"
+    if engine == "io_uring" and URING_WHY is not None:
         if os.environ.get("FDKIT_REQUIRE_URING") == "1":  # `make test` where io_uring is
-            pytest.fail(f"{why}, and FDKIT_REQUIRE_URING=1")
-        pytest.skip(why)
+            pytest.fail(f"{URING_SKIP}, and FDKIT_REQUIRE_URING=1")
+        pytest.skip(URING_SKIP)
     env = {"FDKIT_AIO_ENGINE": engine}
     start = time.monotonic()
     results = run_all("fdkit", list_ids(), jobs=JOBS, timeout=TIMEOUT, env=env)

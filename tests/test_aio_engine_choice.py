@@ -16,11 +16,8 @@ import fdkit.aio
 from fdkit.aio import EpollEventLoop, EventLoop, UringEventLoop
 from fdkit.aio._loop import DEFAULT_REASON
 from helpers import run_python_without_uring
-
-_URING_WHY = fdkit.aio.engine_unavailable("io_uring")
-needs_uring = pytest.mark.skipif(
-    _URING_WHY is not None, reason=f"io_uring engine unavailable here: {_URING_WHY}"
-)
+from helpers.aio import URING_WHY
+from helpers.aio import needs_uring_engine as needs_uring
 
 
 def test_a_loop_nobody_chose_an_engine_for_runs_on_epoll(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -226,7 +223,7 @@ def test_doctor_require_io_uring_asks_whether_the_io_uring_engine_can_run() -> N
     denied = run_python_without_uring(f"import sys, fdkit.cli\nsys.exit(fdkit.cli.main({args!r}))")
     assert denied.returncode == 1, denied
     assert "io_uring is required and unavailable: io_uring_setup: ENOSYS" in denied.stderr
-    if _URING_WHY is None:
+    if URING_WHY is None:
         for engine in ("epoll", "io_uring"):
             env = {**os.environ, "FDKIT_AIO_ENGINE": engine}
             ok = subprocess.run(

@@ -97,17 +97,21 @@ FDKIT_URING = Loop(
     env={"FDKIT_AIO_ENGINE": "io_uring"},
 )
 LOOPS = (ASYNCIO, FDKIT, FDKIT_URING)
-_URING_WHY = fdkit.aio.engine_unavailable("io_uring")
+
+#: Why fdkit.aio's io_uring engine cannot run here (None where it can), asked once per process.
+URING_WHY = fdkit.aio.engine_unavailable("io_uring")
+#: What a test of the io_uring engine says when it skips for that.
+URING_SKIP = f"io_uring engine unavailable here: {URING_WHY}"
+#: ``@needs_uring_engine``: skips a test of the io_uring engine where it cannot run.
+needs_uring_engine = pytest.mark.skipif(URING_WHY is not None, reason=URING_SKIP)
 
 
 def _params(loops: tuple[Loop, ...]) -> list[Any]:
     """``loops`` as parameters named for each, the io_uring engine's skipped (with the reason)
     where it cannot run."""
-    skip_uring = pytest.mark.skipif(
-        _URING_WHY is not None, reason=f"io_uring engine unavailable here: {_URING_WHY}"
-    )
     return [
-        pytest.param(k, id=k.name, marks=[skip_uring] if k is FDKIT_URING else []) for k in loops
+        pytest.param(k, id=k.name, marks=[needs_uring_engine] if k is FDKIT_URING else [])
+        for k in loops
     ]
 
 

@@ -34,14 +34,17 @@ DEFAULT_REASON = (
 )
 
 
-def engine_name(value: str | None, what: str = "engine") -> Engine | None:
+def engine_name(value: str | None, what: str = "engine", *, none_ok: bool = True) -> Engine | None:
     """The engine ``value`` names (``ENGINE_NAMES``: ``"uring"`` is an alias of ``"io_uring"``);
-    None for None. ``ValueError`` naming ``what`` for anything else."""
-    if value is None:
+    None for None where ``none_ok`` (no engine chosen). ``ValueError`` naming ``what`` for
+    anything else."""
+    if value is None and none_ok:
         return None
     engine = ENGINE_NAMES.get(value) if isinstance(value, str) else None
     if engine is None:
-        allowed = ", ".join(map(repr, ENGINE_NAMES)) + (" or None" if what == "engine" else "")
+        allowed = ", ".join(map(repr, ENGINE_NAMES))
+        if what == "engine" and none_ok:
+            allowed += " or None"
         raise ValueError(f"{what} must be {allowed}, not {value!r}")
     return engine
 
@@ -100,6 +103,11 @@ def _make_reactor(options: _ReactorOptions) -> tuple[Any, str | None]:
         return None, f"io_uring reactor setup failed: {exc}"
 
 
+def _uring_unavailable(reason: str | None) -> OSError:
+    """The error of a loop asked for io_uring where it cannot run, with the reason."""
+    return OSError(errno.ENOSYS, f"io_uring engine unavailable: {reason}")
+
+
 def engine_unavailable(engine: str) -> str | None:
     """Why a loop on ``engine`` cannot run here, or None where it can.
 
@@ -108,9 +116,7 @@ def engine_unavailable(engine: str) -> str | None:
     reactor and entering a no-op, as ``EventLoop(engine="io_uring")`` does. ``ValueError`` for a
     name that is no engine.
     """
-    if engine is None:  # engine_name's None means "not chosen"; here an engine is the question
-        raise ValueError(f"engine must be {', '.join(map(repr, ENGINE_NAMES))}, not None")
-    if engine_name(engine) == "epoll":
+    if engine_name(engine, none_ok=False) == "epoll":
         return None
     reactor, reason = _make_reactor(UringEventLoop._reactor_options)
     if reactor is None:
@@ -132,7 +138,7 @@ def engine_available() -> Engine:
         return "epoll"
     reason = engine_unavailable("io_uring")
     if reason is not None:
-        raise OSError(errno.ENOSYS, f"io_uring engine unavailable: {reason}")
+        raise _uring_unavailable(reason)
     return "io_uring"
 
 
@@ -171,7 +177,7 @@ class EventLoop(asyncio.SelectorEventLoop):
             return loop
         reactor, reason = _make_reactor(UringEventLoop._reactor_options)
         if reactor is None:
-            raise OSError(errno.ENOSYS, f"io_uring engine unavailable: {reason}")
+            raise _uring_unavailable(reason)
         loop = _with_engine(cls, UringEventLoop)
         loop._new_reactor = reactor
         return loop
@@ -311,7 +317,7 @@ class UringEventLoop(EventLoop):
         if reactor is None:
             reactor, reason = _make_reactor(self._reactor_options)
             if reactor is None:
-                raise OSError(errno.ENOSYS, f"io_uring engine unavailable: {reason}")
+                raise _uring_unavailable(reason)
         from fdkit.aio._selector import RingSelector
 
         self._reactor = reactor

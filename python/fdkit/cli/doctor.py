@@ -167,13 +167,14 @@ def _aio_engine() -> dict[str, Any]:
     it can) and how its ring would wait (``ring_wait``, None where it cannot run)."""
     from fdkit.aio import EventLoop, UringEventLoop, engine_unavailable
 
-    uring_reason = engine_unavailable("io_uring")
-    ring_wait = None
-    if uring_reason is None:
+    aio: dict[str, Any] = {"uring_reason": None, "ring_wait": None}
+    try:
         uring = UringEventLoop()
-        ring_wait = uring.ring_wait
+    except OSError as exc:  # the reason without the error's prefix; else the error itself
+        aio["uring_reason"] = engine_unavailable("io_uring") or str(exc)
+    else:
+        aio["ring_wait"] = uring.ring_wait
         uring.close()
-    aio: dict[str, Any] = {"uring_reason": uring_reason, "ring_wait": ring_wait}
     try:
         loop = EventLoop()
     except (OSError, ValueError) as exc:  # FDKIT_AIO_ENGINE names no engine, or one not here
