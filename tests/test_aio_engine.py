@@ -34,13 +34,12 @@ from typing import Any
 import pytest
 
 import fdkit.aio
-from fdkit import uring
 from fdkit.aio import EpollEventLoop, EventLoop, UringEventLoop
 from fdkit.aio._loop import DEFAULT_REASON
 from helpers import run_python_without_uring, syscall_of
+from helpers.aio import URING_WHY, needs_uring_engine
 
-_ok, _why = uring.available()
-needs_uring = pytest.mark.skipif(not _ok, reason=f"io_uring unavailable: {_why}")
+needs_uring = needs_uring_engine
 
 
 def run(coro: Any, loop_cls: Callable[[], EventLoop] = UringEventLoop) -> Any:
@@ -62,7 +61,7 @@ def test_the_default_engine_is_epoll_and_io_uring_comes_on_request(
     assert run(main(), fdkit.aio.new_event_loop) == ("epoll", DEFAULT_REASON)
     assert fdkit.aio.engine_available() == "epoll"
     assert fdkit.aio.engine_unavailable("epoll") is None
-    if not _ok:
+    if URING_WHY is not None:
         return
     assert fdkit.aio.engine_unavailable("io_uring") is None
     for asked in ({"engine": "io_uring"}, {"engine": "uring"}):
@@ -278,7 +277,7 @@ def _unread(sock: Any) -> int:
 #: asyncio's loop, the oracle, and fdkit's on each engine.
 _NEW_LOOPS = pytest.mark.parametrize(
     "factory",
-    [asyncio.new_event_loop, UringEventLoop, EpollEventLoop],
+    [asyncio.new_event_loop, pytest.param(UringEventLoop, marks=needs_uring), EpollEventLoop],
     ids=["asyncio", "io_uring", "epoll"],
 )
 _IO_URING_ENTER = 426  # the same number on x86_64 and aarch64 (the generic syscall table)
@@ -366,8 +365,6 @@ def test_a_server_takes_no_connection_before_asyncio_accepts(factory: Any) -> No
     ``ss``, the backlog and RLIMIT_NOFILE see them, until asyncio's accept callback runs: an
     engine that accepted ahead (a multishot accept) would have taken them already. asyncio's
     own loop is the oracle."""
-    if factory is UringEventLoop and not _ok:
-        pytest.skip(f"io_uring unavailable: {_why}")
 
     async def main() -> tuple[int, int, int]:
         handled: list[Any] = []
@@ -397,8 +394,6 @@ def test_a_paused_transport_leaves_the_bytes_in_its_socket(factory: Any) -> None
     """A paused transport's peer keeps sending; while the loop waits (through the ring on
     fdkit's engine) the bytes stay in the socket's receive queue, none taken, none delivered,
     until resume_reading(). asyncio's own loop is the oracle."""
-    if factory is UringEventLoop and not _ok:
-        pytest.skip(f"io_uring unavailable: {_why}")
     size = 32 * 1024
 
     async def main() -> tuple[int, int, int]:
@@ -442,8 +437,6 @@ def test_a_signal_handler_that_raises_ends_an_idle_wait(factory: Any) -> None:
     """A loop with nothing to do waits with no timeout; SIGALRM's Python handler raises, and
     run_forever() ends with that exception, as asyncio's loop does (the ring's wait ends with
     the signal, and nothing is left armed)."""
-    if factory is UringEventLoop and not _ok:
-        pytest.skip(f"io_uring unavailable: {_why}")
 
     def on_alarm(signum: int, frame: Any) -> None:
         raise _Alarm
@@ -710,8 +703,6 @@ def test_small_writes_arrive_whole_in_order_and_go_out_at_once(factory: Any) -> 
     byte in order, and a small write is on its way at once (nothing counts in
     get_write_buffer_size() after it); abort() still sends what was written before it.
     asyncio's own loop is the oracle."""
-    if factory is UringEventLoop and not _ok:
-        pytest.skip(f"io_uring unavailable: {_why}")
     big = os.urandom(300_000)
 
     async def main() -> tuple[bytes, bytes, list[int]]:
@@ -809,7 +800,9 @@ with asyncio.Runner(loop_factory=factory) as runner:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("loop_name", ["asyncio", "io_uring", "epoll"])
+@pytest.mark.parametrize(
+    "loop_name", ["asyncio", pytest.param("io_uring", marks=needs_uring), "epoll"]
+)
 def test_a_server_out_of_fds_says_so_and_accepts_the_rest_once_fds_are_back(
     loop_name: str,
 ) -> None:
@@ -819,8 +812,6 @@ def test_a_server_out_of_fds_says_so_and_accepts_the_rest_once_fds_are_back(
     The second round is bounded by the fds the first one freed, so it serves the rest or as
     many as the first, whichever is fewer (both loops serve about 38 + 38 of the 80 here; the
     io_uring engine holds one fd more, its epoll instance)."""
-    if loop_name == "io_uring" and not _ok:
-        pytest.skip(f"io_uring unavailable: {_why}")
     r = subprocess.run(
         [sys.executable, "-c", _EMFILE_PROGRAM, loop_name],
         capture_output=True,
