@@ -17,7 +17,7 @@ import os
 import selectors
 from typing import TYPE_CHECKING, Any, ClassVar, Self, TypedDict
 
-from fdkit._fdkit import ENGINE_NAMES
+from fdkit._fdkit import ENGINE_NAMES, install_loop_methods
 from fdkit.aio import _native
 from fdkit.aio._transports import SocketTransport
 
@@ -155,9 +155,18 @@ class EventLoop(asyncio.SelectorEventLoop):
     chosen engine too.
     """
 
-    # The attributes the native iteration reads live in slots (asyncio's code sets and reads
-    # them as before), read by offset instead of through the dict.
-    __slots__ = ("_debug", "_ready", "_selector", "_stopping")
+    # The attributes the native iteration reads and sets live in slots (asyncio's code sets
+    # and reads them as before: ``_scheduled`` is asyncio's heapq list), read by offset
+    # instead of through the dict; ``_core`` is the loop's LoopCore.
+    __slots__ = (
+        "_core",
+        "_debug",
+        "_ready",
+        "_scheduled",
+        "_selector",
+        "_stopping",
+        "_timer_cancelled_count",
+    )
 
     engine: ClassVar[Engine]
     #: Why the loop runs on epoll: the default, or who asked for it (None on io_uring).
@@ -166,7 +175,8 @@ class EventLoop(asyncio.SelectorEventLoop):
     #: Until asyncio's __init__ runs: a loop refused before it is not "unclosed".
     _closed = True
 
-    def __new__(cls, *, engine: str | None = None) -> Self:
+    def __new__(cls, *args: Any, engine: str | None = None, **kwargs: Any) -> Self:
+        # ``args`` and ``kwargs`` are for ``__init__`` (a subclass's own, or ``selector``).
         if issubclass(cls, (UringEventLoop, EpollEventLoop)):
             return super().__new__(cls)
         requested, asked_by = _requested_engine(engine)
@@ -213,61 +223,30 @@ class EventLoop(asyncio.SelectorEventLoop):
         # takes it; before 3.15 asyncio passes none).
         return SocketTransport(self, sock, protocol, waiter, extra, server, context)
 
-    # The timer heap is the core's (``fdkit.aio._native``); asyncio's own methods that read or
-    # set these attributes (``__init__``, ``close``) see the same list and count.
+    def __setattr__(self, name: str, value: Any) -> None:
+        # Setting one of the methods the core stands for (mock.patch.object, a test plugin)
+        # makes asyncio's Python run for the calls it affects: the core hears of it here.
+        _object_setattr(self, name, value)
+        if name in _WATCHED:
+            _native.changed(self)
 
-    @property
-    def _scheduled(self) -> list[Any]:
-        core = self.__dict__.get("_core")
-        if core is None:
-            return self.__dict__.setdefault("_scheduled_list", [])  # type: ignore[no-any-return]
-        return core.scheduled()  # type: ignore[no-any-return]
-
-    @_scheduled.setter
-    def _scheduled(self, value: list[Any]) -> None:
-        core = self.__dict__.get("_core")
-        if core is None:
-            self.__dict__["_scheduled_list"] = value
-        else:
-            core.set_scheduled(value)
-
-    @property
-    def _timer_cancelled_count(self) -> int:
-        core = self.__dict__.get("_core")
-        if core is None:
-            return self.__dict__.get("_timer_cancelled_count_", 0)  # type: ignore[no-any-return]
-        return core.cancelled_count  # type: ignore[no-any-return]
-
-    @_timer_cancelled_count.setter
-    def _timer_cancelled_count(self, value: int) -> None:
-        core = self.__dict__.get("_core")
-        if core is None:
-            self.__dict__["_timer_cancelled_count_"] = value
-        else:
-            core.cancelled_count = value
-
-    def call_at(  # type: ignore[override]
-        self, when: Any, callback: Any, *args: Any, context: Any = None
-    ) -> asyncio.TimerHandle:
-        """asyncio's ``call_at``: ``callback(*args)`` at loop time ``when``, a TimerHandle.
-
-        asyncio's own code with the timer heap the core's; the core runs it natively, and
-        takes this path in debug mode and for a ``when`` that is not a plain number."""
-        return _native.python_call_at(self, when, callback, *args, context=context)
-
-    def close(self) -> None:
-        """asyncio's ``close``: the selector and executor shut, the scheduled timers dropped
-        (from the core's heap too)."""
-        super().close()
-        core = self.__dict__.get("_core")
-        if core is not None:
-            core.clear()
+    def __delattr__(self, name: str) -> None:
+        _object_delattr(self, name)
+        if name in _WATCHED:
+            _native.changed(self)
 
     def __repr__(self) -> str:
         return (
             f"<{type(self).__name__} engine={self.engine} running={self.is_running()} "
             f"closed={self.is_closed()} debug={self.get_debug()}>"
         )
+
+
+_object_setattr = object.__setattr__
+_object_delattr = object.__delattr__
+# asyncio's loop methods the core runs natively become method descriptors on EventLoop (see
+# fdkit.aio._native); the names the core must hear of when set on a loop come back.
+_WATCHED = frozenset(install_loop_methods(EventLoop))
 
 
 def _with_engine(cls: type, engine_cls: type) -> Any:
@@ -288,10 +267,12 @@ class EpollEventLoop(EventLoop):
 
     engine: ClassVar[Engine] = "epoll"
 
-    def __init__(self, *, engine: str | None = None) -> None:
+    def __init__(self, selector: Any = None, *, engine: str | None = None) -> None:
+        # ``selector`` as asyncio's SelectorEventLoop takes it: an EpollSelector is waited on
+        # natively; any other selector's own ``select`` runs (asyncio's _run_once then).
         if engine_name(engine) not in (None, "epoll"):
             raise ValueError(f"an EpollEventLoop runs on epoll, not {engine!r}")
-        super().__init__(selectors.EpollSelector())
+        super().__init__(selectors.EpollSelector() if selector is None else selector)
         _native.install(self)
         if self.engine_reason is None:
             self.engine_reason = "EpollEventLoop was asked for"
@@ -310,9 +291,13 @@ class UringEventLoop(EventLoop):
     #: Reactor settings (ring entries, epoll_wait): tests change them.
     _reactor_options: ClassVar[_ReactorOptions] = {}
 
-    def __init__(self, *, engine: str | None = None) -> None:
+    def __init__(self, selector: Any = None, *, engine: str | None = None) -> None:
         if engine_name(engine) not in (None, "io_uring"):
             raise ValueError(f"a UringEventLoop runs on io_uring, not {engine!r}")
+        if selector is not None:
+            raise ValueError(
+                "a UringEventLoop waits with its own selector; selector= is for the epoll engine"
+            )
         reactor = self.__dict__.pop("_new_reactor", None)
         if reactor is None:
             reactor, reason = _make_reactor(self._reactor_options)

@@ -1,21 +1,23 @@
 """The native iteration of fdkit's loops, and the Python paths it takes where asyncio's would.
 
-:func:`install` gives a loop its ``LoopCore`` (``fdkit._fdkit``): ``_run_once``, ``call_soon``,
+:func:`install` gives a loop its ``LoopCore`` (``fdkit._fdkit``). ``_run_once``, ``call_soon``,
 ``call_at``, ``call_later``, ``time``, ``_timer_handle_cancelled``, ``create_task``,
-``get_debug`` and ``_check_closed`` become the core's, which do what asyncio's do on the same
-objects (the ``_ready`` deque, asyncio's Handles) without a Python frame. A loop subclass that
-overrides one of them keeps its own; one replaced on the instance (``mock.patch.object``) is
-called where asyncio's ``_run_once`` would call it.
+``get_debug`` and ``_check_closed`` are method descriptors on ``EventLoop`` (installed once,
+``install_loop_methods``) that run the core's version, on the loop's own objects (the
+``_ready`` deque, the ``_scheduled`` heap, asyncio's Handles), without a Python frame, while
+nothing they stand for was changed; otherwise asyncio's own method runs. docs/aio.md, "What a
+program may change", has the rule.
 
 The functions below are what the core calls where asyncio's behaviour is Python's to give: an
-exception from a callback (``Handle._run``'s handler), debug mode's run of a Handle, a
-``call_at`` with a ``when`` that is not a plain number or in debug mode. Each is asyncio's code
-for the Python version running, with the timer heap being the core's.
+exception from a callback (``Handle._run``'s handler), debug mode's run of a Handle, a read or
+write error of the socket transport. Each is asyncio's code for the Python version running; the
+core calls each as asyncio does, inside the ``except`` block's state.
 """
 
 from __future__ import annotations
 
 import contextvars
+import selectors
 import sys
 from asyncio import base_events, events, format_helpers, selector_events
 from asyncio.log import logger
@@ -27,8 +29,8 @@ from fdkit.aio._transports import SocketTransport
 
 __all__ = [
     "SocketTransport",
+    "changed",
     "install",
-    "python_call_at",
     "read_error",
     "report_error",
     "run_debug",
@@ -41,45 +43,53 @@ _DEBUG_FORMAT = sys.version_info >= (3, 13)  # _format_callback_source(..., debu
 #: grows), not ``now + _clock_resolution``. Probed on asyncio's code, not by version.
 END_TIME_ULP = "ulp" in base_events.BaseEventLoop._run_once.__code__.co_names  # type: ignore[attr-defined]
 
-#: The loop methods the core replaces: attribute on the loop -> the core's method.
-_NATIVE = {
-    "_run_once": "run_once",
-    "call_soon": "call_soon",
-    "call_at": "call_at",
-    "call_later": "call_later",
-    "time": "time",
-    "_timer_handle_cancelled": "timer_handle_cancelled",
-    "create_task": "create_task",
-    "get_debug": "get_debug",
-    "_check_closed": "check_closed",
-}
+
+def _asyncio_select() -> Any:
+    """``EpollSelector.select`` when it is the standard library's own (the native wait stands
+    for it), else None."""
+    select = selectors.EpollSelector.select
+    code = getattr(select, "__code__", None)
+    if code is None or code.co_filename != selectors.__file__:
+        return None
+    return select
+
+
+_EPOLL_SELECT = _asyncio_select()
+
+
+def _selects(selector: Any, ring: Any) -> list[tuple[type, Any]]:
+    """The ``(class, select)`` pairs the native wait on ``selector`` stands for: while each
+    class's ``select`` is that function, the core waits itself; none for a selector it cannot
+    wait on (not an epoll selector)."""
+    if _EPOLL_SELECT is None or not isinstance(selector, selectors.EpollSelector):
+        return []
+    if ring is None:
+        return [(type(selector), _EPOLL_SELECT)]
+    from fdkit.aio._selector import RingSelector
+
+    return [(type(selector), RingSelector.select), (selectors.EpollSelector, _EPOLL_SELECT)]
 
 
 def install(loop: Any, ring: Any = None) -> LoopCore:
     """Gives ``loop`` (an fdkit EventLoop, after asyncio's ``__init__``) its native core."""
     from fdkit.aio._loop import EventLoop
 
-    core = LoopCore(loop, loop._selector, ring, sys.modules[__name__], EventLoop)
-    core.set_scheduled(loop.__dict__.pop("_scheduled_list", []))
-    core.cancelled_count = loop.__dict__.pop("_timer_cancelled_count_", 0)
-    loop.__dict__["_core"] = core
-    cls = type(loop)
-
-    def kept(*names: str) -> bool:  # none of ``names`` overridden by a subclass
-        return all(getattr(cls, n) is getattr(EventLoop, n) for n in names)
-
-    # Each native method with the methods asyncio's calls (call_later calls call_at and time).
-    needs = {
-        "call_soon": ("call_soon", "_call_soon"),
-        "call_later": ("call_later", "call_at", "time"),
-        "_run_once": ("_run_once", "_process_events", "_add_callback", "time"),
-        "create_task": ("create_task", "_check_closed", "get_debug"),
-    }
-    for name, native in _NATIVE.items():
-        if kept(*needs.get(name, (name,))):
-            setattr(loop, name, getattr(core, native))
-    core.seal()
+    selector = loop._selector
+    core = LoopCore(
+        loop, selector, ring, sys.modules[__name__], EventLoop, _selects(selector, ring)
+    )
+    loop._core = core
     return core
+
+
+def changed(loop: Any) -> None:
+    """Tells ``loop``'s core that one of the methods it stands for was set on, or deleted
+    from, the loop instance."""
+    try:
+        core = loop._core
+    except AttributeError:  # asyncio's __init__, before install()
+        return
+    core.changed()
 
 
 def _run_frame() -> tuple[FrameType, int, int] | None:
@@ -248,21 +258,3 @@ def run_debug(loop: Any, handle: events.Handle) -> None:
             )
     finally:
         loop._current_handle = None
-
-
-def python_call_at(
-    loop: Any, when: Any, callback: Any, *args: Any, context: Any = None
-) -> events.TimerHandle:
-    """asyncio's ``BaseEventLoop.call_at``, the heap being the core's."""
-    if when is None:
-        raise TypeError("when cannot be None")
-    loop._check_closed()
-    if loop._debug:
-        loop._check_thread()
-        loop._check_callback(callback, "call_at")
-    timer: Any = events.TimerHandle(when, callback, args, loop, context)
-    if timer._source_traceback:
-        del timer._source_traceback[-1]
-    loop._core.push_timer(timer)
-    timer._scheduled = True
-    return timer  # type: ignore[no-any-return]

@@ -49,6 +49,12 @@ pub struct AsyncioObjects {
     /// when it was patched before fdkit first looked (its code is not asyncio's): every Handle
     /// then runs through whatever `_run` is.
     pub handle_run: Option<Py<PyAny>>,
+    /// `Handle.__init__`, `TimerHandle.__init__` and `TimerHandle.__lt__` as asyncio defines
+    /// them (None when replaced before fdkit looked): while the classes hold these, Handles
+    /// are made through their slots and timers compared by their `_when`.
+    pub handle_init: Option<Py<PyAny>>,
+    pub timer_init: Option<Py<PyAny>>,
+    pub timer_lt: Option<Py<PyAny>>,
     /// `types.MethodType`.
     method_type: Py<PyType>,
     /// `_SelectorSocketTransport._read_ready` and `._read_ready__data_received`.
@@ -156,7 +162,10 @@ impl AsyncioObjects {
             .getattr("_SelectorSocketTransport")?;
         let slots = read_slots(&handle_type, &timer_type)?;
         Ok(AsyncioObjects {
-            handle_run: asyncios_own_run(&events, &handle_type)?,
+            handle_run: asyncios_own(&events, &handle_type, "Handle", "_run")?,
+            handle_init: asyncios_own(&events, &handle_type, "Handle", "__init__")?,
+            timer_init: asyncios_own(&events, &timer_type, "TimerHandle", "__init__")?,
+            timer_lt: asyncios_own(&events, &timer_type, "TimerHandle", "__lt__")?,
             handle_type: handle_type.unbind(),
             timer_type: timer_type.unbind(),
             method_type: py
@@ -194,21 +203,25 @@ impl AsyncioObjects {
     }
 }
 
-/// `Handle._run` when it is asyncio's own function (its code from `asyncio/events.py`, named
-/// `Handle._run`), not a replacement a program installed before fdkit looked.
-fn asyncios_own_run(
-    events: &Bound<'_, PyModule>,
-    handle: &Bound<'_, PyType>,
+/// `cls.__dict__[name]` when it is asyncio's own function (its code from `module`'s file,
+/// named `{cls_name}.{name}`), not a replacement a program installed before fdkit looked.
+fn asyncios_own(
+    module: &Bound<'_, PyModule>,
+    cls: &Bound<'_, PyType>,
+    cls_name: &str,
+    name: &str,
 ) -> PyResult<Option<Py<PyAny>>> {
-    let run = class_dict_item(handle, "_run")?;
-    let code = match run.bind(events.py()).getattr("__code__") {
+    let Ok(f) = cls.getattr("__dict__")?.get_item(name) else {
+        return Ok(None);
+    };
+    let code = match f.getattr("__code__") {
         Ok(c) => c,
         Err(_) => return Ok(None),
     };
     let file: String = code.getattr("co_filename")?.extract()?;
-    let name: String = code.getattr("co_qualname")?.extract()?;
-    let events_file: String = events.getattr("__file__")?.extract()?;
-    Ok((file == events_file && name == "Handle._run").then_some(run))
+    let qualname: String = code.getattr("co_qualname")?.extract()?;
+    let module_file: String = module.getattr("__file__")?.extract()?;
+    Ok((file == module_file && qualname == format!("{cls_name}.{name}")).then(|| f.unbind()))
 }
 
 /// `cls.__dict__[name]`: the object a class itself defines, not what an instance would see.
@@ -291,6 +304,10 @@ pub unsafe fn set_slot(obj: *mut ffi::PyObject, offset: isize, value: *mut ffi::
         ffi::Py_XDECREF(old);
     }
 }
+
+/// The largest `max_size` the native read takes: asyncio's default (`256 * 1024`). A larger
+/// one is read by asyncio's `recv`, which allocates what it asks for, as on asyncio's loop.
+pub const NATIVE_MAX_SIZE: usize = 256 * 1024;
 
 /// The native transport class and what is known of its layout.
 pub struct TransportClass {
@@ -387,13 +404,20 @@ impl<'py> TransportAttrs<'py> {
     }
 
     /// `tr.max_size`, the most bytes one read asks for: the instance's own value, or the
-    /// class's as last read while the class is unchanged.
-    pub fn max_size(&self, o: &AsyncioObjects) -> PyResult<usize> {
+    /// class's as last read while the class is unchanged; None when it is not an int from 1
+    /// to [`NATIVE_MAX_SIZE`] (asyncio's default), which the native read does not take.
+    pub fn max_size(&self, o: &AsyncioObjects) -> PyResult<Option<usize>> {
         let name = &o.names.max_size;
+        let in_range = |v: &Bound<'_, PyAny>| -> Option<usize> {
+            if !v.is_exact_instance_of::<PyInt>() {
+                return None;
+            }
+            v.extract::<usize>().ok().filter(|n| (1..=NATIVE_MAX_SIZE).contains(n))
+        };
         let (tr, dict) = match self {
             TransportAttrs::Slots(tr, _) => (*tr, None),
             TransportAttrs::Dict(tr, Some(d)) => (*tr, Some(d.clone())),
-            TransportAttrs::Dict(tr, None) => return tr.getattr(name.bind(tr.py()))?.extract(),
+            TransportAttrs::Dict(tr, None) => return Ok(in_range(&tr.getattr(name.bind(tr.py()))?)),
         };
         let py = tr.py();
         match o.transport_class.get(py) {
@@ -403,15 +427,18 @@ impl<'py> TransportAttrs<'py> {
                     Some(d) => d.get_item(name.bind(py))?,
                     None => None,
                 };
-                if own.is_none() {
-                    if let Some(size) = c.class_max_size(py, name)? {
-                        return Ok(size);
+                match own {
+                    Some(v) => return Ok(in_range(&v)),
+                    None => {
+                        if let Some(size) = c.class_max_size(py, name)? {
+                            return Ok(Some(size).filter(|n| (1..=NATIVE_MAX_SIZE).contains(n)));
+                        }
                     }
                 }
             }
             _ => {}
         }
-        tr.getattr(name.bind(py))?.extract()
+        Ok(in_range(&tr.getattr(name.bind(py))?))
     }
 
     /// `tr.<name>`, `which` naming the same attribute.
@@ -488,17 +515,4 @@ pub fn new_handle<'py>(
         }
         Ok(obj)
     }
-}
-
-/// A dict of keyword arguments holding `context` (None: empty), for a call that falls back to
-/// asyncio's Python method with the caller's arguments.
-pub fn context_kwargs<'py>(
-    py: Python<'py>,
-    context: Option<&Bound<'py, PyAny>>,
-) -> PyResult<Bound<'py, PyDict>> {
-    let kw = PyDict::new(py);
-    if let Some(c) = context {
-        kw.set_item(pyo3::intern!(py, "context"), c)?;
-    }
-    Ok(kw)
 }

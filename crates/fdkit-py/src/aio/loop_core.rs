@@ -1,18 +1,20 @@
 //! `LoopCore`: the per-iteration path of `fdkit.aio`'s event loop, native, on asyncio's own
 //! objects.
 //!
-//! asyncio's `BaseEventLoop._run_once`, `call_soon`, `call_at`, `call_later`, `time` and
-//! `_timer_handle_cancelled` do here what they do in CPython's `base_events.py`, step for step,
-//! without a Python frame: the ready queue stays the loop's own `collections.deque`
-//! (`loop._ready`), the Handles are asyncio's `Handle`/`TimerHandle` (made through their slots),
-//! the timer heap pops in `heapq`'s order ([`fdkit::aio::TimerHeap`]), readiness comes from the
-//! selector's own epoll instance and its own key map, and each Handle runs as `Handle._run`
-//! runs it: in its context, its exception handed to the loop's exception handler.
+//! asyncio's `BaseEventLoop._run_once`, `call_soon`, `call_at`, `call_later`, `time`,
+//! `create_task`, `get_debug`, `_check_closed` and `_timer_handle_cancelled` do here what they
+//! do in CPython's `base_events.py`, step for step, without a Python frame, on the loop's own
+//! state: the ready queue is the loop's `collections.deque` (`loop._ready`), the timer heap its
+//! `_scheduled` list in `heapq`'s order (`timer_heap`), with `_timer_cancelled_count` beside
+//! it; the Handles are asyncio's `Handle`/`TimerHandle` (made through their slots), readiness
+//! comes from the selector's own epoll instance and its own key map, and each Handle runs as
+//! `Handle._run` runs it: in its context, its exception handed to the loop's exception handler
+//! inside an `except` block's state, as asyncio's is.
 //!
-//! What is rare takes asyncio's own Python path, so it behaves as asyncio's does by being
-//! asyncio's code: debug mode (slow-callback warnings, source tracebacks), a patched
-//! `Handle._run`, a Handle subclass, a `when` or `delay` that is not a plain number, a loop
-//! subclass that overrides one of these methods (the Python side then leaves that method alone).
+//! `loop_methods` puts these on the loop's class; `loop_rule` says when they may run. What is
+//! rare takes asyncio's own Python path, so it behaves as asyncio's does by being asyncio's
+//! code: debug mode (slow-callback warnings, source tracebacks), a patched `Handle._run`, a
+//! Handle subclass, a timer whose `when` is not a finite number, a method a program changed.
 //!
 //! Nothing here holds a borrow of the core's state across a call into Python: a callback may
 //! call back into the core (a `call_soon` from a callback is the common case).
@@ -20,14 +22,13 @@
 use super::asyncio_objects::{self as aio, objects, AsyncioObjects};
 use super::attrs;
 use super::gil_cell::GilCell;
+use super::loop_rule::{self, classes, Call, Method, RUN_ONCE_OWN};
 use super::reactor::PyReactor;
 use super::socket_transport;
+use super::timer_heap::{self as heap, Order};
 use crate::errors::os_error;
 use crate::gil::without_gil;
-use fdkit::aio::TimerHeap;
-use pyo3::exceptions::{
-    PyAttributeError, PyKeyboardInterrupt, PyRuntimeError, PySystemExit, PyTypeError,
-};
+use pyo3::exceptions::{PyAttributeError, PyKeyboardInterrupt, PyRuntimeError, PySystemExit};
 use pyo3::ffi;
 use pyo3::intern;
 use pyo3::prelude::*;
@@ -47,44 +48,74 @@ const MIN_CANCELLED_TIMER_HANDLES_FRACTION: f64 = 0.5;
 const EVENT_READ: u32 = 1;
 const EVENT_WRITE: u32 = 2;
 
+/// Indexes of the loop attributes fdkit's `EventLoop` keeps in `__slots__`.
+const READY: usize = 0;
+const STOPPING: usize = 1;
+const DEBUG: usize = 2;
+const SELECTOR: usize = 3;
+const SCHEDULED: usize = 4;
+const CANCELLED_COUNT: usize = 5;
+const LOOP_SLOTS: [&str; 6] = [
+    "_ready",
+    "_stopping",
+    "_debug",
+    "_selector",
+    "_scheduled",
+    "_timer_cancelled_count",
+];
+
 pub(super) struct State {
-    timers: TimerHeap<Py<PyAny>>,
-    /// asyncio's `_timer_cancelled_count`.
-    cancelled: usize,
     events: Events,
     /// What the native read path receives into (the bytes `data_received` gets are copied
     /// out of it once).
     pub(super) recv_buf: Vec<u8>,
     /// The ready deque and its bound `append` and `popleft` (see `ready_methods`).
     ready_methods: Option<(Py<PyAny>, Py<PyAny>, Py<PyAny>)>,
-    /// The version tags of `Handle` and `TimerHandle` when `_run` was last looked up, and
-    /// whether it was patched then.
-    run_patched: Option<((u32, u32), bool)>,
+    /// What asyncio's Handle classes were found to be, and their version tags then.
+    handles: Option<((u32, u32), HandleClasses)>,
     /// `process_events`' buffers: the fds and events polled, the keys found for them.
     polled: Vec<(RawFd, u32)>,
     keys: Vec<(Py<PyTuple>, u32)>,
-    /// The loop as `seal()` found it once the native methods were in place.
-    sealed: Option<Sealed>,
+    /// Which methods may run natively, and what that answer depends on.
+    world: Option<World>,
+    /// Advanced by `changed()`: a watched name was set on (or deleted from) the loop.
+    generation: u64,
+    /// Whether the selector is as the native wait stands for, and what that depends on.
+    selector_seen: Option<SelectorSeen>,
 }
 
-/// What the loop looked like once its native methods were installed: while its dict and its
-/// selector's keep their sizes and `loop.time` is the core's, no method `_run_once` calls was
-/// replaced on the instance (mock.patch.object and the like add or replace dict entries).
-struct Sealed {
-    loop_dict_len: usize,
-    time: Py<PyAny>,
-    /// The loop's `_run_once` (this core's `run_once`, bound), None when it had another.
-    run_once: Option<Py<PyAny>>,
-    selector: Py<PyAny>,
-    selector_dict_len: usize,
+/// The answer of `loop_rule::native_mask` for the loop as it was: its type, that type's
+/// version tag, and the instance's generation.
+#[derive(Clone, Copy)]
+struct World {
+    tp: usize,
+    tag: u32,
+    generation: u64,
+    mask: u16,
+    /// `loop._clock_resolution` (None when it is not a float).
+    clock_resolution: Option<f64>,
 }
 
-/// Which of the methods asyncio's `_run_once` calls a program replaced on the instance.
-#[derive(Default, Clone, Copy)]
-struct Replaced {
-    time: bool,
-    select: bool,
-    process_events: bool,
+/// What asyncio's Handle classes hold now.
+#[derive(Clone, Copy)]
+struct HandleClasses {
+    /// `Handle._run` or `TimerHandle._run` is not asyncio's: every Handle runs through it.
+    run_patched: bool,
+    /// `Handle.__init__` and `TimerHandle.__init__` are asyncio's: Handles may be made
+    /// through their slots.
+    init_own: bool,
+    /// `TimerHandle.__lt__` is asyncio's: plain timers may be compared natively.
+    lt_own: bool,
+}
+
+/// The selector as the last check found it.
+#[derive(Clone, Copy)]
+struct SelectorSeen {
+    selector: usize,
+    tp: usize,
+    tag: u32,
+    dict_len: usize,
+    ok: bool,
 }
 
 /// epoll_wait(2)'s buffer (also filled by the ring: [`PyReactor::epoll_wait`]).
@@ -100,12 +131,6 @@ struct Support {
     report_error: Py<PyAny>,
     /// `run_debug(loop, handle)`: `_run_once`'s debug-mode run of one Handle.
     run_debug: Py<PyAny>,
-    /// asyncio's `BaseEventLoop.call_soon`, `.call_later` and fdkit's `EventLoop.call_at`.
-    call_soon: Py<PyAny>,
-    call_later: Py<PyAny>,
-    call_at: Py<PyAny>,
-    /// asyncio's `BaseEventLoop.create_task`.
-    create_task: Py<PyAny>,
     /// The socket transport class whose reads run natively.
     transport_type: Py<PyAny>,
     /// `read_error(transport, exc, in_recv)`: asyncio's handling of a read path's exception.
@@ -113,6 +138,9 @@ struct Support {
     /// The code of asyncio's `BaseEventLoop.run_forever`, whose loop calls `_run_once` until
     /// `_stopping` is set (None when it is not a Python function).
     run_forever_code: Option<Py<PyAny>>,
+    /// `(class, function)` pairs: the selector's `select` the native wait stands for is each
+    /// class's `select` being that function.
+    selects: Vec<(Py<PyAny>, Py<PyAny>)>,
 }
 
 /// The native iteration of one event loop. Private to `fdkit.aio`.
@@ -120,19 +148,18 @@ struct Support {
 pub struct LoopCore {
     loop_: Py<PyAny>,
     support: Support,
-    /// The selector's epoll instance and its `_fd_to_key` dict (owned by the selector).
+    /// The selector the core waits for, its epoll instance and its `_fd_to_key` dict (owned
+    /// by the selector).
+    selector: Py<PyAny>,
     epfd: RawFd,
     fd_to_key: Py<PyDict>,
     /// The io_uring engine's ring, which waits while the epoll instance has nothing.
     ring: Option<Py<PyReactor>>,
-    /// Whether `loop.time()` is asyncio's (`time.monotonic()`), read here without a call.
-    native_time: bool,
     /// Whether the loop's class lets its `__dict__` answer first (see `attrs`).
     loop_dict_ok: bool,
-    /// Offsets of `_ready`, `_stopping`, `_debug` and `_selector`, which fdkit's EventLoop keeps in
-    /// `__slots__` (None for a subclass that redefines one of them).
-    loop_slots: Option<[isize; 4]>,
-    clock_resolution: f64,
+    /// Offsets of [`LOOP_SLOTS`], which fdkit's EventLoop keeps in `__slots__` (None for a
+    /// subclass that redefines one of them).
+    loop_slots: Option<[isize; 6]>,
     /// Whether asyncio's `_run_once` takes the timers due before `now + max(clock_resolution,
     /// math.ulp(now))` (3.15) rather than `now + clock_resolution`: `support.END_TIME_ULP`.
     end_time_ulp: bool,
@@ -177,85 +204,309 @@ fn plain_number(v: &Bound<'_, PyAny>) -> Option<f64> {
     }
 }
 
+/// The version tag of `tp` (0: none now).
+fn version_tag(tp: *mut ffi::PyTypeObject) -> u32 {
+    // SAFETY: reading a field of a live type object.
+    unsafe { (*tp).tp_version_tag }
+}
+
+/// Runs `f` as code in an `except` block runs: with `exc` as the exception being handled
+/// (`sys.exc_info()`, the `__context__` of what `f` raises), as asyncio calls its exception
+/// handler from inside `Handle._run`'s `except`.
+pub(super) fn handling<R>(py: Python<'_>, exc: &Bound<'_, PyAny>, f: impl FnOnce() -> R) -> R {
+    // SAFETY: the handled exception is swapped with the GIL held and put back after `f`, as
+    // the interpreter does entering and leaving an `except` block (each call takes its own
+    // reference; Get returns a new one, or null when none is handled).
+    let prev = unsafe {
+        let prev = ffi::PyErr_GetHandledException();
+        ffi::PyErr_SetHandledException(exc.as_ptr());
+        prev
+    };
+    let r = f();
+    // SAFETY: as above; `prev` (maybe null) is restored, then released.
+    unsafe {
+        ffi::PyErr_SetHandledException(prev);
+        ffi::Py_XDECREF(prev);
+    }
+    let _ = py;
+    r
+}
+
 impl LoopCore {
-    fn time_of(&self, lp: &Bound<'_, PyAny>) -> PyResult<f64> {
-        if self.native_time {
-            Ok(monotonic())
-        } else {
-            lp.call_method0(intern!(lp.py(), "time"))?.extract()
+    /// Which methods may run natively on the loop now (`loop_rule`), and
+    /// `_clock_resolution`: computed again only when the loop's type, its version tag or its
+    /// generation moved.
+    fn world(&self, py: Python<'_>, lp: &Bound<'_, PyAny>) -> PyResult<(u16, Option<f64>)> {
+        let tp = lp.get_type().as_type_ptr();
+        let tag = version_tag(tp);
+        let seen = self.state.with(py, |s| {
+            s.world
+                .filter(|w| tag != 0 && w.tp == tp as usize && w.tag == tag && w.generation == s.generation)
+        });
+        if let Some(w) = seen {
+            return Ok((w.mask, w.clock_resolution));
         }
+        let generation = self.state.with(py, |s| s.generation);
+        let mask = match classes(py) {
+            Some(c) => loop_rule::native_mask(py, c, lp)?,
+            None => 0,
+        };
+        let clock_resolution = lp
+            .getattr(intern!(py, "_clock_resolution"))
+            .ok()
+            .filter(|v| v.is_exact_instance_of::<PyFloat>())
+            .and_then(|v| v.extract::<f64>().ok());
+        // The lookups gave the type a tag if it had none (0: tags ran out; nothing is kept).
+        let tag = version_tag(tp);
+        let world = World {
+            tp: tp as usize,
+            tag,
+            generation,
+            mask,
+            clock_resolution,
+        };
+        self.state.with(py, |s| s.world = (tag != 0).then_some(world));
+        Ok((mask, clock_resolution))
     }
 
-    /// What a program replaced on the loop instance (or its selector) of the methods asyncio's
-    /// `_run_once` calls: those are then called, as asyncio calls them.
-    fn replaced(&self, py: Python<'_>, lp: &Bound<'_, PyAny>) -> PyResult<Replaced> {
-        let o = objects(py)?;
-        let all = Replaced {
-            time: true,
-            select: true,
-            process_events: true,
-        };
-        let Some(ld) = attrs::instance_dict(lp) else {
-            return Ok(all);
-        };
-        let selector = self.loop_slot(lp, 3, &o.names._selector)?;
-        let sd = attrs::instance_dict(&selector);
-        let sealed = self.state.with(py, |s| {
-            s.sealed.as_ref().map(|z| {
-                (
-                    z.loop_dict_len,
-                    z.time.clone_ref(py),
-                    z.selector.clone_ref(py),
-                    z.selector_dict_len,
-                )
+    /// Whether method `m` may run natively now.
+    fn allowed(&self, py: Python<'_>, lp: &Bound<'_, PyAny>, m: Method) -> PyResult<bool> {
+        Ok(self.world(py, lp)?.0 & m.bit() != 0)
+    }
+
+    /// Whether `loop._selector` is still the selector the core waits for, its class's `select`
+    /// (and its bases') asyncio's, and its instance without a `select` of its own.
+    fn selector_ok(&self, py: Python<'_>, selector: &Bound<'_, PyAny>) -> PyResult<bool> {
+        if !selector.is(self.selector.bind(py)) {
+            return Ok(false);
+        }
+        let tp = selector.get_type().as_type_ptr();
+        let tag = version_tag(tp);
+        let dict = attrs::instance_dict(selector);
+        let dict_len = dict.as_ref().map_or(usize::MAX, |d| d.len());
+        let seen = self.state.with(py, |s| {
+            s.selector_seen.filter(|z| {
+                tag != 0
+                    && z.selector == selector.as_ptr() as usize
+                    && z.tp == tp as usize
+                    && z.tag == tag
+                    && z.dict_len == dict_len
             })
         });
-        let Some((len, time, sel, sel_len)) = sealed else {
-            return Ok(all);
+        if let Some(z) = seen {
+            return Ok(z.ok);
+        }
+        let name = intern!(py, "select");
+        let mut ok = match &dict {
+            Some(d) => attrs::dict_get(d, name.as_any())?.is_none(),
+            None => false,
         };
-        let time_ours = ld
-            .get_item(o.names.time.bind(py))?
-            .is_some_and(|t| t.is(&time));
-        let same_selector = selector.is(&sel);
-        let sel_len_now = sd.as_ref().map_or(usize::MAX, |d| d.len());
-        if ld.len() == len && time_ours && same_selector && sel_len_now == sel_len {
-            return Ok(Replaced::default());
+        for (cls, f) in &self.support.selects {
+            ok &= cls.bind(py).getattr(name)?.is(f.bind(py));
         }
-        let mut process_events = false;
-        for name in [
-            &o.names._process_events,
-            &o.names._add_callback,
-            &o.names._remove_reader,
-            &o.names._remove_writer,
-        ] {
-            process_events |= ld.contains(name.bind(py))?;
-        }
-        let select = !same_selector
-            || match &sd {
-                Some(d) => d.contains(o.names.select.bind(py))?,
-                None => true,
-            };
-        Ok(Replaced {
-            time: !time_ours,
-            select,
-            process_events,
-        })
+        ok &= !self.support.selects.is_empty();
+        let z = SelectorSeen {
+            selector: selector.as_ptr() as usize,
+            tp: tp as usize,
+            tag: version_tag(tp),
+            dict_len,
+            ok,
+        };
+        self.state.with(py, |s| s.selector_seen = Some(z));
+        Ok(ok)
     }
 
-    /// `loop.time()`: the core's clock, or the method a program put in its place.
-    fn now(&self, lp: &Bound<'_, PyAny>, r: Replaced) -> PyResult<f64> {
-        if r.time {
-            lp.call_method0(intern!(lp.py(), "time"))?.extract()
+    /// What asyncio's Handle classes hold now, looked at again only when either class changed
+    /// since the last look (a class's version tag changes with any of its attributes).
+    fn handle_classes(&self, py: Python<'_>, o: &AsyncioObjects) -> PyResult<HandleClasses> {
+        let handle_type = o.handle_type.bind(py);
+        let timer_type = o.timer_type.bind(py);
+        let tags = || {
+            (
+                version_tag(handle_type.as_type_ptr()),
+                version_tag(timer_type.as_type_ptr()),
+            )
+        };
+        let now = tags();
+        let known = self.state.with(py, |s| {
+            s.handles
+                .filter(|(t, _)| t.0 != 0 && t.1 != 0 && *t == now)
+                .map(|(_, h)| h)
+        });
+        if let Some(h) = known {
+            return Ok(h);
+        }
+        let is = |cls: &Bound<'_, PyType>, name: &Bound<'_, PyString>, own: &Option<Py<PyAny>>| {
+            PyResult::Ok(match own {
+                Some(own) => cls.getattr(name)?.is(own.bind(py)),
+                None => false,
+            })
+        };
+        let run = o.names._run.bind(py);
+        let init = intern!(py, "__init__");
+        let lt = intern!(py, "__lt__");
+        let h = HandleClasses {
+            run_patched: !(is(handle_type, run, &o.handle_run)? && is(timer_type, run, &o.handle_run)?),
+            init_own: is(handle_type, init, &o.handle_init)? && is(timer_type, init, &o.timer_init)?,
+            lt_own: is(timer_type, lt, &o.timer_lt)?,
+        };
+        // The lookups gave both classes a tag if they had none.
+        let tags = tags();
+        self.state.with(py, |s| s.handles = Some((tags, h)));
+        Ok(h)
+    }
+
+    /// The loop's `__dict__`, to read its attributes from first (see `attrs`).
+    fn loop_dict<'py>(&self, lp: &Bound<'py, PyAny>) -> Option<Bound<'py, PyDict>> {
+        if self.loop_dict_ok {
+            attrs::instance_dict(lp)
         } else {
-            self.time_of(lp)
+            None
         }
     }
 
-    /// `EpollSelector.select`'s answer for the `n` events polled: `[(key, mask), ...]`.
-    fn event_list<'py>(&self, py: Python<'py>, n: usize) -> PyResult<Bound<'py, PyList>> {
-        let mut keys = Vec::new();
-        self.select_keys(py, n, &mut keys)?;
-        PyList::new(py, keys)
+    /// `loop.name`, from its dict first.
+    fn loop_attr<'py>(
+        &self,
+        lp: &Bound<'py, PyAny>,
+        name: &Py<PyString>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        attrs::attr(lp, self.loop_dict(lp).as_ref(), name)
+    }
+
+    /// `loop.<LOOP_SLOTS[i]>`: its slot, or the long way.
+    fn loop_slot<'py>(&self, lp: &Bound<'py, PyAny>, i: usize) -> PyResult<Bound<'py, PyAny>> {
+        let py = lp.py();
+        let name = PyString::intern(py, LOOP_SLOTS[i]);
+        match self.loop_slots {
+            Some(offsets) => attrs::slot_attr(lp, offsets[i], &name.unbind()),
+            None => lp.getattr(name),
+        }
+    }
+
+    /// `loop.<LOOP_SLOTS[i]> = value`.
+    fn set_loop_slot(&self, lp: &Bound<'_, PyAny>, i: usize, value: &Bound<'_, PyAny>) -> PyResult<()> {
+        match self.loop_slots {
+            // SAFETY: the offset is a `PyObject *` slot of the loop's class (slot_offsets).
+            Some(offsets) => unsafe {
+                aio::set_slot(lp.as_ptr(), offsets[i], value.as_ptr());
+                Ok(())
+            },
+            None => lp.setattr(LOOP_SLOTS[i], value),
+        }
+    }
+
+    /// `loop._scheduled` when it is a list (the heap the native code keeps), else None.
+    fn scheduled<'py>(&self, lp: &Bound<'py, PyAny>) -> PyResult<Option<Bound<'py, PyList>>> {
+        Ok(self.loop_slot(lp, SCHEDULED)?.cast_into_exact::<PyList>().ok())
+    }
+
+    fn closed_check(&self, o: &AsyncioObjects, lp: &Bound<'_, PyAny>) -> PyResult<()> {
+        if truthy(&self.loop_attr(lp, &o.names._closed)?)? {
+            return Err(PyRuntimeError::new_err("Event loop is closed"));
+        }
+        Ok(())
+    }
+
+    fn debug(&self, lp: &Bound<'_, PyAny>) -> PyResult<bool> {
+        truthy(&self.loop_slot(lp, DEBUG)?)
+    }
+
+    /// The `append` and `popleft` of the loop's ready deque `ready`, bound once for as long as
+    /// `loop._ready` is that deque.
+    fn ready_methods<'py>(
+        &self,
+        ready: &Bound<'py, PyAny>,
+    ) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyAny>)> {
+        let py = ready.py();
+        let cached = self.state.with(py, |s| match &s.ready_methods {
+            Some((r, a, p)) if r.as_ptr() == ready.as_ptr() => {
+                Some((a.clone_ref(py), p.clone_ref(py)))
+            }
+            _ => None,
+        });
+        if let Some((a, p)) = cached {
+            return Ok((a.into_bound(py), p.into_bound(py)));
+        }
+        let o = objects(py)?;
+        let append = ready.getattr(o.names.append.bind(py))?;
+        let popleft = ready.getattr(o.names.popleft.bind(py))?;
+        let new = Some((
+            ready.clone().unbind(),
+            append.clone().unbind(),
+            popleft.clone().unbind(),
+        ));
+        let old = self
+            .state
+            .with(py, |s| std::mem::replace(&mut s.ready_methods, new));
+        Self::release(py, old);
+        Ok((append, popleft))
+    }
+
+    /// Drops Python objects outside any state scope (their finalizers may call back in).
+    fn release<T>(_py: Python<'_>, objs: T) {
+        drop(objs);
+    }
+
+    /// asyncio's own `_run_once`, for one iteration the native code does not run.
+    fn python_run_once(&self, py: Python<'_>, lp: &Bound<'_, PyAny>) -> PyResult<()> {
+        let call = Call {
+            lp: lp.clone(),
+            args: &[],
+            nargs: 0,
+            kwnames: None,
+        };
+        loop_rule::delegate(py, Method::RunOnce, &call).map(drop)
+    }
+
+    /// asyncio's clean-up of cancelled timers at the start of `_run_once`, on the loop's
+    /// `_scheduled` list and `_timer_cancelled_count`. False when a value is not what the
+    /// native code reads (the iteration is then asyncio's).
+    fn clean_timers(
+        &self,
+        py: Python<'_>,
+        o: &AsyncioObjects,
+        lp: &Bound<'_, PyAny>,
+        order: Order<'_>,
+    ) -> PyResult<bool> {
+        let Some(timers) = self.scheduled(lp)? else {
+            return Ok(false);
+        };
+        let Ok(cancelled) = self.loop_slot(lp, CANCELLED_COUNT)?.extract::<i64>() else {
+            return Ok(false);
+        };
+        let len = timers.len();
+        if len > MIN_SCHEDULED_TIMER_HANDLES
+            && cancelled as f64 / len as f64 > MIN_CANCELLED_TIMER_HANDLES_FRACTION
+        {
+            let kept = PyList::empty(py);
+            for h in timers.iter() {
+                if is_cancelled(o, &h)? {
+                    set_scheduled(o, &h, false)?;
+                } else {
+                    kept.append(h)?;
+                }
+            }
+            heap::heapify(&kept, order)?;
+            self.set_loop_slot(lp, SCHEDULED, &kept)?;
+            self.set_loop_slot(lp, CANCELLED_COUNT, 0i64.into_pyobject(py)?.as_any())?;
+            return Ok(true);
+        }
+        loop {
+            let Some(timers) = self.scheduled(lp)? else {
+                return Ok(false);
+            };
+            let Some(head) = heap::peek(&timers) else { break };
+            if !is_cancelled(o, &head)? {
+                break;
+            }
+            let count = self.loop_slot(lp, CANCELLED_COUNT)?;
+            let less = count.sub(1)?;
+            self.set_loop_slot(lp, CANCELLED_COUNT, &less)?;
+            let h = heap::pop(&timers, order)?;
+            set_scheduled(o, &h, false)?;
+        }
+        Ok(true)
     }
 
     /// `EpollSelector.select` for the `n` events polled: the key of each registered fd and the
@@ -299,81 +550,6 @@ impl LoopCore {
         });
         self.state.with(py, |s| s.polled = polled);
         found
-    }
-
-    /// Drops Python objects outside any state scope (their finalizers may call back in).
-    fn release<T>(_py: Python<'_>, objs: T) {
-        drop(objs);
-    }
-
-    /// asyncio's clean-up of cancelled timers at the start of `_run_once`.
-    fn clean_timers(&self, py: Python<'_>, o: &AsyncioObjects) -> PyResult<()> {
-        let cancelled_of = |h: &Py<PyAny>| -> PyResult<bool> { is_cancelled(o, h.bind(py)) };
-        let (len, cancelled) = self.state.with(py, |s| (s.timers.len(), s.cancelled));
-        let mut removed: Vec<Py<PyAny>> = Vec::new();
-        if len > MIN_SCHEDULED_TIMER_HANDLES
-            && cancelled as f64 / len as f64 > MIN_CANCELLED_TIMER_HANDLES_FRACTION
-        {
-            // Reading `_cancelled` calls no Python for plain TimerHandles; a subclass's is read
-            // through getattr, before the state is touched.
-            let flags: Vec<bool> = self
-                .state
-                .with(py, |s| {
-                    s.timers
-                        .iter()
-                        .map(|(_, h)| h.clone_ref(py))
-                        .collect::<Vec<_>>()
-                })
-                .iter()
-                .map(cancelled_of)
-                .collect::<PyResult<_>>()?;
-            let mut i = 0;
-            self.state.with(py, |s| {
-                if s.timers.len() != flags.len() {
-                    return; // a `__bool__` changed the heap: clean up at the next iteration
-                }
-                s.timers.retain_heapify(
-                    |_| {
-                        let keep = !flags[i];
-                        i += 1;
-                        keep
-                    },
-                    |h| removed.push(h),
-                );
-                s.cancelled = 0;
-            });
-        } else {
-            loop {
-                let head = self
-                    .state
-                    .with(py, |s| s.timers.peek().map(|(_, h)| h.clone_ref(py)));
-                let cancelled = match &head {
-                    Some(h) => cancelled_of(h)?,
-                    None => false,
-                };
-                match head {
-                    Some(h) if cancelled => {
-                        let popped = self.state.with(py, |s| {
-                            s.cancelled = s.cancelled.saturating_sub(1);
-                            s.timers.pop()
-                        });
-                        Self::release(py, h);
-                        if let Some((_, h)) = popped {
-                            removed.push(h);
-                        }
-                    }
-                    other => {
-                        Self::release(py, other);
-                        break;
-                    }
-                }
-            }
-        }
-        for h in &removed {
-            set_scheduled(o, h.bind(py), false)?;
-        }
-        Self::release(py, removed);
-        Ok(())
     }
 
     /// epoll_wait(2) on the selector's instance, as `select.epoll.poll` makes it (the timeout
@@ -444,31 +620,40 @@ impl LoopCore {
     /// reads the epoll instance itself (one io_uring_enter(2), whether events are there, come,
     /// or the timeout passes); an iteration that must not wait looks with epoll_wait(2).
     /// Otherwise epoll first (what is ready costs one epoll_wait(2)); when nothing is and the
-    /// iteration may wait, the ring waits for the epoll instance to become readable.
+    /// iteration may wait, the ring waits for the epoll instance to become readable. A wait a
+    /// signal ends early is resumed, after the signal handlers ran, for the time left, as
+    /// `select.epoll.poll` resumes (PEP 475).
     fn ring_wait(
         &self,
         py: Python<'_>,
         ring: &Py<PyReactor>,
         timeout: Option<f64>,
     ) -> PyResult<usize> {
+        if timeout == Some(0.0) {
+            return self.epoll_wait(py, Some(0.0));
+        }
         let reactor = ring.get();
-        if reactor.reads_epoll() && timeout != Some(0.0) {
-            let limit = timeout.map(|t| Duration::from_secs_f64(t.max(0.0)));
-            let mut events = self.take_events(py);
-            let n = reactor.epoll_wait(py, self.epfd, &mut events, self.max_events(py), limit);
-            self.state.with(py, |s| s.events = events);
-            let n = n?;
+        let deadline = timeout.map(|t| monotonic() + t.max(0.0));
+        loop {
+            let limit = deadline.map(|d| Duration::from_secs_f64((d - monotonic()).max(0.0)));
+            let n = if reactor.reads_epoll() {
+                let mut events = self.take_events(py);
+                let n = reactor.epoll_wait(py, self.epfd, &mut events, self.max_events(py), limit);
+                self.state.with(py, |s| s.events = events);
+                n?
+            } else {
+                let n = self.epoll_wait(py, Some(0.0))?;
+                if n > 0 {
+                    return Ok(n);
+                }
+                reactor.wait(py, self.epfd, limit)?;
+                self.epoll_wait(py, Some(0.0))?
+            };
             py.check_signals()?;
-            return Ok(n);
+            if n > 0 || deadline.is_some_and(|d| monotonic() >= d) {
+                return Ok(n);
+            }
         }
-        let n = self.epoll_wait(py, Some(0.0))?;
-        if n > 0 || timeout == Some(0.0) {
-            return Ok(n);
-        }
-        let limit = timeout.map(|t| Duration::from_secs_f64(t.max(0.0)));
-        ring.get().wait(py, self.epfd, limit)?;
-        py.check_signals()?;
-        self.epoll_wait(py, Some(0.0))
     }
 
     /// `EpollSelector.select`'s keys and masks, then `_process_events`: the Handles of what is
@@ -576,12 +761,15 @@ impl LoopCore {
             Ok(()) => Ok(()),
             Err(e) if passes_through(py, &e) => Err(e),
             Err(e) => {
-                let exc = e.into_value(py);
-                self.support.report_error.bind(py).call1((h, exc))?;
+                let exc = e.into_value(py).into_bound(py);
+                handling(py, exc.as_any(), || {
+                    self.support.report_error.bind(py).call1((h, &exc))
+                })?;
                 Ok(())
             }
         }
     }
+
 
     /// The transport whose `_read_ready` `cb` is, when it is one of fdkit's socket transports
     /// (exactly its class: a subclass may override the read path).
@@ -601,229 +789,121 @@ impl LoopCore {
             .then_some(tr)
     }
 
-    /// The loop's `__dict__`, to read its attributes from first (see `attrs`).
-    fn loop_dict<'py>(&self, lp: &Bound<'py, PyAny>) -> Option<Bound<'py, PyDict>> {
-        if self.loop_dict_ok {
-            attrs::instance_dict(lp)
-        } else {
-            None
-        }
-    }
 
-    /// `loop.name`, from its dict first.
-    fn loop_attr<'py>(
-        &self,
-        lp: &Bound<'py, PyAny>,
-        name: &Py<PyString>,
-    ) -> PyResult<Bound<'py, PyAny>> {
-        attrs::attr(lp, self.loop_dict(lp).as_ref(), name)
-    }
-
-    /// `loop.<name>` for the `i`th of `_ready`, `_stopping`, `_debug`, `_selector`: its slot, or
-    /// the long way.
-    fn loop_slot<'py>(
-        &self,
-        lp: &Bound<'py, PyAny>,
-        i: usize,
-        name: &Py<PyString>,
-    ) -> PyResult<Bound<'py, PyAny>> {
-        match self.loop_slots {
-            Some(offsets) => attrs::slot_attr(lp, offsets[i], name),
-            None => lp.getattr(name.bind(lp.py())),
-        }
-    }
-
-    fn closed_check(&self, o: &AsyncioObjects, lp: &Bound<'_, PyAny>) -> PyResult<()> {
-        if truthy(&self.loop_attr(lp, &o.names._closed)?)? {
-            return Err(PyRuntimeError::new_err("Event loop is closed"));
-        }
-        Ok(())
-    }
-
-    fn debug(&self, o: &AsyncioObjects, lp: &Bound<'_, PyAny>) -> PyResult<bool> {
-        truthy(&self.loop_slot(lp, 2, &o.names._debug)?)
-    }
-
-    /// The `append` and `popleft` of the loop's ready deque `ready`, bound once for as long as
-    /// `loop._ready` is that deque.
-    fn ready_methods<'py>(
-        &self,
-        ready: &Bound<'py, PyAny>,
-    ) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyAny>)> {
-        let py = ready.py();
-        let cached = self.state.with(py, |s| match &s.ready_methods {
-            Some((r, a, p)) if r.as_ptr() == ready.as_ptr() => {
-                Some((a.clone_ref(py), p.clone_ref(py)))
-            }
-            _ => None,
-        });
-        if let Some((a, p)) = cached {
-            return Ok((a.into_bound(py), p.into_bound(py)));
-        }
-        let o = objects(py)?;
-        let append = ready.getattr(o.names.append.bind(py))?;
-        let popleft = ready.getattr(o.names.popleft.bind(py))?;
-        let new = Some((
-            ready.clone().unbind(),
-            append.clone().unbind(),
-            popleft.clone().unbind(),
-        ));
-        let old = self
-            .state
-            .with(py, |s| std::mem::replace(&mut s.ready_methods, new));
-        Self::release(py, old);
-        Ok((append, popleft))
-    }
-
-    fn schedule<'py>(
-        &self,
-        py: Python<'py>,
-        when: f64,
-        when_obj: &Bound<'py, PyAny>,
-        callback: &Bound<'py, PyAny>,
-        args: &Bound<'py, PyTuple>,
-        context: Option<&Bound<'py, PyAny>>,
-    ) -> PyResult<Bound<'py, PyAny>> {
-        let lp = self.loop_.bind(py);
-        let o = objects(py)?;
-        let timer = aio::new_handle(py, o, callback, args, lp, context, Some(when_obj))?;
-        let t = timer.clone().unbind();
-        self.state.with(py, |s| s.timers.push(when, t));
-        set_scheduled(o, &timer, true)?;
-        Ok(timer)
-    }
-
-    /// One iteration of asyncio's `_run_once`.
+    /// One iteration of asyncio's `_run_once`, or asyncio's own `_run_once` where the
+    /// native one would not do what it does.
     fn iteration(&self, py: Python<'_>) -> PyResult<()> {
         let o = objects(py)?;
         let lp = self.loop_.bind(py);
-        self.clean_timers(py, o)?;
-
-        let replaced = self.replaced(py, lp)?;
-        let ready = self.loop_slot(lp, 0, &o.names._ready)?;
-        let head = self.state.with(py, |s| s.timers.peek().map(|(w, _)| *w));
-        let timeout = if ready.len()? > 0 || truthy(&self.loop_slot(lp, 1, &o.names._stopping)?)? {
+        let (mask, clock_resolution) = self.world(py, lp)?;
+        let selector = self.loop_slot(lp, SELECTOR)?;
+        let Some(clock_resolution) = clock_resolution else {
+            return self.python_run_once(py, lp);
+        };
+        if mask & Method::RunOnce.bit() == 0 || (!selector.is_none() && !self.selector_ok(py, &selector)?) {
+            return self.python_run_once(py, lp);
+        }
+        let classes = self.handle_classes(py, o)?;
+        let order = Order {
+            o,
+            native_lt: classes.lt_own,
+        };
+        if !self.clean_timers(py, o, lp, order)? {
+            return self.python_run_once(py, lp);
+        }
+        let Some(timers) = self.scheduled(lp)? else {
+            return self.python_run_once(py, lp);
+        };
+        let ready = self.loop_slot(lp, READY)?;
+        let timeout = if truthy(&ready)? || truthy(&self.loop_slot(lp, STOPPING)?)? {
             Some(0.0)
-        } else if let Some(when) = head {
-            Some((when - self.now(lp, replaced)?).clamp(0.0, MAXIMUM_SELECT_TIMEOUT))
+        } else if let Some(head) = heap::peek(&timers) {
+            // A `when` that is not a finite number (NaN, infinities, a Decimal...) gets
+            // asyncio's arithmetic, which differs between versions.
+            match heap::plain_when(o, head.as_ptr()) {
+                Some(when) if when.is_finite() => {
+                    Some((when - monotonic()).clamp(0.0, MAXIMUM_SELECT_TIMEOUT))
+                }
+                _ => return self.python_run_once(py, lp),
+            }
         } else {
             None
         };
+        drop(timers);
 
         // A closed loop's selector is gone (asyncio's close() sets it to None), and with it the
         // epoll fd this core would wait on: fail as asyncio's `self._selector.select` fails.
-        let selector = self.loop_slot(lp, 3, &o.names._selector)?;
         if selector.is_none() {
             return Err(PyAttributeError::new_err(
                 "'NoneType' object has no attribute 'select'",
             ));
         }
-        if replaced.select || replaced.process_events {
-            // A program replaced the selector, its select() or a method _process_events calls:
-            // asyncio's steps, each looked up on the instance.
-            let events = if replaced.select {
-                selector.call_method1(o.names.select.bind(py), (timeout,))?
-            } else {
-                let n = match &self.ring {
-                    Some(ring) => self.ring_wait(py, ring, timeout)?,
-                    None => self.epoll_wait(py, timeout)?,
-                };
-                self.event_list(py, n)?.into_any()
-            };
-            lp.call_method1(o.names._process_events.bind(py), (events,))?;
-        } else {
-            let n = match &self.ring {
-                Some(ring) => self.ring_wait(py, ring, timeout)?,
-                None => self.epoll_wait(py, timeout)?,
-            };
-            self.process_events(py, lp, &ready, n)?;
-        }
+        let n = match &self.ring {
+            Some(ring) => self.ring_wait(py, ring, timeout)?,
+            None => self.epoll_wait(py, timeout)?,
+        };
+        self.process_events(py, lp, &ready, n)?;
 
         // 'later' callbacks that are due.
-        let now = self.now(lp, replaced)?;
+        let now = monotonic();
         let end_time = now
             + if self.end_time_ulp {
-                self.clock_resolution.max(ulp(now))
+                clock_resolution.max(ulp(now))
             } else {
-                self.clock_resolution
+                clock_resolution
             };
-        let (append, popleft) = self.ready_methods(&ready)?;
+        let end = PyFloat::new(py, end_time);
         loop {
-            let due = self.state.with(py, |s| match s.timers.peek() {
-                Some((w, _)) if *w < end_time => s.timers.pop().map(|(_, h)| h),
-                _ => None,
-            });
-            let Some(h) = due else { break };
-            let h = h.into_bound(py);
+            // asyncio reads `self._scheduled` again for each timer.
+            let Some(timers) = self.scheduled(lp)? else {
+                return Err(PyRuntimeError::new_err("loop._scheduled is no longer a list"));
+            };
+            let Some(head) = heap::peek(&timers) else { break };
+            let not_due = match heap::plain_when(o, head.as_ptr()) {
+                Some(when) => when >= end_time,
+                None => head.getattr(intern!(py, "_when"))?.ge(&end)?,
+            };
+            if not_due {
+                break;
+            }
+            let h = heap::pop(&timers, order)?;
             set_scheduled(o, &h, false)?;
-            append.call1((&h,))?;
+            let ready = self.loop_slot(lp, READY)?;
+            self.ready_methods(&ready)?.0.call1((&h,))?;
         }
 
         // This is the only place where callbacks are called; those they schedule run at the
-        // next iteration.
-        let ntodo = ready.len()?;
-        if ntodo == 0 {
-            return Ok(());
-        }
-        let handle_type = o.handle_type.bind(py);
-        let timer_type = o.timer_type.bind(py);
-        let run_name = o.names._run.bind(py);
-        // Whether `_run` was patched: looked up again only when either class changed since
-        // the last look (a class's version tag changes with any of its attributes).
-        // SAFETY: reading the version tags of two live type objects.
-        let tags = unsafe {
-            (
-                (*handle_type.as_type_ptr()).tp_version_tag,
-                (*timer_type.as_type_ptr()).tp_version_tag,
-            )
-        };
-        let known = self.state.with(py, |s| {
-            s.run_patched
-                .filter(|(t, _)| t.0 != 0 && t.1 != 0 && *t == tags)
-        });
-        let patched = match (known, &o.handle_run) {
-            (Some((_, p)), _) => p,
-            (None, None) => true,
-            (None, Some(own)) => {
-                let p = !handle_type.getattr(run_name)?.is(own.bind(py))
-                    || !timer_type.getattr(run_name)?.is(own.bind(py));
-                // SAFETY: as above; the lookups gave both classes a tag if they had none.
-                let tags = unsafe {
-                    (
-                        (*handle_type.as_type_ptr()).tp_version_tag,
-                        (*timer_type.as_type_ptr()).tp_version_tag,
-                    )
-                };
-                self.state.with(py, |s| s.run_patched = Some((tags, p)));
-                p
-            }
-        };
+        // next iteration. asyncio reads `self._ready` for each one (a callback may replace
+        // it) and runs the signal handlers between two callbacks.
+        let ntodo = self.loop_slot(lp, READY)?.len()?;
         for _ in 0..ntodo {
-            let h = popleft.call0()?;
+            let ready = self.loop_slot(lp, READY)?;
+            let h = self.ready_methods(&ready)?.1.call0()?;
             if is_cancelled(o, &h)? {
                 continue;
             }
-            if truthy(&self.loop_slot(lp, 2, &o.names._debug)?)? {
+            if self.debug(lp)? {
                 self.support.run_debug.bind(py).call1((lp, &h))?;
-            } else if patched {
-                h.call_method0(run_name)?;
+            } else if classes.run_patched {
+                h.call_method0(o.names._run.bind(py))?;
             } else {
                 self.run_handle(py, o, &h)?;
             }
+            py.check_signals()?;
         }
         Ok(())
     }
 
     /// Whether `run_once` runs another iteration before it returns: it was called by asyncio's
     /// `run_forever` (whose loop does nothing between iterations but read `_stopping`), the
-    /// loop is not stopping, and `_run_once` is still this core's (a program may replace it
-    /// from a callback; `run_forever` then calls the replacement). Anything else, a test's own
-    /// call of `loop._run_once()` included, gets exactly one iteration. Pending signal handlers
-    /// run here as Python runs them between the calls of `run_forever`'s loop.
+    /// loop is not stopping, and `_run_once` is still the native one, with nothing it stands
+    /// for changed (a program may patch the class from a callback; `run_forever` then calls
+    /// the replacement). Anything else, a test's own call of `loop._run_once()` included, gets
+    /// exactly one iteration. Pending signal handlers run here as Python runs them between
+    /// the calls of `run_forever`'s loop.
     fn goes_on(&self, py: Python<'_>) -> PyResult<bool> {
-        let o = objects(py)?;
         let lp = self.loop_.bind(py);
-        if truthy(&self.loop_slot(lp, 1, &o.names._stopping)?)? {
+        if truthy(&self.loop_slot(lp, STOPPING)?)? {
             return Ok(false);
         }
         let Some(code) = &self.support.run_forever_code else {
@@ -843,23 +923,178 @@ impl LoopCore {
         if !called_by_run_forever {
             return Ok(false);
         }
-        let ours = self.state.with(py, |s| {
-            s.sealed
-                .as_ref()
-                .and_then(|z| z.run_once.as_ref().map(|m| m.as_ptr()))
-        });
-        let Some(ours) = ours else {
+        let mask = self.world(py, lp)?.0;
+        if mask & Method::RunOnce.bit() == 0 || mask & RUN_ONCE_OWN == 0 {
             return Ok(false);
-        };
-        let Some(ld) = attrs::instance_dict(lp) else {
-            return Ok(false);
-        };
-        match attrs::dict_get(&ld, o.names._run_once.bind(py).as_any())? {
-            Some(m) if m.as_ptr() == ours => {}
-            _ => return Ok(false),
         }
         py.check_signals()?;
         Ok(true)
+    }
+
+    /// asyncio's `_run_once`: one full iteration; called by asyncio's `run_forever`, the
+    /// iterations until `_stopping` is set (see `goes_on`).
+    fn run_once(&self, py: Python<'_>) -> PyResult<()> {
+        loop {
+            self.iteration(py)?;
+            if !self.goes_on(py)? {
+                return Ok(());
+            }
+        }
+    }
+
+    /// A new TimerHandle for `callback(*args)` at `when` (the object a program gave, or the
+    /// float `call_later` computed), pushed on the heap as `call_at` pushes it; None where
+    /// asyncio's `call_at` must run instead.
+    #[allow(clippy::too_many_arguments)]
+    fn schedule<'py>(
+        &self,
+        py: Python<'py>,
+        o: &AsyncioObjects,
+        classes: HandleClasses,
+        when: &Bound<'py, PyAny>,
+        callback: &Bound<'py, PyAny>,
+        args: &Bound<'py, PyTuple>,
+        context: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Option<Bound<'py, PyAny>>> {
+        let lp = self.loop_.bind(py);
+        let Some(timers) = self.scheduled(lp)? else {
+            return Ok(None);
+        };
+        let timer = aio::new_handle(py, o, callback, args, lp, context, Some(when))?;
+        let order = Order {
+            o,
+            native_lt: classes.lt_own,
+        };
+        heap::push(&timers, order, &timer)?;
+        set_scheduled(o, &timer, true)?;
+        Ok(Some(timer))
+    }
+
+    /// asyncio's `call_soon`, `call_at` or `call_later` (`m`) with the call's arguments;
+    /// None where asyncio's own must run.
+    fn call_method<'py>(
+        &self,
+        py: Python<'py>,
+        m: Method,
+        call: &Call<'_, 'py>,
+    ) -> PyResult<Option<Bound<'py, PyAny>>> {
+        let first = if m == Method::CallSoon { 1 } else { 2 };
+        if call.nargs < first {
+            return Ok(None);
+        }
+        let Ok(context) = call.keyword("context", &["context"]) else {
+            return Ok(None);
+        };
+        let context = context.filter(|c| !c.is_none());
+        let lp = &call.lp;
+        let o = objects(py)?;
+        // asyncio checks that the loop is open first, then looks at debug mode.
+        self.closed_check(o, lp)?;
+        if self.debug(lp)? {
+            return Ok(None);
+        }
+        let classes = self.handle_classes(py, o)?;
+        if !classes.init_own {
+            return Ok(None);
+        }
+        let callback = call.arg(first - 1);
+        let args = call.rest(first)?;
+        match m {
+            Method::CallSoon => {
+                let handle = aio::new_handle(py, o, &callback, &args, lp, context.as_ref(), None)?;
+                let ready = self.loop_slot(lp, READY)?;
+                self.ready_methods(&ready)?.0.call1((&handle,))?;
+                Ok(Some(handle))
+            }
+            Method::CallAt => {
+                let when = call.arg(0);
+                if when.is_none() || plain_number(&when).is_none() {
+                    return Ok(None);
+                }
+                self.schedule(py, o, classes, &when, &callback, &args, context.as_ref())
+            }
+            _ => {
+                let delay = call.arg(0);
+                let Some(d) = plain_number(&delay) else {
+                    return Ok(None);
+                };
+                let when = PyFloat::new(py, monotonic() + d);
+                self.schedule(py, o, classes, when.as_any(), &callback, &args, context.as_ref())
+            }
+        }
+    }
+
+    /// asyncio's `create_task`: a `Task` of `asyncio.tasks`; None (asyncio's own) for a task
+    /// factory, debug mode (a source traceback to trim) or other keywords (3.14's
+    /// `eager_start`, whatever a task factory takes).
+    fn create_task<'py>(&self, py: Python<'py>, call: &Call<'_, 'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
+        if call.nargs != 1 {
+            return Ok(None);
+        }
+        let known = ["name", "context"];
+        let (Ok(name), Ok(context)) = (call.keyword("name", &known), call.keyword("context", &known)) else {
+            return Ok(None);
+        };
+        let lp = &call.lp;
+        let o = objects(py)?;
+        self.closed_check(o, lp)?;
+        let factory = self.loop_attr(lp, &o.names._task_factory)?;
+        if !factory.is_none() || self.debug(lp)? {
+            return Ok(None);
+        }
+        let kw = PyDict::new(py);
+        kw.set_item(o.names.loop_.bind(py), lp)?;
+        kw.set_item(o.names.name.bind(py), name)?;
+        kw.set_item(o.names.context.bind(py), context)?;
+        let task = py
+            .import(intern!(py, "asyncio.tasks"))?
+            .getattr(o.names.Task.bind(py))?;
+        task.call((call.arg(0),), Some(&kw)).map(Some)
+    }
+
+    /// asyncio's `_timer_handle_cancelled(handle)`.
+    fn timer_handle_cancelled(&self, py: Python<'_>, lp: &Bound<'_, PyAny>, handle: &Bound<'_, PyAny>) -> PyResult<()> {
+        if handle.getattr(intern!(py, "_scheduled"))?.is_truthy()? {
+            let count = self.loop_slot(lp, CANCELLED_COUNT)?;
+            let more = count.add(1)?;
+            self.set_loop_slot(lp, CANCELLED_COUNT, &more)?;
+        }
+        Ok(())
+    }
+
+    /// Method `m` called as `call` says, natively: its result, or None where asyncio's must
+    /// run (`loop_rule`, arguments the native one does not take, a rare path).
+    pub(super) fn native_call(
+        &self,
+        py: Python<'_>,
+        m: Method,
+        call: &Call<'_, '_>,
+    ) -> PyResult<Option<Py<PyAny>>> {
+        let lp = &call.lp;
+        if !lp.is(self.loop_.bind(py)) || !self.allowed(py, lp, m)? {
+            return Ok(None);
+        }
+        let bare = call.nargs == 0 && call.no_keywords();
+        let out: Option<Bound<'_, PyAny>> = match m {
+            Method::CallSoon | Method::CallAt | Method::CallLater => self.call_method(py, m, call)?,
+            Method::Time if bare => Some(PyFloat::new(py, monotonic()).into_any()),
+            Method::RunOnce if bare => {
+                self.run_once(py)?;
+                Some(py.None().into_bound(py))
+            }
+            Method::GetDebug if bare => Some(self.loop_slot(lp, DEBUG)?),
+            Method::CheckClosed if bare => {
+                self.closed_check(objects(py)?, lp)?;
+                Some(py.None().into_bound(py))
+            }
+            Method::TimerHandleCancelled if call.nargs == 1 && call.no_keywords() => {
+                self.timer_handle_cancelled(py, lp, &call.arg(0))?;
+                Some(py.None().into_bound(py))
+            }
+            Method::CreateTask => self.create_task(py, call)?,
+            _ => None,
+        };
+        Ok(out.map(Bound::unbind))
     }
 }
 
@@ -867,9 +1102,11 @@ impl LoopCore {
 impl LoopCore {
     /// The core of ``loop``: ``selector`` is the loop's epoll selector, ``ring`` the io_uring
     /// engine's reactor (None on epoll), ``support`` the module with the Python paths,
-    /// ``owner`` the class whose ``__slots__`` hold ``_ready``, ``_stopping`` and ``_debug``.
+    /// ``owner`` the class whose ``__slots__`` hold the attributes the iteration reads,
+    /// ``selects`` the ``(class, function)`` pairs the native wait stands for (each class's
+    /// ``select`` must be that function).
     #[new]
-    #[pyo3(signature = (loop_, selector, ring, support, owner))]
+    #[pyo3(signature = (loop_, selector, ring, support, owner, selects))]
     fn new(
         py: Python<'_>,
         loop_: &Bound<'_, PyAny>,
@@ -877,6 +1114,7 @@ impl LoopCore {
         ring: Option<Py<PyReactor>>,
         support: &Bound<'_, PyAny>,
         owner: &Bound<'_, PyType>,
+        selects: Vec<(Py<PyAny>, Py<PyAny>)>,
     ) -> PyResult<Self> {
         objects(py)?;
         let epfd: RawFd = selector
@@ -888,24 +1126,15 @@ impl LoopCore {
             .cast_into::<PyDict>()?
             .unbind();
         let base = py.import("asyncio.base_events")?.getattr("BaseEventLoop")?;
-        let native_time = loop_.get_type().getattr("time")?.is(&base.getattr("time")?);
         let names = &objects(py)?.names;
         let loop_dict_ok =
             attrs::dict_first_ok(&loop_.get_type(), &[&names._closed, &names._task_factory])?;
-        let loop_slots = attrs::slot_offsets(
-            &loop_.get_type(),
-            owner,
-            ["_ready", "_stopping", "_debug", "_selector"],
-        )?;
+        let loop_slots = attrs::slot_offsets(&loop_.get_type(), owner, LOOP_SLOTS)?;
         Ok(LoopCore {
             loop_: loop_.clone().unbind(),
             support: Support {
                 report_error: support.getattr("report_error")?.unbind(),
                 run_debug: support.getattr("run_debug")?.unbind(),
-                call_soon: base.getattr("call_soon")?.unbind(),
-                call_later: base.getattr("call_later")?.unbind(),
-                call_at: support.getattr("python_call_at")?.unbind(),
-                create_task: base.getattr("create_task")?.unbind(),
                 transport_type: support.getattr("SocketTransport")?.unbind(),
                 read_error: support.getattr("read_error")?.unbind(),
                 run_forever_code: base
@@ -913,304 +1142,45 @@ impl LoopCore {
                     .getattr("__code__")
                     .ok()
                     .map(Bound::unbind),
+                selects,
             },
+            selector: selector.clone().unbind(),
             epfd,
             fd_to_key,
             ring,
-            native_time,
             loop_dict_ok,
             loop_slots,
-            clock_resolution: loop_.getattr("_clock_resolution")?.extract()?,
             end_time_ulp: support.getattr("END_TIME_ULP")?.extract()?,
             state: GilCell::new(State {
-                timers: TimerHeap::new(),
-                cancelled: 0,
                 events: Events(Vec::new()),
                 recv_buf: Vec::new(),
                 ready_methods: None,
-                run_patched: None,
+                handles: None,
                 polled: Vec::new(),
                 keys: Vec::new(),
-                sealed: None,
+                world: None,
+                generation: 0,
+                selector_seen: None,
             }),
         })
     }
 
-    /// asyncio's `BaseEventLoop.call_soon`.
-    #[pyo3(signature = (callback, *args, context = None))]
-    fn call_soon<'py>(
-        &self,
-        py: Python<'py>,
-        callback: &Bound<'py, PyAny>,
-        args: &Bound<'py, PyTuple>,
-        context: Option<&Bound<'py, PyAny>>,
-    ) -> PyResult<Bound<'py, PyAny>> {
-        let lp = self.loop_.bind(py);
-        let o = objects(py)?;
-        self.closed_check(o, lp)?;
-        if self.debug(o, lp)? {
-            return python_path(
-                &self.support.call_soon,
-                &[lp.as_any(), callback],
-                args,
-                context,
-            );
-        }
-        let handle = aio::new_handle(py, o, callback, args, lp, context, None)?;
-        let ready = self.loop_slot(lp, 0, &o.names._ready)?;
-        self.ready_methods(&ready)?.0.call1((&handle,))?;
-        Ok(handle)
-    }
-
-    /// asyncio's `BaseEventLoop.call_at`.
-    #[pyo3(signature = (when, callback, *args, context = None))]
-    fn call_at<'py>(
-        &self,
-        py: Python<'py>,
-        when: &Bound<'py, PyAny>,
-        callback: &Bound<'py, PyAny>,
-        args: &Bound<'py, PyTuple>,
-        context: Option<&Bound<'py, PyAny>>,
-    ) -> PyResult<Bound<'py, PyAny>> {
-        let lp = self.loop_.bind(py);
-        let o = objects(py)?;
-        match plain_number(when) {
-            Some(w) if !self.debug(o, lp)? => {
-                self.closed_check(o, lp)?;
-                self.schedule(py, w, when, callback, args, context)
-            }
-            _ => python_path(
-                &self.support.call_at,
-                &[lp.as_any(), when, callback],
-                args,
-                context,
-            ),
-        }
-    }
-
-    /// asyncio's `BaseEventLoop.call_later`.
-    #[pyo3(signature = (delay, callback, *args, context = None))]
-    fn call_later<'py>(
-        &self,
-        py: Python<'py>,
-        delay: &Bound<'py, PyAny>,
-        callback: &Bound<'py, PyAny>,
-        args: &Bound<'py, PyTuple>,
-        context: Option<&Bound<'py, PyAny>>,
-    ) -> PyResult<Bound<'py, PyAny>> {
-        let lp = self.loop_.bind(py);
-        let o = objects(py)?;
-        if delay.is_none() {
-            return Err(PyTypeError::new_err("delay must not be None"));
-        }
-        match plain_number(delay) {
-            Some(d)
-                if self.native_time && !self.replaced(py, lp)?.time && !self.debug(o, lp)? =>
-            {
-                let when = monotonic() + d;
-                self.closed_check(o, lp)?;
-                self.schedule(
-                    py,
-                    when,
-                    PyFloat::new(py, when).as_any(),
-                    callback,
-                    args,
-                    context,
-                )
-            }
-            _ => python_path(
-                &self.support.call_later,
-                &[lp.as_any(), delay, callback],
-                args,
-                context,
-            ),
-        }
-    }
-
-    /// asyncio's `BaseEventLoop.create_task`: a `Task` of `asyncio.tasks`, or the task factory's.
-    /// Keywords other than `name` and `context` (3.14's `eager_start`, whatever a task factory
-    /// takes) go to asyncio's own method, which passes them on or refuses them as it does.
-    #[pyo3(signature = (coro, *, name = None, context = None, **kwargs))]
-    fn create_task<'py>(
-        &self,
-        py: Python<'py>,
-        coro: &Bound<'py, PyAny>,
-        name: Option<&Bound<'py, PyAny>>,
-        context: Option<&Bound<'py, PyAny>>,
-        kwargs: Option<&Bound<'py, PyDict>>,
-    ) -> PyResult<Bound<'py, PyAny>> {
-        let lp = self.loop_.bind(py);
-        let o = objects(py)?;
-        self.closed_check(o, lp)?;
-        let factory = self.loop_attr(lp, &o.names._task_factory)?;
-        let more = kwargs.is_some_and(|k| !k.is_empty());
-        if more || !factory.is_none() || self.debug(o, lp)? {
-            // Other keywords, a task factory, or debug mode (a source traceback to trim):
-            // asyncio's own.
-            let kw = kwargs.cloned().unwrap_or_else(|| PyDict::new(py));
-            if let Some(c) = context {
-                kw.set_item(o.names.context.bind(py), c)?;
-            }
-            if let Some(n) = name {
-                kw.set_item(o.names.name.bind(py), n)?;
-            }
-            return self
-                .support
-                .create_task
-                .bind(py)
-                .call((lp, coro), Some(&kw));
-        }
-        let kw = PyDict::new(py);
-        kw.set_item(o.names.loop_.bind(py), lp)?;
-        kw.set_item(o.names.name.bind(py), name)?;
-        kw.set_item(o.names.context.bind(py), context)?;
-        let task = py
-            .import(intern!(py, "asyncio.tasks"))?
-            .getattr(o.names.Task.bind(py))?;
-        task.call((coro,), Some(&kw))
-    }
-
-    /// asyncio's `BaseEventLoop.get_debug`.
-    fn get_debug(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
-        let o = objects(py)?;
-        Ok(self
-            .loop_slot(self.loop_.bind(py), 2, &o.names._debug)?
-            .unbind())
-    }
-
-    /// asyncio's `BaseEventLoop._check_closed`.
-    fn check_closed(&self, py: Python<'_>) -> PyResult<()> {
-        self.closed_check(objects(py)?, self.loop_.bind(py))
-    }
-
-    /// asyncio's `BaseEventLoop.time`: `time.monotonic()`.
-    fn time(&self) -> f64 {
-        monotonic()
-    }
-
-    /// asyncio's `BaseEventLoop._timer_handle_cancelled`.
-    fn timer_handle_cancelled(&self, py: Python<'_>, handle: &Bound<'_, PyAny>) -> PyResult<()> {
-        if handle.getattr(intern!(py, "_scheduled"))?.is_truthy()? {
-            self.state.with(py, |s| s.cancelled += 1);
-        }
-        Ok(())
-    }
-
-    /// Puts a TimerHandle made by asyncio's Python path in the heap (the caller sets its
-    /// `_scheduled`, as `call_at` does after `heappush`).
-    fn push_timer(&self, py: Python<'_>, timer: &Bound<'_, PyAny>) -> PyResult<()> {
-        let when: f64 = timer
-            .getattr(intern!(py, "_when"))?
-            .call_method0("__float__")?
-            .extract()?;
-        let t = timer.clone().unbind();
-        self.state.with(py, |s| s.timers.push(when, t));
-        Ok(())
-    }
-
-    /// The heap as asyncio's `_scheduled` list would hold it.
-    fn scheduled<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
-        let items: Vec<Py<PyAny>> = self.state.with(py, |s| {
-            s.timers.iter().map(|(_, h)| h.clone_ref(py)).collect()
-        });
-        PyList::new(py, items)
-    }
-
-    /// Replaces the heap with ``timers`` (asyncio's `__init__` and `close` set the list).
-    fn set_scheduled(&self, py: Python<'_>, timers: &Bound<'_, PyAny>) -> PyResult<()> {
-        let mut new = TimerHeap::new();
-        for t in timers.try_iter()? {
-            let t = t?;
-            let when: f64 = t
-                .getattr(intern!(py, "_when"))?
-                .call_method0("__float__")?
-                .extract()?;
-            new.push(when, t.unbind());
-        }
-        let old = self
-            .state
-            .with(py, |s| std::mem::replace(&mut s.timers, new));
-        Self::release(py, old);
-        Ok(())
-    }
-
-    /// Notes the loop as it is once its native methods are in place (see `Sealed`).
-    fn seal(slf: &Bound<'_, Self>) -> PyResult<()> {
-        let py = slf.py();
-        let this = slf.get();
-        let o = objects(py)?;
-        let lp = this.loop_.bind(py);
-        let ld = attrs::instance_dict(lp)
-            .ok_or_else(|| PyTypeError::new_err("an fdkit loop has a __dict__"))?;
-        let time = ld
-            .get_item(o.names.time.bind(py))?
-            .unwrap_or_else(|| py.None().into_bound(py));
-        let selector = this.loop_slot(lp, 3, &o.names._selector)?;
-        let selector_dict_len = attrs::instance_dict(&selector).map_or(usize::MAX, |d| d.len());
-        // `_run_once` is this core's when install() put it there: a built-in method whose
-        // `__self__` is the core.
-        let mut run_once = None;
-        if let Some(m) = ld.get_item(o.names._run_once.bind(py))? {
-            let ours = m.getattr(intern!(py, "__self__")).is_ok_and(|s| s.is(slf))
-                && m.getattr(intern!(py, "__name__"))
-                    .is_ok_and(|n| n.eq("run_once").unwrap_or(false));
-            if ours {
-                run_once = Some(m);
-            }
-        }
-        let sealed = Sealed {
-            loop_dict_len: ld.len(),
-            time: time.unbind(),
-            run_once: run_once.map(Bound::unbind),
-            selector: selector.unbind(),
-            selector_dict_len,
-        };
-        let old = this.state.with(py, |s| s.sealed.replace(sealed));
-        Self::release(py, old);
-        Ok(())
-    }
-
-    /// asyncio's `_timer_cancelled_count`.
-    #[getter]
-    fn get_cancelled_count(&self, py: Python<'_>) -> usize {
-        self.state.with(py, |s| s.cancelled)
-    }
-
-    #[setter]
-    fn set_cancelled_count(&self, py: Python<'_>, value: usize) {
-        self.state.with(py, |s| s.cancelled = value);
-    }
-
-    /// asyncio's `BaseEventLoop._run_once`: one full iteration; called by asyncio's
-    /// `run_forever`, the iterations until `_stopping` is set (see `goes_on`).
-    fn run_once(&self, py: Python<'_>) -> PyResult<()> {
-        loop {
-            self.iteration(py)?;
-            if !self.goes_on(py)? {
-                return Ok(());
-            }
-        }
-    }
-
-    /// Takes every timer out (asyncio's `close()` clears its list).
-    fn clear(&self, py: Python<'_>) {
-        let old = self.state.with(py, |s| s.timers.drain());
-        Self::release(py, old);
+    /// Tells the core that a name it watches was set on or deleted from the loop instance
+    /// (the loop's ``__setattr__`` and ``__delattr__`` call this).
+    fn changed(&self, py: Python<'_>) {
+        self.state.with(py, |s| s.generation += 1);
     }
 
     fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
         visit.call(&self.loop_)?;
         visit.call(&self.fd_to_key)?;
+        visit.call(&self.selector)?;
         let s = &self.support;
-        for f in [
-            &s.report_error,
-            &s.run_debug,
-            &s.call_soon,
-            &s.call_later,
-            &s.call_at,
-            &s.transport_type,
-            &s.read_error,
-        ] {
+        for f in [&s.report_error, &s.run_debug, &s.transport_type, &s.read_error] {
+            visit.call(f)?;
+        }
+        for (c, f) in &s.selects {
+            visit.call(c)?;
             visit.call(f)?;
         }
         if let Some(r) = &self.ring {
@@ -1219,16 +1189,6 @@ impl LoopCore {
         // SAFETY: the collector runs with the GIL held and never inside a state scope (those
         // call no Python, so nothing in them can start a collection).
         let st = unsafe { &*self.state.0.get() };
-        for (_, h) in st.timers.iter() {
-            visit.call(h)?;
-        }
-        if let Some(z) = &st.sealed {
-            visit.call(&z.time)?;
-            visit.call(&z.selector)?;
-            if let Some(m) = &z.run_once {
-                visit.call(m)?;
-            }
-        }
         if let Some((r, a, p)) = &st.ready_methods {
             visit.call(r)?;
             visit.call(a)?;
@@ -1238,16 +1198,9 @@ impl LoopCore {
     }
 
     fn __clear__(&self) {
-        // The timers hold the loop; the loop's dict (cleared by the collector) holds this.
-        // SAFETY: as in __traverse__; the Handles are dropped after the state is left.
-        let (old, methods) = unsafe {
-            let st = &mut *self.state.0.get();
-            (
-                st.timers.drain(),
-                (st.ready_methods.take(), st.sealed.take()),
-            )
-        };
-        drop((old, methods));
+        // SAFETY: as in __traverse__; the objects are dropped after the state is left.
+        let methods = unsafe { (*self.state.0.get()).ready_methods.take() };
+        drop(methods);
     }
 }
 
@@ -1324,21 +1277,6 @@ fn in_context(
         return r.and(Err(e));
     }
     r
-}
-
-/// `method(*first, *rest, context=context)`: asyncio's own Python method, called with the
-/// arguments the native one was given.
-fn python_path<'py>(
-    method: &Py<PyAny>,
-    first: &[&Bound<'py, PyAny>],
-    rest: &Bound<'py, PyTuple>,
-    context: Option<&Bound<'py, PyAny>>,
-) -> PyResult<Bound<'py, PyAny>> {
-    let py = rest.py();
-    let mut all: Vec<Bound<'py, PyAny>> = first.iter().map(|b| (*b).clone()).collect();
-    all.extend(rest.iter());
-    let kwargs = aio::context_kwargs(py, context)?;
-    method.bind(py).call(PyTuple::new(py, all)?, Some(&kwargs))
 }
 
 fn libc_epollin() -> u32 {

@@ -15,7 +15,7 @@ use super::asyncio_objects::AsyncioObjects;
 use super::asyncio_objects::{TransportAttr as A, TransportAttrs, TransportClass};
 use super::gil_cell::GilCell;
 use super::loop_core::State;
-use super::loop_core::{passes_through, truthy};
+use super::loop_core::{handling, passes_through, truthy};
 use crate::errors::os_error;
 use pyo3::exceptions::PyValueError;
 use pyo3::ffi;
@@ -36,10 +36,11 @@ fn write_failed(py: Python<'_>, tr: &Bound<'_, PyAny>, e: PyErr) -> PyResult<()>
     if passes_through(py, &e) {
         return Err(e);
     }
-    py.import(intern!(py, "fdkit.aio._native"))?
-        .getattr(intern!(py, "write_error"))?
-        .call1((tr, e.into_value(py)))
-        .map(drop)
+    let exc = e.into_value(py).into_bound(py);
+    let write_error = py
+        .import(intern!(py, "fdkit.aio._native"))?
+        .getattr(intern!(py, "write_error"))?;
+    handling(py, exc.as_any(), || write_error.call1((tr, &exc)).map(drop))
 }
 
 /// A syscall on a non-blocking socket, made with the GIL held (it cannot wait), retried after
@@ -71,7 +72,10 @@ pub(super) fn read_ready(
         if passes_through(py, &e) {
             return Err(e);
         }
-        read_error.call1((tr, e.into_value(py), in_recv)).map(drop)
+        let exc = e.into_value(py).into_bound(py);
+        handling(py, exc.as_any(), || {
+            read_error.call1((tr, &exc, in_recv)).map(drop)
+        })
     };
     let n = &o.names;
     let t = TransportAttrs::of(o, tr);
@@ -96,7 +100,14 @@ pub(super) fn read_ready(
             .call_method0(intern!(py, "_read_ready__data_received"))
             .map(drop);
     };
-    let max = t.max_size(o)?;
+    // A `max_size` the native read does not take (not an int, beyond asyncio's default, or
+    // one whose reading fails) is asyncio's to read: inside its `try`, its errors reach
+    // `_fatal_error`, and `recv` allocates what it asks for.
+    let Some(max) = t.max_size(o).ok().flatten() else {
+        return tr
+            .call_method0(intern!(py, "_read_ready__data_received"))
+            .map(drop);
+    };
     let mut buf = state.with(py, |s| std::mem::take(&mut s.recv_buf));
     if buf.len() < max {
         buf.resize(max, 0);

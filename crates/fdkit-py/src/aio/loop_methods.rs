@@ -1,0 +1,209 @@
+//! The loop methods the core runs natively, as method descriptors on fdkit's `EventLoop` class.
+//!
+//! Each is made by `PyDescr_NewMethod` for asyncio's `BaseEventLoop`, as `list.append` is made
+//! for `list`: `loop.call_soon(cb)` is one C call with the loop as `self` (no bound object, no
+//! reference from the loop to its core's methods), and the method reads as asyncio's does
+//! (`loop.call_soon.__qualname__` is `BaseEventLoop.call_soon`, its `__self__` the loop). Being
+//! class attributes, they are what a subclass's `super()` reaches and what a patch of the
+//! loop's class replaces, as asyncio's functions are. Each call runs the core's version where
+//! `loop_rule` lets it, asyncio's otherwise.
+
+use super::attrs;
+use super::loop_core::LoopCore;
+use super::loop_rule::{classes, delegate, Call, LoopClasses, Method, CACHED_ATTRS, CLASSES, WATCHED};
+use pyo3::exceptions::PyTypeError;
+use pyo3::ffi;
+use pyo3::panic::PanicException;
+use pyo3::prelude::*;
+use pyo3::types::{PyString, PyTuple, PyType};
+use std::cell::UnsafeCell;
+use std::os::raw::c_char;
+
+/// The core of `lp` when it is an fdkit loop whose core is installed.
+fn core_of<'py>(py: Python<'py>, c: &LoopClasses, lp: &Bound<'py, PyAny>) -> Option<Bound<'py, LoopCore>> {
+    // SAFETY: the subtype check proves `lp` has fdkit's EventLoop layout, whose `_core` slot
+    // lives at `core_offset`; the value is borrowed from it.
+    unsafe {
+        if ffi::PyType_IsSubtype(ffi::Py_TYPE(lp.as_ptr()), c.event_loop.as_ptr().cast()) == 0 {
+            return None;
+        }
+        let core = super::asyncio_objects::slot(lp.as_ptr(), c.core_offset);
+        if core.is_null() {
+            return None;
+        }
+        Bound::from_borrowed_ptr(py, core)
+            .cast_into::<LoopCore>()
+            .ok()
+    }
+}
+
+/// One native method's call: the core's version when the rule lets it run and it takes the
+/// arguments given, asyncio's otherwise.
+///
+/// # Safety
+/// CPython's `METH_FASTCALL | METH_KEYWORDS` contract: the GIL is held, `slf` is the object
+/// the descriptor checked, `args` holds `nargs` positional values then one per name in
+/// `kwnames` (a tuple, or null).
+unsafe fn dispatch(
+    m: Method,
+    slf: *mut ffi::PyObject,
+    args: *const *mut ffi::PyObject,
+    nargs: ffi::Py_ssize_t,
+    kwnames: *mut ffi::PyObject,
+) -> *mut ffi::PyObject {
+    // SAFETY: CPython calls a METH_FASTCALL function with the GIL held.
+    let py = unsafe { Python::assume_attached() };
+    let run = || -> PyResult<Py<PyAny>> {
+        let nargs = nargs as usize;
+        // SAFETY: the contract above.
+        let (lp, kwnames) = unsafe {
+            (
+                Bound::from_borrowed_ptr(py, slf),
+                (!kwnames.is_null())
+                    .then(|| Bound::from_borrowed_ptr(py, kwnames).cast_into_unchecked::<PyTuple>()),
+            )
+        };
+        let nkw = kwnames.as_ref().map_or(0, |k| k.len());
+        let args: &[*mut ffi::PyObject] = if nargs + nkw == 0 {
+            &[]
+        } else {
+            // SAFETY: `nargs + len(kwnames)` values, by the contract.
+            unsafe { std::slice::from_raw_parts(args, nargs + nkw) }
+        };
+        let call = Call {
+            lp,
+            args,
+            nargs,
+            kwnames,
+        };
+        if let Some(c) = classes(py) {
+            if let Some(core) = core_of(py, c, &call.lp) {
+                if let Some(result) = core.get().native_call(py, m, &call)? {
+                    return Ok(result);
+                }
+            }
+        }
+        delegate(py, m, &call)
+    };
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(run)) {
+        Ok(Ok(obj)) => obj.into_ptr(),
+        Ok(Err(e)) => {
+            e.restore(py);
+            std::ptr::null_mut()
+        }
+        Err(_) => {
+            PanicException::new_err("fdkit's loop core panicked").restore(py);
+            std::ptr::null_mut()
+        }
+    }
+}
+
+/// A `PyMethodDef` CPython reads, never written after its static initialisation.
+struct MethodDef(UnsafeCell<ffi::PyMethodDef>);
+
+// SAFETY: CPython only reads the definitions; nothing writes them.
+unsafe impl Sync for MethodDef {}
+
+macro_rules! native_methods {
+    ($($method:ident => $tramp:ident, $name:literal, $doc:literal;)*) => {
+        $(
+            unsafe extern "C" fn $tramp(
+                slf: *mut ffi::PyObject,
+                args: *const *mut ffi::PyObject,
+                nargs: ffi::Py_ssize_t,
+                kwnames: *mut ffi::PyObject,
+            ) -> *mut ffi::PyObject {
+                // SAFETY: CPython calls it as `dispatch` requires.
+                unsafe { dispatch(Method::$method, slf, args, nargs, kwnames) }
+            }
+        )*
+
+        /// The definitions, in [`Method::ALL`]'s order.
+        static DEFS: [MethodDef; 9] = [$(
+            MethodDef(UnsafeCell::new(ffi::PyMethodDef {
+                ml_name: $name.as_ptr() as *const c_char,
+                ml_meth: ffi::PyMethodDefPointer { PyCFunctionFastWithKeywords: $tramp },
+                ml_flags: ffi::METH_FASTCALL | ffi::METH_KEYWORDS,
+                ml_doc: $doc.as_ptr() as *const c_char,
+            })),
+        )*];
+    };
+}
+
+native_methods! {
+    RunOnce => run_once_tramp, c"_run_once",
+        c"Run one full iteration of the event loop (asyncio's BaseEventLoop._run_once).";
+    CallSoon => call_soon_tramp, c"call_soon",
+        c"Arrange for a callback to be called as soon as possible (asyncio's).";
+    CallAt => call_at_tramp, c"call_at",
+        c"Like call_later(), but uses an absolute time (asyncio's).";
+    CallLater => call_later_tramp, c"call_later",
+        c"Arrange for a callback to be called at a given time (asyncio's).";
+    Time => time_tramp, c"time",
+        c"Return the time according to the event loop's clock (asyncio's: time.monotonic()).";
+    TimerHandleCancelled => timer_handle_cancelled_tramp, c"_timer_handle_cancelled",
+        c"Notification that a TimerHandle has been cancelled (asyncio's).";
+    CreateTask => create_task_tramp, c"create_task",
+        c"Schedule a coroutine object; return a task object (asyncio's).";
+    GetDebug => get_debug_tramp, c"get_debug",
+        c"Whether the loop runs in debug mode (asyncio's).";
+    CheckClosed => check_closed_tramp, c"_check_closed",
+        c"Raise RuntimeError if the loop is closed (asyncio's).";
+}
+
+/// Installs the native methods on ``event_loop`` (fdkit's ``EventLoop``, whose ``__slots__``
+/// hold ``_core``), each a method descriptor of asyncio's ``BaseEventLoop``. Returns the
+/// attribute names whose setting on a loop instance the loop must report to its core
+/// (``LoopCore.changed``).
+#[pyfunction]
+pub fn install_loop_methods<'py>(event_loop: &Bound<'py, PyType>) -> PyResult<Bound<'py, PyTuple>> {
+    let py = event_loop.py();
+    let base = py
+        .import("asyncio.base_events")?
+        .getattr("BaseEventLoop")?
+        .cast_into::<PyType>()?;
+    let Some([core_offset]) = attrs::slot_offsets(event_loop, event_loop, ["_core"])? else {
+        return Err(PyTypeError::new_err("EventLoop must keep _core in __slots__"));
+    };
+    // asyncio's own functions, read before the descriptors shadow them, each proven asyncio's
+    // by where its code lives (a patch made before fdkit was imported is not taken for it).
+    let asyncio_dir = py
+        .import("os.path")?
+        .call_method1("dirname", (py.import("asyncio")?.getattr("__file__")?,))?;
+    let mut asyncio = Vec::new();
+    for name in WATCHED {
+        let f = event_loop.getattr(name)?;
+        let own = f
+            .getattr("__code__")
+            .and_then(|c| c.getattr("co_filename"))
+            .and_then(|file| {
+                let dir = py
+                    .import("os.path")?
+                    .call_method1("dirname", (file,))?;
+                dir.eq(&asyncio_dir)
+            })
+            .unwrap_or(false)
+            && f.getattr("__name__").is_ok_and(|n| n.eq(name).unwrap_or(false));
+        asyncio.push((PyString::intern(py, name).unbind(), own.then(|| f.unbind())));
+    }
+    let mut descriptors = Vec::new();
+    for (m, def) in Method::ALL.iter().zip(DEFS.iter()) {
+        // SAFETY: the definition is a static, valid for the life of the process; the
+        // descriptor keeps a reference to `base` and checks each `self` against it.
+        let d = unsafe {
+            Bound::from_owned_ptr_or_err(py, ffi::PyDescr_NewMethod(base.as_type_ptr(), def.0.get()))?
+        };
+        event_loop.setattr(m.name(), &d)?;
+        descriptors.push(d.unbind());
+    }
+    let classes = LoopClasses {
+        event_loop: event_loop.clone().unbind(),
+        descriptors,
+        core_offset,
+        asyncio,
+    };
+    if CLASSES.set(py, classes).is_err() {
+        return Err(PyTypeError::new_err("the loop methods are installed on one class only"));
+    }
+    PyTuple::new(py, [&WATCHED[..], &CACHED_ATTRS[..]].concat())
+}
