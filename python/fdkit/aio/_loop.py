@@ -292,17 +292,21 @@ class UringEventLoop(EventLoop):
     _reactor_options: ClassVar[_ReactorOptions] = {}
 
     def __init__(self, selector: Any = None, *, engine: str | None = None) -> None:
+        # A ``selector`` given (as to asyncio's SelectorEventLoop) is what the loop waits with,
+        # its own ``select`` called as asyncio calls it; the ring then has nothing to do.
         if engine_name(engine) not in (None, "io_uring"):
             raise ValueError(f"a UringEventLoop runs on io_uring, not {engine!r}")
-        if selector is not None:
-            raise ValueError(
-                "a UringEventLoop waits with its own selector; selector= is for the epoll engine"
-            )
         reactor = self.__dict__.pop("_new_reactor", None)
         if reactor is None:
             reactor, reason = _make_reactor(self._reactor_options)
             if reactor is None:
                 raise _uring_unavailable(reason)
+        if selector is not None:
+            reactor.close()
+            self._reactor = None
+            super().__init__(selector)
+            _native.install(self)
+            return
         from fdkit.aio._selector import RingSelector
 
         self._reactor = reactor
@@ -315,6 +319,9 @@ class UringEventLoop(EventLoop):
         _native.install(self, reactor)
 
     @property
-    def ring_wait(self) -> str:
-        """How the ring waits: ``"epoll_wait"`` (it reads the epoll instance) or ``"poll"``."""
+    def ring_wait(self) -> str | None:
+        """How the ring waits: ``"epoll_wait"`` (it reads the epoll instance) or ``"poll"``;
+        None for a loop given its own selector (which it waits with)."""
+        if self._reactor is None:
+            return None
         return "epoll_wait" if self._reactor.reads_epoll else "poll"

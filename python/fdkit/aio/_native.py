@@ -16,11 +16,13 @@ core calls each as asyncio does, inside the ``except`` block's state.
 
 from __future__ import annotations
 
+import collections
 import contextvars
 import selectors
 import sys
 from asyncio import base_events, events, format_helpers, selector_events
 from asyncio.log import logger
+from collections.abc import Callable
 from types import FrameType, TracebackType
 from typing import Any
 
@@ -31,6 +33,7 @@ __all__ = [
     "SocketTransport",
     "changed",
     "install",
+    "passing",
     "read_error",
     "report_error",
     "run_debug",
@@ -122,6 +125,77 @@ def _run_frame() -> tuple[FrameType, int, int] | None:
 _RUN_FRAME = _run_frame()
 
 
+def _run_once_frames() -> list[tuple[FrameType, int, int]]:
+    """Frames of asyncio's ``_run_once`` (at its ``handle._run()`` call) and of
+    ``Handle._run`` (at the callback's call), outermost first, caught once from a SystemExit
+    raised by a callback: the traceback of what a callback lets through (SystemExit,
+    KeyboardInterrupt) under the core is given these, so that it reads as on asyncio's loop.
+    Empty where asyncio's ``_run_once`` could not be run on a stand-in loop."""
+
+    class _Selector:
+        def select(self, timeout: Any) -> list[Any]:
+            return []
+
+    class _Probe:
+        _timer_cancelled_count = 0
+        _stopping = False
+        _debug = False
+        _clock_resolution = 1e-09
+        _current_handle = None
+        _selector = _Selector()
+
+        def __init__(self) -> None:
+            self._ready: collections.deque[Any] = collections.deque()
+            self._scheduled: list[Any] = []
+
+        def time(self) -> float:
+            return 0.0
+
+        def _process_events(self, event_list: Any) -> None:
+            pass
+
+        def get_debug(self) -> bool:
+            return False
+
+    def _raise() -> None:
+        raise SystemExit
+
+    probe = _Probe()
+    probe._ready.append(events.Handle(_raise, (), probe, contextvars.Context()))  # type: ignore[arg-type]
+    codes = (base_events.BaseEventLoop._run_once.__code__, events.Handle._run.__code__)  # type: ignore[attr-defined]
+    try:
+        base_events.BaseEventLoop._run_once(probe)  # type: ignore[attr-defined]
+    except SystemExit as exc:
+        tb = exc.__traceback__
+    except Exception:
+        return []
+    else:
+        return []
+    got = []
+    while tb is not None:
+        if tb.tb_frame.f_code in codes:
+            tb.tb_frame.clear()
+            got.append((tb.tb_frame, tb.tb_lasti, tb.tb_lineno))
+        tb = tb.tb_next
+    return got if [f.f_code for f, _, _ in got] == list(codes) else []
+
+
+_RUN_ONCE_FRAMES = _run_once_frames()
+
+
+def passing(exc: BaseException, handle_ran: bool) -> None:
+    """Gives ``exc`` (SystemExit or KeyboardInterrupt, leaving the core's iteration) the
+    traceback entries asyncio's has: ``_run_once``'s, and ``Handle._run``'s where the core ran
+    the Handle itself (``handle_ran``; False when it was raised between two callbacks)."""
+    if not _RUN_ONCE_FRAMES:
+        return
+    tb = exc.__traceback__
+    entries = _RUN_ONCE_FRAMES if handle_ran else _RUN_ONCE_FRAMES[:1]
+    for frame, lasti, lineno in reversed(entries):
+        tb = TracebackType(tb, frame, lasti, lineno)
+    exc.__traceback__ = tb
+
+
 def _read_frames() -> dict[bool, tuple[FrameType, int, int]]:
     """Frames of asyncio's ``_SelectorSocketTransport._read_ready__data_received`` at its
     ``recv`` call (key True) and at its ``data_received`` call (key False), caught as
@@ -193,13 +267,25 @@ def _write_frame() -> tuple[FrameType, int, int] | None:
 _WRITE_FRAME = _write_frame()
 
 
+def _handled(exc: BaseException, call: Callable[..., object], *args: Any) -> None:
+    """``call(*args)`` as asyncio's ``except`` block runs its exception handler: with ``exc``
+    being handled (``sys.exc_info()``, so ``logging.exception`` logs its traceback; the
+    ``__context__`` of what ``call`` raises). ``exc``'s traceback is left as it was."""
+    tb = exc.__traceback__
+    try:
+        raise exc
+    except BaseException:
+        exc.__traceback__ = tb
+        call(*args)
+
+
 def write_error(transport: Any, exc: BaseException) -> None:
     """asyncio's ``write`` on ``exc`` from send(2): ``_fatal_error``, the traceback starting in
     ``write`` as asyncio's does."""
     if _WRITE_FRAME is not None:
         frame, lasti, lineno = _WRITE_FRAME
         exc.__traceback__ = TracebackType(exc.__traceback__, frame, lasti, lineno)
-    transport._fatal_error(exc, "Fatal write error on socket transport")
+    _handled(exc, transport._fatal_error, exc, "Fatal write error on socket transport")
 
 
 def read_error(transport: Any, exc: BaseException, in_recv: bool) -> None:
@@ -211,9 +297,10 @@ def read_error(transport: Any, exc: BaseException, in_recv: bool) -> None:
         frame, lasti, lineno = where
         exc.__traceback__ = TracebackType(exc.__traceback__, frame, lasti, lineno)
     if in_recv:
-        transport._fatal_error(exc, "Fatal read error on socket transport")
+        message = "Fatal read error on socket transport"
     else:
-        transport._fatal_error(exc, "Fatal error: protocol.data_received() call failed.")
+        message = "Fatal error: protocol.data_received() call failed."
+    _handled(exc, transport._fatal_error, exc, message)
 
 
 def report_error(handle: Any, exc: BaseException) -> None:
@@ -240,7 +327,7 @@ def report_error(handle: Any, exc: BaseException) -> None:
     }
     if handle._source_traceback:
         context["source_traceback"] = handle._source_traceback
-    handle._loop.call_exception_handler(context)
+    _handled(exc, handle._loop.call_exception_handler, context)
 
 
 def run_debug(loop: Any, handle: events.Handle) -> None:

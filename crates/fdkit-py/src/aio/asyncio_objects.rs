@@ -324,6 +324,9 @@ pub struct TransportClass {
     /// was read: CPython gives a class a new tag whenever an attribute of it or of a base
     /// changes, so while the tag holds, so does the value.
     max_size: GilCell<Option<(u32, usize)>>,
+    /// The `write` behind the native one (what `super(cls, tr).write` finds) and the class's
+    /// version tag when it was looked up.
+    write_behind: GilCell<Option<(u32, Option<Py<PyAny>>)>>,
 }
 
 /// The transport attributes the hot paths read, by index into [`TransportClass::slots`].
@@ -356,7 +359,42 @@ impl TransportClass {
             dict_ok: super::attrs::dict_first_ok(cls, &names.all())?,
             max_size_own_first: super::attrs::dict_first_ok(cls, &[&names.max_size])?,
             max_size: GilCell::new(None),
+            write_behind: GilCell::new(None),
         })
+    }
+
+    /// The `write` the classes after the native transport class in `tp`'s MRO define (asyncio's
+    /// own, or what a program put on asyncio's class), looked up again only when the class
+    /// changed (for a subclass of the native class, at every call).
+    pub fn write_behind<'py>(
+        &self,
+        tp: &Bound<'py, PyType>,
+    ) -> PyResult<Option<Bound<'py, PyAny>>> {
+        let py = tp.py();
+        let cls = self.cls.bind(py);
+        let exact = tp.is(cls);
+        // SAFETY: reading the version tag of a live type object.
+        let tag = || unsafe { (*cls.as_type_ptr()).tp_version_tag };
+        if exact {
+            let now = tag();
+            let known = self.write_behind.with(py, |w| match w {
+                Some((t, f)) if *t != 0 && *t == now => Some(f.as_ref().map(|f| f.clone_ref(py))),
+                _ => None,
+            });
+            if let Some(f) = known {
+                return Ok(f.map(|f| f.into_bound(py)));
+            }
+        }
+        let name = pyo3::types::PyString::intern(py, "write");
+        let found = super::attrs::after_in_mro(tp, cls, &name)?;
+        if exact {
+            // The lookups gave the class a tag if it had none.
+            let _ = cls.getattr(&name)?;
+            let entry = Some((tag(), found.as_ref().map(|f| f.clone().unbind())));
+            let old = self.write_behind.with(py, |w| std::mem::replace(w, entry));
+            drop(old);
+        }
+        Ok(found)
     }
 
     /// `cls.max_size` as a size, read again only when the class changed since the last read;
@@ -412,12 +450,16 @@ impl<'py> TransportAttrs<'py> {
             if !v.is_exact_instance_of::<PyInt>() {
                 return None;
             }
-            v.extract::<usize>().ok().filter(|n| (1..=NATIVE_MAX_SIZE).contains(n))
+            v.extract::<usize>()
+                .ok()
+                .filter(|n| (1..=NATIVE_MAX_SIZE).contains(n))
         };
         let (tr, dict) = match self {
             TransportAttrs::Slots(tr, _) => (*tr, None),
             TransportAttrs::Dict(tr, Some(d)) => (*tr, Some(d.clone())),
-            TransportAttrs::Dict(tr, None) => return Ok(in_range(&tr.getattr(name.bind(tr.py()))?)),
+            TransportAttrs::Dict(tr, None) => {
+                return Ok(in_range(&tr.getattr(name.bind(tr.py()))?))
+            }
         };
         let py = tr.py();
         match o.transport_class.get(py) {

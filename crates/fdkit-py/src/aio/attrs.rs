@@ -198,3 +198,33 @@ pub fn slot_attr<'py>(
     }
     obj.getattr(name.bind(obj.py()))
 }
+
+/// `name` as the classes after `owner` in `tp`'s MRO define it: what `super(owner, obj).name`
+/// finds for an instance `obj` of `tp` (the raw class attribute, not bound); None when no
+/// class after `owner` defines it, or `owner` is not in the MRO.
+pub fn after_in_mro<'py>(
+    tp: &Bound<'py, PyType>,
+    owner: &Bound<'py, PyType>,
+    name: &Bound<'py, PyString>,
+) -> PyResult<Option<Bound<'py, PyAny>>> {
+    let py = tp.py();
+    let mro = tp.mro();
+    let Some(start) = mro.iter().position(|k| k.is(owner)) else {
+        return Ok(None);
+    };
+    for klass in mro.iter().skip(start + 1) {
+        // SAFETY: `klass` is a type of the MRO, alive while `mro` is; `tp_dict` is its dict
+        // (null only for the static built-in types of 3.12 on, such as `object`, which
+        // define none of the names looked up here).
+        let dict = unsafe { (*klass.as_ptr().cast::<ffi::PyTypeObject>()).tp_dict };
+        if dict.is_null() {
+            continue;
+        }
+        // SAFETY: a live dict, borrowed from the class.
+        let dict = unsafe { Bound::from_borrowed_ptr(py, dict).cast_into_unchecked::<PyDict>() };
+        if let Some(v) = dict_get(&dict, name.as_any())? {
+            return Ok(Some(v));
+        }
+    }
+    Ok(None)
+}

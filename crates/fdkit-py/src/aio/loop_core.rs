@@ -9,7 +9,7 @@
 //! it; the Handles are asyncio's `Handle`/`TimerHandle` (made through their slots), readiness
 //! comes from the selector's own epoll instance and its own key map, and each Handle runs as
 //! `Handle._run` runs it: in its context, its exception handed to the loop's exception handler
-//! inside an `except` block's state, as asyncio's is.
+//! inside an `except` block, as asyncio's is (`fdkit.aio._native`).
 //!
 //! `loop_methods` puts these on the loop's class; `loop_rule` says when they may run. What is
 //! rare takes asyncio's own Python path, so it behaves as asyncio's does by being asyncio's
@@ -138,6 +138,9 @@ struct Support {
     /// The code of asyncio's `BaseEventLoop.run_forever`, whose loop calls `_run_once` until
     /// `_stopping` is set (None when it is not a Python function).
     run_forever_code: Option<Py<PyAny>>,
+    /// `passing(exc, handle_ran)`: the traceback entries of asyncio's `_run_once` for what a
+    /// callback lets through.
+    passing: Py<PyAny>,
     /// `(class, function)` pairs: the selector's `select` the native wait stands for is each
     /// class's `select` being that function.
     selects: Vec<(Py<PyAny>, Py<PyAny>)>,
@@ -210,28 +213,6 @@ fn version_tag(tp: *mut ffi::PyTypeObject) -> u32 {
     unsafe { (*tp).tp_version_tag }
 }
 
-/// Runs `f` as code in an `except` block runs: with `exc` as the exception being handled
-/// (`sys.exc_info()`, the `__context__` of what `f` raises), as asyncio calls its exception
-/// handler from inside `Handle._run`'s `except`.
-pub(super) fn handling<R>(py: Python<'_>, exc: &Bound<'_, PyAny>, f: impl FnOnce() -> R) -> R {
-    // SAFETY: the handled exception is swapped with the GIL held and put back after `f`, as
-    // the interpreter does entering and leaving an `except` block (each call takes its own
-    // reference; Get returns a new one, or null when none is handled).
-    let prev = unsafe {
-        let prev = ffi::PyErr_GetHandledException();
-        ffi::PyErr_SetHandledException(exc.as_ptr());
-        prev
-    };
-    let r = f();
-    // SAFETY: as above; `prev` (maybe null) is restored, then released.
-    unsafe {
-        ffi::PyErr_SetHandledException(prev);
-        ffi::Py_XDECREF(prev);
-    }
-    let _ = py;
-    r
-}
-
 impl LoopCore {
     /// Which methods may run natively on the loop now (`loop_rule`), and
     /// `_clock_resolution`: computed again only when the loop's type, its version tag or its
@@ -240,8 +221,9 @@ impl LoopCore {
         let tp = lp.get_type().as_type_ptr();
         let tag = version_tag(tp);
         let seen = self.state.with(py, |s| {
-            s.world
-                .filter(|w| tag != 0 && w.tp == tp as usize && w.tag == tag && w.generation == s.generation)
+            s.world.filter(|w| {
+                tag != 0 && w.tp == tp as usize && w.tag == tag && w.generation == s.generation
+            })
         });
         if let Some(w) = seen {
             return Ok((w.mask, w.clock_resolution));
@@ -265,7 +247,8 @@ impl LoopCore {
             mask,
             clock_resolution,
         };
-        self.state.with(py, |s| s.world = (tag != 0).then_some(world));
+        self.state
+            .with(py, |s| s.world = (tag != 0).then_some(world));
         Ok((mask, clock_resolution))
     }
 
@@ -346,8 +329,10 @@ impl LoopCore {
         let init = intern!(py, "__init__");
         let lt = intern!(py, "__lt__");
         let h = HandleClasses {
-            run_patched: !(is(handle_type, run, &o.handle_run)? && is(timer_type, run, &o.handle_run)?),
-            init_own: is(handle_type, init, &o.handle_init)? && is(timer_type, init, &o.timer_init)?,
+            run_patched: !(is(handle_type, run, &o.handle_run)?
+                && is(timer_type, run, &o.handle_run)?),
+            init_own: is(handle_type, init, &o.handle_init)?
+                && is(timer_type, init, &o.timer_init)?,
             lt_own: is(timer_type, lt, &o.timer_lt)?,
         };
         // The lookups gave both classes a tag if they had none.
@@ -385,7 +370,12 @@ impl LoopCore {
     }
 
     /// `loop.<LOOP_SLOTS[i]> = value`.
-    fn set_loop_slot(&self, lp: &Bound<'_, PyAny>, i: usize, value: &Bound<'_, PyAny>) -> PyResult<()> {
+    fn set_loop_slot(
+        &self,
+        lp: &Bound<'_, PyAny>,
+        i: usize,
+        value: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
         match self.loop_slots {
             // SAFETY: the offset is a `PyObject *` slot of the loop's class (slot_offsets).
             Some(offsets) => unsafe {
@@ -398,7 +388,10 @@ impl LoopCore {
 
     /// `loop._scheduled` when it is a list (the heap the native code keeps), else None.
     fn scheduled<'py>(&self, lp: &Bound<'py, PyAny>) -> PyResult<Option<Bound<'py, PyList>>> {
-        Ok(self.loop_slot(lp, SCHEDULED)?.cast_into_exact::<PyList>().ok())
+        Ok(self
+            .loop_slot(lp, SCHEDULED)?
+            .cast_into_exact::<PyList>()
+            .ok())
     }
 
     fn closed_check(&self, o: &AsyncioObjects, lp: &Bound<'_, PyAny>) -> PyResult<()> {
@@ -496,7 +489,9 @@ impl LoopCore {
             let Some(timers) = self.scheduled(lp)? else {
                 return Ok(false);
             };
-            let Some(head) = heap::peek(&timers) else { break };
+            let Some(head) = heap::peek(&timers) else {
+                break;
+            };
             if !is_cancelled(o, &head)? {
                 break;
             }
@@ -761,15 +756,12 @@ impl LoopCore {
             Ok(()) => Ok(()),
             Err(e) if passes_through(py, &e) => Err(e),
             Err(e) => {
-                let exc = e.into_value(py).into_bound(py);
-                handling(py, exc.as_any(), || {
-                    self.support.report_error.bind(py).call1((h, &exc))
-                })?;
+                let exc = e.into_value(py);
+                self.support.report_error.bind(py).call1((h, exc))?;
                 Ok(())
             }
         }
     }
-
 
     /// The transport whose `_read_ready` `cb` is, when it is one of fdkit's socket transports
     /// (exactly its class: a subclass may override the read path).
@@ -789,7 +781,6 @@ impl LoopCore {
             .then_some(tr)
     }
 
-
     /// One iteration of asyncio's `_run_once`, or asyncio's own `_run_once` where the
     /// native one would not do what it does.
     fn iteration(&self, py: Python<'_>) -> PyResult<()> {
@@ -800,7 +791,9 @@ impl LoopCore {
         let Some(clock_resolution) = clock_resolution else {
             return self.python_run_once(py, lp);
         };
-        if mask & Method::RunOnce.bit() == 0 || (!selector.is_none() && !self.selector_ok(py, &selector)?) {
+        if mask & Method::RunOnce.bit() == 0
+            || (!selector.is_none() && !self.selector_ok(py, &selector)?)
+        {
             return self.python_run_once(py, lp);
         }
         let classes = self.handle_classes(py, o)?;
@@ -856,9 +849,13 @@ impl LoopCore {
         loop {
             // asyncio reads `self._scheduled` again for each timer.
             let Some(timers) = self.scheduled(lp)? else {
-                return Err(PyRuntimeError::new_err("loop._scheduled is no longer a list"));
+                return Err(PyRuntimeError::new_err(
+                    "loop._scheduled is no longer a list",
+                ));
             };
-            let Some(head) = heap::peek(&timers) else { break };
+            let Some(head) = heap::peek(&timers) else {
+                break;
+            };
             let not_due = match heap::plain_when(o, head.as_ptr()) {
                 Some(when) => when >= end_time,
                 None => head.getattr(intern!(py, "_when"))?.ge(&end)?,
@@ -882,16 +879,30 @@ impl LoopCore {
             if is_cancelled(o, &h)? {
                 continue;
             }
+            // What a callback lets through leaves with asyncio's traceback entries.
             if self.debug(lp)? {
-                self.support.run_debug.bind(py).call1((lp, &h))?;
+                let ran = self.support.run_debug.bind(py).call1((lp, &h));
+                ran.map_err(|e| self.passing(py, e, false))?;
             } else if classes.run_patched {
-                h.call_method0(o.names._run.bind(py))?;
+                let ran = h.call_method0(o.names._run.bind(py));
+                ran.map_err(|e| self.passing(py, e, false))?;
             } else {
-                self.run_handle(py, o, &h)?;
+                self.run_handle(py, o, &h)
+                    .map_err(|e| self.passing(py, e, true))?;
             }
-            py.check_signals()?;
+            py.check_signals().map_err(|e| self.passing(py, e, false))?;
         }
         Ok(())
+    }
+
+    /// `e` (SystemExit or KeyboardInterrupt leaving the iteration) with the traceback entries
+    /// asyncio's `_run_once` (and `Handle._run`, where `handle_ran`) would have given it.
+    fn passing(&self, py: Python<'_>, e: PyErr, handle_ran: bool) -> PyErr {
+        let exc = e.into_value(py);
+        if let Err(other) = self.support.passing.bind(py).call1((&exc, handle_ran)) {
+            return other;
+        }
+        PyErr::from_value(exc.into_bound(py).into_any())
     }
 
     /// Whether `run_once` runs another iteration before it returns: it was called by asyncio's
@@ -1019,7 +1030,15 @@ impl LoopCore {
                     return Ok(None);
                 };
                 let when = PyFloat::new(py, monotonic() + d);
-                self.schedule(py, o, classes, when.as_any(), &callback, &args, context.as_ref())
+                self.schedule(
+                    py,
+                    o,
+                    classes,
+                    when.as_any(),
+                    &callback,
+                    &args,
+                    context.as_ref(),
+                )
             }
         }
     }
@@ -1027,12 +1046,19 @@ impl LoopCore {
     /// asyncio's `create_task`: a `Task` of `asyncio.tasks`; None (asyncio's own) for a task
     /// factory, debug mode (a source traceback to trim) or other keywords (3.14's
     /// `eager_start`, whatever a task factory takes).
-    fn create_task<'py>(&self, py: Python<'py>, call: &Call<'_, 'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
+    fn create_task<'py>(
+        &self,
+        py: Python<'py>,
+        call: &Call<'_, 'py>,
+    ) -> PyResult<Option<Bound<'py, PyAny>>> {
         if call.nargs != 1 {
             return Ok(None);
         }
         let known = ["name", "context"];
-        let (Ok(name), Ok(context)) = (call.keyword("name", &known), call.keyword("context", &known)) else {
+        let (Ok(name), Ok(context)) = (
+            call.keyword("name", &known),
+            call.keyword("context", &known),
+        ) else {
             return Ok(None);
         };
         let lp = &call.lp;
@@ -1053,7 +1079,12 @@ impl LoopCore {
     }
 
     /// asyncio's `_timer_handle_cancelled(handle)`.
-    fn timer_handle_cancelled(&self, py: Python<'_>, lp: &Bound<'_, PyAny>, handle: &Bound<'_, PyAny>) -> PyResult<()> {
+    fn timer_handle_cancelled(
+        &self,
+        py: Python<'_>,
+        lp: &Bound<'_, PyAny>,
+        handle: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
         if handle.getattr(intern!(py, "_scheduled"))?.is_truthy()? {
             let count = self.loop_slot(lp, CANCELLED_COUNT)?;
             let more = count.add(1)?;
@@ -1076,7 +1107,9 @@ impl LoopCore {
         }
         let bare = call.nargs == 0 && call.no_keywords();
         let out: Option<Bound<'_, PyAny>> = match m {
-            Method::CallSoon | Method::CallAt | Method::CallLater => self.call_method(py, m, call)?,
+            Method::CallSoon | Method::CallAt | Method::CallLater => {
+                self.call_method(py, m, call)?
+            }
             Method::Time if bare => Some(PyFloat::new(py, monotonic()).into_any()),
             Method::RunOnce if bare => {
                 self.run_once(py)?;
@@ -1135,6 +1168,7 @@ impl LoopCore {
             support: Support {
                 report_error: support.getattr("report_error")?.unbind(),
                 run_debug: support.getattr("run_debug")?.unbind(),
+                passing: support.getattr("passing")?.unbind(),
                 transport_type: support.getattr("SocketTransport")?.unbind(),
                 read_error: support.getattr("read_error")?.unbind(),
                 run_forever_code: base
@@ -1176,7 +1210,13 @@ impl LoopCore {
         visit.call(&self.fd_to_key)?;
         visit.call(&self.selector)?;
         let s = &self.support;
-        for f in [&s.report_error, &s.run_debug, &s.transport_type, &s.read_error] {
+        for f in [
+            &s.report_error,
+            &s.run_debug,
+            &s.passing,
+            &s.transport_type,
+            &s.read_error,
+        ] {
             visit.call(f)?;
         }
         for (c, f) in &s.selects {

@@ -10,17 +10,22 @@
 
 use super::attrs;
 use super::loop_core::LoopCore;
-use super::loop_rule::{classes, delegate, Call, LoopClasses, Method, CACHED_ATTRS, CLASSES, WATCHED};
+use super::loop_rule::{
+    classes, delegate, Call, LoopClasses, Method, CACHED_ATTRS, CLASSES, WATCHED,
+};
 use pyo3::exceptions::PyTypeError;
 use pyo3::ffi;
-use pyo3::panic::PanicException;
 use pyo3::prelude::*;
 use pyo3::types::{PyString, PyTuple, PyType};
 use std::cell::UnsafeCell;
 use std::os::raw::c_char;
 
 /// The core of `lp` when it is an fdkit loop whose core is installed.
-fn core_of<'py>(py: Python<'py>, c: &LoopClasses, lp: &Bound<'py, PyAny>) -> Option<Bound<'py, LoopCore>> {
+fn core_of<'py>(
+    py: Python<'py>,
+    c: &LoopClasses,
+    lp: &Bound<'py, PyAny>,
+) -> Option<Bound<'py, LoopCore>> {
     // SAFETY: the subtype check proves `lp` has fdkit's EventLoop layout, whose `_core` slot
     // lives at `core_offset`; the value is borrowed from it.
     unsafe {
@@ -38,64 +43,52 @@ fn core_of<'py>(py: Python<'py>, c: &LoopClasses, lp: &Bound<'py, PyAny>) -> Opt
 }
 
 /// One native method's call: the core's version when the rule lets it run and it takes the
-/// arguments given, asyncio's otherwise.
+/// arguments given, asyncio's otherwise. Called through pyo3's fastcall trampoline, which
+/// catches panics and tells pyo3 the thread is attached (so that a `Py` dropped here is
+/// released at once, not queued).
 ///
 /// # Safety
-/// CPython's `METH_FASTCALL | METH_KEYWORDS` contract: the GIL is held, `slf` is the object
-/// the descriptor checked, `args` holds `nargs` positional values then one per name in
-/// `kwnames` (a tuple, or null).
+/// CPython's `METH_FASTCALL | METH_KEYWORDS` contract: `slf` is the object the descriptor
+/// checked, `args` holds `nargs` positional values then one per name in `kwnames` (a tuple, or
+/// null).
 unsafe fn dispatch(
+    py: Python<'_>,
     m: Method,
     slf: *mut ffi::PyObject,
     args: *const *mut ffi::PyObject,
     nargs: ffi::Py_ssize_t,
     kwnames: *mut ffi::PyObject,
-) -> *mut ffi::PyObject {
-    // SAFETY: CPython calls a METH_FASTCALL function with the GIL held.
-    let py = unsafe { Python::assume_attached() };
-    let run = || -> PyResult<Py<PyAny>> {
-        let nargs = nargs as usize;
-        // SAFETY: the contract above.
-        let (lp, kwnames) = unsafe {
-            (
-                Bound::from_borrowed_ptr(py, slf),
-                (!kwnames.is_null())
-                    .then(|| Bound::from_borrowed_ptr(py, kwnames).cast_into_unchecked::<PyTuple>()),
-            )
-        };
-        let nkw = kwnames.as_ref().map_or(0, |k| k.len());
-        let args: &[*mut ffi::PyObject] = if nargs + nkw == 0 {
-            &[]
-        } else {
-            // SAFETY: `nargs + len(kwnames)` values, by the contract.
-            unsafe { std::slice::from_raw_parts(args, nargs + nkw) }
-        };
-        let call = Call {
-            lp,
-            args,
-            nargs,
-            kwnames,
-        };
-        if let Some(c) = classes(py) {
-            if let Some(core) = core_of(py, c, &call.lp) {
-                if let Some(result) = core.get().native_call(py, m, &call)? {
-                    return Ok(result);
-                }
+) -> PyResult<*mut ffi::PyObject> {
+    let nargs = nargs as usize;
+    // SAFETY: the contract above.
+    let (lp, kwnames) = unsafe {
+        (
+            Bound::from_borrowed_ptr(py, slf),
+            (!kwnames.is_null())
+                .then(|| Bound::from_borrowed_ptr(py, kwnames).cast_into_unchecked::<PyTuple>()),
+        )
+    };
+    let nkw = kwnames.as_ref().map_or(0, |k| k.len());
+    let args: &[*mut ffi::PyObject] = if nargs + nkw == 0 {
+        &[]
+    } else {
+        // SAFETY: `nargs + len(kwnames)` values, by the contract.
+        unsafe { std::slice::from_raw_parts(args, nargs + nkw) }
+    };
+    let call = Call {
+        lp,
+        args,
+        nargs,
+        kwnames,
+    };
+    if let Some(c) = classes(py) {
+        if let Some(core) = core_of(py, c, &call.lp) {
+            if let Some(result) = core.get().native_call(py, m, &call)? {
+                return Ok(result.into_ptr());
             }
         }
-        delegate(py, m, &call)
-    };
-    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(run)) {
-        Ok(Ok(obj)) => obj.into_ptr(),
-        Ok(Err(e)) => {
-            e.restore(py);
-            std::ptr::null_mut()
-        }
-        Err(_) => {
-            PanicException::new_err("fdkit's loop core panicked").restore(py);
-            std::ptr::null_mut()
-        }
     }
+    delegate(py, m, &call).map(Py::into_ptr)
 }
 
 /// A `PyMethodDef` CPython reads, never written after its static initialisation.
@@ -107,14 +100,17 @@ unsafe impl Sync for MethodDef {}
 macro_rules! native_methods {
     ($($method:ident => $tramp:ident, $name:literal, $doc:literal;)*) => {
         $(
-            unsafe extern "C" fn $tramp(
+            /// # Safety
+            /// As [`dispatch`].
+            unsafe fn $tramp(
+                py: Python<'_>,
                 slf: *mut ffi::PyObject,
                 args: *const *mut ffi::PyObject,
                 nargs: ffi::Py_ssize_t,
                 kwnames: *mut ffi::PyObject,
-            ) -> *mut ffi::PyObject {
-                // SAFETY: CPython calls it as `dispatch` requires.
-                unsafe { dispatch(Method::$method, slf, args, nargs, kwnames) }
+            ) -> PyResult<*mut ffi::PyObject> {
+                // SAFETY: pyo3's trampoline calls it as CPython called it.
+                unsafe { dispatch(py, Method::$method, slf, args, nargs, kwnames) }
             }
         )*
 
@@ -122,7 +118,12 @@ macro_rules! native_methods {
         static DEFS: [MethodDef; 9] = [$(
             MethodDef(UnsafeCell::new(ffi::PyMethodDef {
                 ml_name: $name.as_ptr() as *const c_char,
-                ml_meth: ffi::PyMethodDefPointer { PyCFunctionFastWithKeywords: $tramp },
+                ml_meth: ffi::PyMethodDefPointer {
+                    PyCFunctionFastWithKeywords: pyo3::impl_::trampoline::get_trampoline_function!(
+                        fastcall_cfunction_with_keywords,
+                        $tramp
+                    ),
+                },
                 ml_flags: ffi::METH_FASTCALL | ffi::METH_KEYWORDS,
                 ml_doc: $doc.as_ptr() as *const c_char,
             })),
@@ -163,7 +164,9 @@ pub fn install_loop_methods<'py>(event_loop: &Bound<'py, PyType>) -> PyResult<Bo
         .getattr("BaseEventLoop")?
         .cast_into::<PyType>()?;
     let Some([core_offset]) = attrs::slot_offsets(event_loop, event_loop, ["_core"])? else {
-        return Err(PyTypeError::new_err("EventLoop must keep _core in __slots__"));
+        return Err(PyTypeError::new_err(
+            "EventLoop must keep _core in __slots__",
+        ));
     };
     // asyncio's own functions, read before the descriptors shadow them, each proven asyncio's
     // by where its code lives (a patch made before fdkit was imported is not taken for it).
@@ -177,13 +180,12 @@ pub fn install_loop_methods<'py>(event_loop: &Bound<'py, PyType>) -> PyResult<Bo
             .getattr("__code__")
             .and_then(|c| c.getattr("co_filename"))
             .and_then(|file| {
-                let dir = py
-                    .import("os.path")?
-                    .call_method1("dirname", (file,))?;
+                let dir = py.import("os.path")?.call_method1("dirname", (file,))?;
                 dir.eq(&asyncio_dir)
             })
             .unwrap_or(false)
-            && f.getattr("__name__").is_ok_and(|n| n.eq(name).unwrap_or(false));
+            && f.getattr("__name__")
+                .is_ok_and(|n| n.eq(name).unwrap_or(false));
         asyncio.push((PyString::intern(py, name).unbind(), own.then(|| f.unbind())));
     }
     let mut descriptors = Vec::new();
@@ -191,7 +193,10 @@ pub fn install_loop_methods<'py>(event_loop: &Bound<'py, PyType>) -> PyResult<Bo
         // SAFETY: the definition is a static, valid for the life of the process; the
         // descriptor keeps a reference to `base` and checks each `self` against it.
         let d = unsafe {
-            Bound::from_owned_ptr_or_err(py, ffi::PyDescr_NewMethod(base.as_type_ptr(), def.0.get()))?
+            Bound::from_owned_ptr_or_err(
+                py,
+                ffi::PyDescr_NewMethod(base.as_type_ptr(), def.0.get()),
+            )?
         };
         event_loop.setattr(m.name(), &d)?;
         descriptors.push(d.unbind());
@@ -203,7 +208,9 @@ pub fn install_loop_methods<'py>(event_loop: &Bound<'py, PyType>) -> PyResult<Bo
         asyncio,
     };
     if CLASSES.set(py, classes).is_err() {
-        return Err(PyTypeError::new_err("the loop methods are installed on one class only"));
+        return Err(PyTypeError::new_err(
+            "the loop methods are installed on one class only",
+        ));
     }
     PyTuple::new(py, [&WATCHED[..], &CACHED_ATTRS[..]].concat())
 }

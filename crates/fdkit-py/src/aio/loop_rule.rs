@@ -18,7 +18,7 @@ use pyo3::exceptions::PyTypeError;
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyDict, PyString, PyTuple, PyType};
+use pyo3::types::{PyString, PyTuple, PyType};
 
 /// The methods the core runs natively, in the order of their bits in a mask.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -78,7 +78,10 @@ impl Method {
             Method::CallAt => &["_check_closed", "get_debug"],
             Method::CallLater => &["call_at", "time", "_check_closed", "get_debug"],
             Method::CreateTask => &["_check_closed"],
-            Method::Time | Method::TimerHandleCancelled | Method::GetDebug | Method::CheckClosed => &[],
+            Method::Time
+            | Method::TimerHandleCancelled
+            | Method::GetDebug
+            | Method::CheckClosed => &[],
         }
     }
 
@@ -154,27 +157,11 @@ pub(super) fn after_event_loop<'py>(
     tp: &Bound<'py, PyType>,
     name: &Bound<'py, PyString>,
 ) -> PyResult<Option<Bound<'py, PyAny>>> {
-    let mro = tp.mro();
     let el = c.event_loop.bind(py);
-    let Some(start) = mro.iter().position(|k| k.is(el)) else {
-        let n = name.to_str()?;
-        return Ok(c.asyncio_fn(py, n).cloned());
-    };
-    for klass in mro.iter().skip(start + 1) {
-        // SAFETY: `klass` is a type of the MRO, alive while `mro` is; `tp_dict` is its dict
-        // (null only for the static built-in types of 3.12 on, such as `object`, which
-        // define none of the loop's methods).
-        let dict = unsafe { (*klass.as_ptr().cast::<ffi::PyTypeObject>()).tp_dict };
-        if dict.is_null() {
-            continue;
-        }
-        // SAFETY: a live dict, borrowed from the class.
-        let dict = unsafe { Bound::from_borrowed_ptr(py, dict).cast_into_unchecked::<PyDict>() };
-        if let Some(v) = attrs::dict_get(&dict, name.as_any())? {
-            return Ok(Some(v));
-        }
+    if !tp.is_subclass(el)? {
+        return Ok(c.asyncio_fn(py, name.to_str()?).cloned());
     }
-    Ok(None)
+    attrs::after_in_mro(tp, el, name)
 }
 
 /// A call of one of the methods: the loop, the positional arguments, and the keywords
@@ -232,7 +219,8 @@ impl<'py> Call<'_, 'py> {
 /// asyncio's method `m` called as the program called the native one: the method the loop's
 /// MRO has after fdkit's `EventLoop` (bound to the loop as Python binds it).
 pub(super) fn delegate(py: Python<'_>, m: Method, call: &Call<'_, '_>) -> PyResult<Py<PyAny>> {
-    let c = classes(py).ok_or_else(|| PyTypeError::new_err("fdkit.aio's loop methods are not installed"))?;
+    let c = classes(py)
+        .ok_or_else(|| PyTypeError::new_err("fdkit.aio's loop methods are not installed"))?;
     let name = PyString::intern(py, m.name());
     let tp = call.lp.get_type();
     let Some(func) = after_event_loop(py, c, &tp, &name)? else {
@@ -261,10 +249,9 @@ pub(super) fn delegate(py: Python<'_>, m: Method, call: &Call<'_, '_>) -> PyResu
         } else {
             let get = (*ffi::Py_TYPE(f)).tp_descr_get;
             let bound = match get {
-                Some(get) => Bound::from_owned_ptr_or_err(
-                    py,
-                    get(f, call.lp.as_ptr(), tp.as_ptr()),
-                )?,
+                Some(get) => {
+                    Bound::from_owned_ptr_or_err(py, get(f, call.lp.as_ptr(), tp.as_ptr()))?
+                }
                 None => func.clone(),
             };
             ffi::PyObject_Vectorcall(bound.as_ptr(), call.args.as_ptr(), call.nargs, kwnames)
@@ -272,7 +259,6 @@ pub(super) fn delegate(py: Python<'_>, m: Method, call: &Call<'_, '_>) -> PyResu
         Bound::from_owned_ptr_or_err(py, result).map(Bound::unbind)
     }
 }
-
 
 /// Set in a mask beside the methods' bits: `type(loop)._run_once` is the native one itself (not
 /// a subclass's override calling it), so one call may run the iterations of `run_forever`.

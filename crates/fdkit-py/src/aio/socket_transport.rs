@@ -15,12 +15,11 @@ use super::asyncio_objects::AsyncioObjects;
 use super::asyncio_objects::{TransportAttr as A, TransportAttrs, TransportClass};
 use super::gil_cell::GilCell;
 use super::loop_core::State;
-use super::loop_core::{handling, passes_through, truthy};
+use super::loop_core::{passes_through, truthy};
 use crate::errors::os_error;
 use pyo3::exceptions::PyValueError;
 use pyo3::ffi;
 use pyo3::intern;
-use pyo3::panic::PanicException;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyType};
 use rustix::io::Errno;
@@ -36,11 +35,10 @@ fn write_failed(py: Python<'_>, tr: &Bound<'_, PyAny>, e: PyErr) -> PyResult<()>
     if passes_through(py, &e) {
         return Err(e);
     }
-    let exc = e.into_value(py).into_bound(py);
-    let write_error = py
-        .import(intern!(py, "fdkit.aio._native"))?
-        .getattr(intern!(py, "write_error"))?;
-    handling(py, exc.as_any(), || write_error.call1((tr, &exc)).map(drop))
+    py.import(intern!(py, "fdkit.aio._native"))?
+        .getattr(intern!(py, "write_error"))?
+        .call1((tr, e.into_value(py)))
+        .map(drop)
 }
 
 /// A syscall on a non-blocking socket, made with the GIL held (it cannot wait), retried after
@@ -72,10 +70,7 @@ pub(super) fn read_ready(
         if passes_through(py, &e) {
             return Err(e);
         }
-        let exc = e.into_value(py).into_bound(py);
-        handling(py, exc.as_any(), || {
-            read_error.call1((tr, &exc, in_recv)).map(drop)
-        })
+        read_error.call1((tr, e.into_value(py), in_recv)).map(drop)
     };
     let n = &o.names;
     let t = TransportAttrs::of(o, tr);
@@ -206,7 +201,10 @@ unsafe impl Sync for MethodDef {}
 static WRITE_DEF: MethodDef = MethodDef(UnsafeCell::new(ffi::PyMethodDef {
     ml_name: c"write".as_ptr() as *const c_char,
     ml_meth: ffi::PyMethodDefPointer {
-        PyCFunctionFastWithKeywords: write_trampoline,
+        PyCFunctionFastWithKeywords: pyo3::impl_::trampoline::get_trampoline_function!(
+            fastcall_cfunction_with_keywords,
+            write_method
+        ),
     },
     ml_flags: ffi::METH_FASTCALL | ffi::METH_KEYWORDS,
     ml_doc:
@@ -214,66 +212,65 @@ static WRITE_DEF: MethodDef = MethodDef(UnsafeCell::new(ffi::PyMethodDef {
             .as_ptr() as *const c_char,
 }));
 
-/// `write(*args, **kwargs)` of transport `slf` (the descriptor checked its class): the native path for one positional `bytes`,
-/// asyncio's `write` (the class's) for every other call.
-unsafe extern "C" fn write_trampoline(
+/// `write(*args, **kwargs)` of transport `slf` (the descriptor checked its class): the native
+/// path for one positional `bytes` while the `write` behind the native one is asyncio's own;
+/// that `write` (asyncio's, or what a program put on asyncio's class) for every other call.
+/// Called through pyo3's fastcall trampoline (panics caught, the thread known attached).
+///
+/// # Safety
+/// CPython's `METH_FASTCALL | METH_KEYWORDS` contract: `args` holds `nargs` positional values
+/// then one per name in `kwnames` (a tuple, or null).
+unsafe fn write_method(
+    py: Python<'_>,
     slf: *mut ffi::PyObject,
     args: *const *mut ffi::PyObject,
     nargs: ffi::Py_ssize_t,
     kwnames: *mut ffi::PyObject,
-) -> *mut ffi::PyObject {
-    // SAFETY: CPython calls a METH_FASTCALL function with the GIL held.
-    let py = unsafe { Python::assume_attached() };
-    let run = || -> PyResult<Py<PyAny>> {
-        // SAFETY: `slf` is the transport the built-in is bound to, alive during the call.
-        let tr = unsafe { Bound::from_borrowed_ptr(py, slf) };
-        let o = super::asyncio_objects::objects(py)?;
-        if nargs == 1 && kwnames.is_null() {
-            // SAFETY: CPython passes `nargs` valid borrowed references in `args`.
-            let data = unsafe { Bound::from_borrowed_ptr(py, *args) };
-            if write(py, o, &tr, &data)?.is_some() {
-                return Ok(py.None());
-            }
-        }
-        // asyncio's own write.
-        let func = o.transport_write.bind(py);
-        let nkw = if kwnames.is_null() {
-            0
-        } else {
-            // SAFETY: `kwnames` is a tuple of the keyword names when not null.
-            unsafe { ffi::PyTuple_GET_SIZE(kwnames) }
-        };
-        let mut all: Vec<*mut ffi::PyObject> = Vec::with_capacity(1 + (nargs + nkw) as usize);
-        all.push(slf);
-        for i in 0..(nargs + nkw) {
-            // SAFETY: the positional then keyword values, `nargs + len(kwnames)` of them.
-            all.push(unsafe { *args.offset(i) });
-        }
-        // SAFETY: `all` holds borrowed references alive for the call; the result is a new
-        // reference or null with an error set.
-        unsafe {
-            Bound::from_owned_ptr_or_err(
-                py,
-                ffi::PyObject_Vectorcall(
-                    func.as_ptr(),
-                    all.as_ptr(),
-                    (1 + nargs) as usize,
-                    kwnames,
-                ),
-            )
-            .map(Bound::unbind)
-        }
+) -> PyResult<*mut ffi::PyObject> {
+    // SAFETY: `slf` is the transport the built-in is bound to, alive during the call.
+    let tr = unsafe { Bound::from_borrowed_ptr(py, slf) };
+    let o = super::asyncio_objects::objects(py)?;
+    let Some(class) = o.transport_class.get(py) else {
+        return Err(PyValueError::new_err(
+            "fdkit's transport write is not installed",
+        ));
     };
-    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(run)) {
-        Ok(Ok(obj)) => obj.into_ptr(),
-        Ok(Err(e)) => {
-            e.restore(py);
-            std::ptr::null_mut()
+    let behind = class.write_behind(&tr.get_type())?;
+    let own = behind
+        .as_ref()
+        .is_some_and(|f| f.is(o.transport_write.bind(py)));
+    if own && nargs == 1 && kwnames.is_null() {
+        // SAFETY: CPython passes `nargs` valid borrowed references in `args`.
+        let data = unsafe { Bound::from_borrowed_ptr(py, *args) };
+        if write(py, o, &tr, &data)?.is_some() {
+            return Ok(py.None().into_ptr());
         }
-        Err(_) => {
-            PanicException::new_err("fdkit's transport write panicked").restore(py);
-            std::ptr::null_mut()
-        }
+    }
+    let func = match behind {
+        Some(f) => f,
+        None => o.transport_write.bind(py).clone(),
+    };
+    let nkw = if kwnames.is_null() {
+        0
+    } else {
+        // SAFETY: `kwnames` is a tuple of the keyword names when not null.
+        unsafe { ffi::PyTuple_GET_SIZE(kwnames) }
+    };
+    let mut all: Vec<*mut ffi::PyObject> = Vec::with_capacity(1 + (nargs + nkw) as usize);
+    all.push(slf);
+    for i in 0..(nargs + nkw) {
+        // SAFETY: the positional then keyword values, `nargs + len(kwnames)` of them.
+        all.push(unsafe { *args.offset(i) });
+    }
+    // SAFETY: `all` holds borrowed references alive for the call; the result is a new
+    // reference or null with an error set. The function is called as the method it is
+    // (a plain function, given the transport first).
+    unsafe {
+        Bound::from_owned_ptr_or_err(
+            py,
+            ffi::PyObject_Vectorcall(func.as_ptr(), all.as_ptr(), (1 + nargs) as usize, kwnames),
+        )
+        .map(Bound::into_ptr)
     }
 }
 

@@ -176,7 +176,11 @@ fn siftup(heap: &Bound<'_, PyList>, order: Order<'_>, mut pos: usize) -> PyResul
 }
 
 /// `heapq.heappush(heap, item)`.
-pub(super) fn push(heap: &Bound<'_, PyList>, order: Order<'_>, item: &Bound<'_, PyAny>) -> PyResult<()> {
+pub(super) fn push(
+    heap: &Bound<'_, PyList>,
+    order: Order<'_>,
+    item: &Bound<'_, PyAny>,
+) -> PyResult<()> {
     heap.append(item)?;
     siftdown(heap, order, 0, heap.len() - 1)
 }
