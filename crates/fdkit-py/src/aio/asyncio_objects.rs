@@ -157,9 +157,21 @@ impl AsyncioObjects {
         let events = py.import("asyncio.events")?;
         let handle_type = events.getattr("Handle")?.cast_into::<PyType>()?;
         let timer_type = events.getattr("TimerHandle")?.cast_into::<PyType>()?;
-        let transport = py
-            .import("asyncio.selector_events")?
-            .getattr("_SelectorSocketTransport")?;
+        let selector_events = py.import("asyncio.selector_events")?;
+        let transport = selector_events
+            .getattr("_SelectorSocketTransport")?
+            .cast_into::<PyType>()?;
+        // asyncio's own functions (a replacement made before fdkit looked is not taken for
+        // one: None then, which no callable is, so the native path never stands for it).
+        let own_transport = |name: &str| -> PyResult<Py<PyAny>> {
+            Ok(asyncios_own(
+                &selector_events,
+                &transport,
+                "_SelectorSocketTransport",
+                name,
+            )?
+            .unwrap_or_else(|| py.None()))
+        };
         let slots = read_slots(&handle_type, &timer_type)?;
         Ok(AsyncioObjects {
             handle_run: asyncios_own(&events, &handle_type, "Handle", "_run")?,
@@ -173,9 +185,9 @@ impl AsyncioObjects {
                 .getattr("MethodType")?
                 .cast_into::<PyType>()?
                 .unbind(),
-            read_ready: class_dict_item(&transport, "_read_ready")?,
-            read_ready_data: class_dict_item(&transport, "_read_ready__data_received")?,
-            transport_write: class_dict_item(&transport, "write")?,
+            read_ready: own_transport("_read_ready")?,
+            read_ready_data: own_transport("_read_ready__data_received")?,
+            transport_write: own_transport("write")?,
             socket_type: py
                 .import("socket")?
                 .getattr("socket")?
@@ -222,11 +234,6 @@ fn asyncios_own(
     let qualname: String = code.getattr("co_qualname")?.extract()?;
     let module_file: String = module.getattr("__file__")?.extract()?;
     Ok((file == module_file && qualname == format!("{cls_name}.{name}")).then(|| f.unbind()))
-}
-
-/// `cls.__dict__[name]`: the object a class itself defines, not what an instance would see.
-fn class_dict_item(cls: &Bound<'_, PyAny>, name: &str) -> PyResult<Py<PyAny>> {
-    Ok(cls.getattr("__dict__")?.get_item(name)?.unbind())
 }
 
 /// The member offsets of Handle's and TimerHandle's slots, or None where the classes are not
@@ -324,9 +331,9 @@ pub struct TransportClass {
     /// was read: CPython gives a class a new tag whenever an attribute of it or of a base
     /// changes, so while the tag holds, so does the value.
     max_size: GilCell<Option<(u32, usize)>>,
-    /// The `write` behind the native one (what `super(cls, tr).write` finds) and the class's
-    /// version tag when it was looked up.
-    write_behind: GilCell<Option<(u32, Option<Py<PyAny>>)>>,
+    /// Whether the `write` behind the native one (what `super(cls, tr).write` finds) is
+    /// asyncio's own, and the class's version tag when it was looked up.
+    write_behind: GilCell<Option<(u32, bool)>>,
 }
 
 /// The transport attributes the hot paths read, by index into [`TransportClass::slots`].
@@ -364,12 +371,19 @@ impl TransportClass {
     }
 
     /// The `write` the classes after the native transport class in `tp`'s MRO define (asyncio's
-    /// own, or what a program put on asyncio's class), looked up again only when the class
-    /// changed (for a subclass of the native class, at every call).
+    /// own, or what a program put on asyncio's class).
     pub fn write_behind<'py>(
         &self,
         tp: &Bound<'py, PyType>,
     ) -> PyResult<Option<Bound<'py, PyAny>>> {
+        let py = tp.py();
+        let name = pyo3::intern!(py, "write");
+        super::attrs::after_in_mro(tp, self.cls.bind(py), name)
+    }
+
+    /// Whether the `write` behind the native one is asyncio's own (`own`), looked up again only
+    /// when the class changed (for a subclass of the native class, at every call).
+    pub fn write_is_own(&self, tp: &Bound<'_, PyType>, own: &Py<PyAny>) -> PyResult<bool> {
         let py = tp.py();
         let cls = self.cls.bind(py);
         let exact = tp.is(cls);
@@ -377,24 +391,21 @@ impl TransportClass {
         let tag = || unsafe { (*cls.as_type_ptr()).tp_version_tag };
         if exact {
             let now = tag();
-            let known = self.write_behind.with(py, |w| match w {
-                Some((t, f)) if *t != 0 && *t == now => Some(f.as_ref().map(|f| f.clone_ref(py))),
-                _ => None,
-            });
-            if let Some(f) = known {
-                return Ok(f.map(|f| f.into_bound(py)));
+            if let Some((t, is_own)) = self.write_behind.with(py, |w| *w) {
+                if t != 0 && t == now {
+                    return Ok(is_own);
+                }
             }
         }
-        let name = pyo3::types::PyString::intern(py, "write");
-        let found = super::attrs::after_in_mro(tp, cls, &name)?;
+        let is_own = self.write_behind(tp)?.is_some_and(|f| f.is(own.bind(py)));
         if exact {
-            // The lookups gave the class a tag if it had none.
-            let _ = cls.getattr(&name)?;
-            let entry = Some((tag(), found.as_ref().map(|f| f.clone().unbind())));
-            let old = self.write_behind.with(py, |w| std::mem::replace(w, entry));
-            drop(old);
+            // The lookup gave the class a tag if it had none.
+            let _ = cls.getattr(pyo3::intern!(py, "write"))?;
+            let t = tag();
+            self.write_behind
+                .with(py, |w| *w = (t != 0).then_some((t, is_own)));
         }
-        Ok(found)
+        Ok(is_own)
     }
 
     /// `cls.max_size` as a size, read again only when the class changed since the last read;

@@ -362,11 +362,28 @@ impl LoopCore {
     /// `loop.<LOOP_SLOTS[i]>`: its slot, or the long way.
     fn loop_slot<'py>(&self, lp: &Bound<'py, PyAny>, i: usize) -> PyResult<Bound<'py, PyAny>> {
         let py = lp.py();
-        let name = PyString::intern(py, LOOP_SLOTS[i]);
-        match self.loop_slots {
-            Some(offsets) => attrs::slot_attr(lp, offsets[i], &name.unbind()),
-            None => lp.getattr(name),
+        if let Some(v) = self.raw_slot(lp, i).filter(|v| !v.is_null()) {
+            // SAFETY: a live object borrowed from the loop's slot, taken as a new reference.
+            return Ok(unsafe { Bound::from_borrowed_ptr(py, v) });
         }
+        let n = &objects(py)?.names;
+        let name = [
+            &n._ready,
+            &n._stopping,
+            &n._debug,
+            &n._selector,
+            &n._scheduled,
+            &n._timer_cancelled_count,
+        ][i];
+        lp.getattr(name.bind(py))
+    }
+
+    /// What `loop.<LOOP_SLOTS[i]>`'s slot holds (null: unset), without a reference; None when
+    /// the loop's class does not keep it in that slot.
+    fn raw_slot(&self, lp: &Bound<'_, PyAny>, i: usize) -> Option<*mut ffi::PyObject> {
+        let offsets = self.loop_slots?;
+        // SAFETY: the offset is a `PyObject *` slot of the loop's class (slot_offsets).
+        Some(unsafe { aio::slot(lp.as_ptr(), offsets[i]) })
     }
 
     /// `loop.<LOOP_SLOTS[i]> = value`.
@@ -402,6 +419,10 @@ impl LoopCore {
     }
 
     fn debug(&self, lp: &Bound<'_, PyAny>) -> PyResult<bool> {
+        // SAFETY: comparing with the interpreter's singleton.
+        if self.raw_slot(lp, DEBUG) == Some(unsafe { ffi::Py_False() }) {
+            return Ok(false);
+        }
         truthy(&self.loop_slot(lp, DEBUG)?)
     }
 
@@ -845,7 +866,7 @@ impl LoopCore {
             } else {
                 clock_resolution
             };
-        let end = PyFloat::new(py, end_time);
+        let mut end: Option<Bound<'_, PyFloat>> = None;
         loop {
             // asyncio reads `self._scheduled` again for each timer.
             let Some(timers) = self.scheduled(lp)? else {
@@ -858,7 +879,10 @@ impl LoopCore {
             };
             let not_due = match heap::plain_when(o, head.as_ptr()) {
                 Some(when) => when >= end_time,
-                None => head.getattr(intern!(py, "_when"))?.ge(&end)?,
+                None => {
+                    let end = end.get_or_insert_with(|| PyFloat::new(py, end_time));
+                    head.getattr(o.names._when.bind(py))?.ge(&*end)?
+                }
             };
             if not_due {
                 break;
@@ -872,10 +896,22 @@ impl LoopCore {
         // This is the only place where callbacks are called; those they schedule run at the
         // next iteration. asyncio reads `self._ready` for each one (a callback may replace
         // it) and runs the signal handlers between two callbacks.
-        let ntodo = self.loop_slot(lp, READY)?.len()?;
-        for _ in 0..ntodo {
-            let ready = self.loop_slot(lp, READY)?;
-            let h = self.ready_methods(&ready)?.1.call0()?;
+        let ready = self.loop_slot(lp, READY)?;
+        let ntodo = ready.len()?;
+        let (mut ready_ptr, mut popleft) = (ready.as_ptr(), self.ready_methods(&ready)?.1);
+        drop(ready);
+        for i in 0..ntodo {
+            if i > 0 {
+                check_signals(py).map_err(|e| self.passing(py, e, false))?;
+            }
+            // `popleft` holds the deque it was bound to, so a pointer equal to it is that
+            // deque still.
+            if self.raw_slot(lp, READY) != Some(ready_ptr) {
+                let ready = self.loop_slot(lp, READY)?;
+                ready_ptr = ready.as_ptr();
+                popleft = self.ready_methods(&ready)?.1;
+            }
+            let h = popleft.call0()?;
             if is_cancelled(o, &h)? {
                 continue;
             }
@@ -890,7 +926,6 @@ impl LoopCore {
                 self.run_handle(py, o, &h)
                     .map_err(|e| self.passing(py, e, true))?;
             }
-            py.check_signals().map_err(|e| self.passing(py, e, false))?;
         }
         Ok(())
     }
@@ -993,12 +1028,12 @@ impl LoopCore {
         if call.nargs < first {
             return Ok(None);
         }
-        let Ok(context) = call.keyword("context", &["context"]) else {
+        let o = objects(py)?;
+        let Ok(context) = call.keyword(&o.names.context, &[&o.names.context]) else {
             return Ok(None);
         };
         let context = context.filter(|c| !c.is_none());
         let lp = &call.lp;
-        let o = objects(py)?;
         // asyncio checks that the loop is open first, then looks at debug mode.
         self.closed_check(o, lp)?;
         if self.debug(lp)? {
@@ -1054,15 +1089,15 @@ impl LoopCore {
         if call.nargs != 1 {
             return Ok(None);
         }
-        let known = ["name", "context"];
+        let o = objects(py)?;
+        let known = [&o.names.name, &o.names.context];
         let (Ok(name), Ok(context)) = (
-            call.keyword("name", &known),
-            call.keyword("context", &known),
+            call.keyword(&o.names.name, &known),
+            call.keyword(&o.names.context, &known),
         ) else {
             return Ok(None);
         };
         let lp = &call.lp;
-        let o = objects(py)?;
         self.closed_check(o, lp)?;
         let factory = self.loop_attr(lp, &o.names._task_factory)?;
         if !factory.is_none() || self.debug(lp)? {
@@ -1242,6 +1277,15 @@ impl LoopCore {
         let methods = unsafe { (*self.state.0.get()).ready_methods.take() };
         drop(methods);
     }
+}
+
+/// `PyErr_CheckSignals()`: the pending signal handlers run, the first exception one raised.
+fn check_signals(py: Python<'_>) -> PyResult<()> {
+    // SAFETY: called with the GIL held; -1 with an error set when a handler raised.
+    if unsafe { ffi::PyErr_CheckSignals() } < 0 {
+        return Err(PyErr::fetch(py));
+    }
+    Ok(())
 }
 
 /// `bool(v)`, with the answers for `True`, `False` and `None` read off the object.

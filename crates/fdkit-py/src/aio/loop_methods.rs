@@ -1,9 +1,9 @@
 //! The loop methods the core runs natively, as method descriptors on fdkit's `EventLoop` class.
 //!
-//! Each is made by `PyDescr_NewMethod` for asyncio's `BaseEventLoop`, as `list.append` is made
-//! for `list`: `loop.call_soon(cb)` is one C call with the loop as `self` (no bound object, no
-//! reference from the loop to its core's methods), and the method reads as asyncio's does
-//! (`loop.call_soon.__qualname__` is `BaseEventLoop.call_soon`, its `__self__` the loop). Being
+//! Each is a `native_method` of asyncio's `BaseEventLoop`: `loop.call_soon(cb)` is one C call
+//! with the loop as `self` (no bound object, no reference from the loop to its core's
+//! methods), and the method reads as asyncio's does (`loop.call_soon` is a bound method whose
+//! `__qualname__` is `BaseEventLoop.call_soon`, its `__self__` the loop). Being
 //! class attributes, they are what a subclass's `super()` reaches and what a patch of the
 //! loop's class replaces, as asyncio's functions are. Each call runs the core's version where
 //! `loop_rule` lets it, asyncio's otherwise.
@@ -13,12 +13,11 @@ use super::loop_core::LoopCore;
 use super::loop_rule::{
     classes, delegate, Call, LoopClasses, Method, CACHED_ATTRS, CLASSES, WATCHED,
 };
+use super::native_method::{self, FastCall};
 use pyo3::exceptions::PyTypeError;
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyString, PyTuple, PyType};
-use std::cell::UnsafeCell;
-use std::os::raw::c_char;
 
 /// The core of `lp` when it is an fdkit loop whose core is installed.
 fn core_of<'py>(
@@ -91,14 +90,8 @@ unsafe fn dispatch(
     delegate(py, m, &call).map(Py::into_ptr)
 }
 
-/// A `PyMethodDef` CPython reads, never written after its static initialisation.
-struct MethodDef(UnsafeCell<ffi::PyMethodDef>);
-
-// SAFETY: CPython only reads the definitions; nothing writes them.
-unsafe impl Sync for MethodDef {}
-
 macro_rules! native_methods {
-    ($($method:ident => $tramp:ident, $name:literal, $doc:literal;)*) => {
+    ($($method:ident => $tramp:ident, $doc:literal;)*) => {
         $(
             /// # Safety
             /// As [`dispatch`].
@@ -109,46 +102,43 @@ macro_rules! native_methods {
                 nargs: ffi::Py_ssize_t,
                 kwnames: *mut ffi::PyObject,
             ) -> PyResult<*mut ffi::PyObject> {
-                // SAFETY: pyo3's trampoline calls it as CPython called it.
+                // SAFETY: pyo3's trampoline calls it as CPython called the method.
                 unsafe { dispatch(py, Method::$method, slf, args, nargs, kwnames) }
             }
         )*
 
-        /// The definitions, in [`Method::ALL`]'s order.
-        static DEFS: [MethodDef; 9] = [$(
-            MethodDef(UnsafeCell::new(ffi::PyMethodDef {
-                ml_name: $name.as_ptr() as *const c_char,
-                ml_meth: ffi::PyMethodDefPointer {
-                    PyCFunctionFastWithKeywords: pyo3::impl_::trampoline::get_trampoline_function!(
-                        fastcall_cfunction_with_keywords,
-                        $tramp
-                    ),
-                },
-                ml_flags: ffi::METH_FASTCALL | ffi::METH_KEYWORDS,
-                ml_doc: $doc.as_ptr() as *const c_char,
-            })),
+        /// Each method's doc and entry point (pyo3's fastcall trampoline around it), in
+        /// [`Method::ALL`]'s order.
+        const ENTRIES: [(&std::ffi::CStr, FastCall); 9] = [$(
+            (
+                $doc,
+                pyo3::impl_::trampoline::get_trampoline_function!(
+                    fastcall_cfunction_with_keywords,
+                    $tramp
+                ),
+            ),
         )*];
     };
 }
 
 native_methods! {
-    RunOnce => run_once_tramp, c"_run_once",
+    RunOnce => run_once_tramp,
         c"Run one full iteration of the event loop (asyncio's BaseEventLoop._run_once).";
-    CallSoon => call_soon_tramp, c"call_soon",
+    CallSoon => call_soon_tramp,
         c"Arrange for a callback to be called as soon as possible (asyncio's).";
-    CallAt => call_at_tramp, c"call_at",
+    CallAt => call_at_tramp,
         c"Like call_later(), but uses an absolute time (asyncio's).";
-    CallLater => call_later_tramp, c"call_later",
+    CallLater => call_later_tramp,
         c"Arrange for a callback to be called at a given time (asyncio's).";
-    Time => time_tramp, c"time",
+    Time => time_tramp,
         c"Return the time according to the event loop's clock (asyncio's: time.monotonic()).";
-    TimerHandleCancelled => timer_handle_cancelled_tramp, c"_timer_handle_cancelled",
+    TimerHandleCancelled => timer_handle_cancelled_tramp,
         c"Notification that a TimerHandle has been cancelled (asyncio's).";
-    CreateTask => create_task_tramp, c"create_task",
+    CreateTask => create_task_tramp,
         c"Schedule a coroutine object; return a task object (asyncio's).";
-    GetDebug => get_debug_tramp, c"get_debug",
+    GetDebug => get_debug_tramp,
         c"Whether the loop runs in debug mode (asyncio's).";
-    CheckClosed => check_closed_tramp, c"_check_closed",
+    CheckClosed => check_closed_tramp,
         c"Raise RuntimeError if the loop is closed (asyncio's).";
 }
 
@@ -189,15 +179,8 @@ pub fn install_loop_methods<'py>(event_loop: &Bound<'py, PyType>) -> PyResult<Bo
         asyncio.push((PyString::intern(py, name).unbind(), own.then(|| f.unbind())));
     }
     let mut descriptors = Vec::new();
-    for (m, def) in Method::ALL.iter().zip(DEFS.iter()) {
-        // SAFETY: the definition is a static, valid for the life of the process; the
-        // descriptor keeps a reference to `base` and checks each `self` against it.
-        let d = unsafe {
-            Bound::from_owned_ptr_or_err(
-                py,
-                ffi::PyDescr_NewMethod(base.as_type_ptr(), def.0.get()),
-            )?
-        };
+    for (m, (doc, entry)) in Method::ALL.iter().zip(ENTRIES) {
+        let d = native_method::new(&base, m.name(), doc, entry)?;
         event_loop.setattr(m.name(), &d)?;
         descriptors.push(d.unbind());
     }

@@ -188,23 +188,27 @@ impl<'py> Call<'_, 'py> {
     }
 
     /// The value of the keyword `name`: `Ok(None)` when absent, `Err(())` when another keyword
-    /// than those in `known` was given (the native method then does not run).
-    pub fn keyword(&self, name: &str, known: &[&str]) -> Result<Option<Bound<'py, PyAny>>, ()> {
+    /// than those in `known` was given (the native method then does not run). Names are
+    /// compared by identity first (CPython interns keyword names), then by value.
+    pub fn keyword(
+        &self,
+        name: &Py<PyString>,
+        known: &[&Py<PyString>],
+    ) -> Result<Option<Bound<'py, PyAny>>, ()> {
         let Some(names) = &self.kwnames else {
             return Ok(None);
         };
+        let py = self.lp.py();
         let mut found = None;
         for (i, k) in names.iter().enumerate() {
-            let k = k.cast_into::<PyString>().map_err(drop)?;
-            let k = k.to_str().map_err(drop)?;
-            if !known.contains(&k) {
+            let same =
+                |n: &Py<PyString>| k.as_ptr() == n.as_ptr() || k.eq(n.bind(py)).unwrap_or(false);
+            if !known.iter().any(|n| same(n)) {
                 return Err(());
             }
-            if k == name {
+            if same(name) {
                 // SAFETY: the keyword values follow the `nargs` positional ones.
-                found = Some(unsafe {
-                    Bound::from_borrowed_ptr(self.lp.py(), self.args[self.nargs + i])
-                });
+                found = Some(unsafe { Bound::from_borrowed_ptr(py, self.args[self.nargs + i]) });
             }
         }
         Ok(found)

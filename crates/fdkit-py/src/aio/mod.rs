@@ -9,6 +9,7 @@ mod gil_cell;
 mod loop_core;
 mod loop_methods;
 mod loop_rule;
+mod native_method;
 mod reactor;
 mod socket_transport;
 mod timer_heap;

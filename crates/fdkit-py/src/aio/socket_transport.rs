@@ -20,6 +20,7 @@ use crate::errors::os_error;
 use pyo3::exceptions::PyValueError;
 use pyo3::ffi;
 use pyo3::intern;
+use pyo3::panic::PanicException;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyType};
 use rustix::io::Errno;
@@ -201,10 +202,7 @@ unsafe impl Sync for MethodDef {}
 static WRITE_DEF: MethodDef = MethodDef(UnsafeCell::new(ffi::PyMethodDef {
     ml_name: c"write".as_ptr() as *const c_char,
     ml_meth: ffi::PyMethodDefPointer {
-        PyCFunctionFastWithKeywords: pyo3::impl_::trampoline::get_trampoline_function!(
-            fastcall_cfunction_with_keywords,
-            write_method
-        ),
+        PyCFunctionFastWithKeywords: write_trampoline,
     },
     ml_flags: ffi::METH_FASTCALL | ffi::METH_KEYWORDS,
     ml_doc:
@@ -215,7 +213,33 @@ static WRITE_DEF: MethodDef = MethodDef(UnsafeCell::new(ffi::PyMethodDef {
 /// `write(*args, **kwargs)` of transport `slf` (the descriptor checked its class): the native
 /// path for one positional `bytes` while the `write` behind the native one is asyncio's own;
 /// that `write` (asyncio's, or what a program put on asyncio's class) for every other call.
-/// Called through pyo3's fastcall trampoline (panics caught, the thread known attached).
+///
+/// Entered with `assume_attached`, not pyo3's trampoline (which also flushes pyo3's queue of
+/// deferred releases on entry): this path drops no `Py`, only `Bound`s, which release at once.
+unsafe extern "C" fn write_trampoline(
+    slf: *mut ffi::PyObject,
+    args: *const *mut ffi::PyObject,
+    nargs: ffi::Py_ssize_t,
+    kwnames: *mut ffi::PyObject,
+) -> *mut ffi::PyObject {
+    // SAFETY: CPython calls a METH_FASTCALL function with the GIL held.
+    let py = unsafe { Python::assume_attached() };
+    // SAFETY: CPython's METH_FASTCALL | METH_KEYWORDS contract, passed on.
+    let run = || unsafe { write_method(py, slf, args, nargs, kwnames) };
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(run)) {
+        Ok(Ok(obj)) => obj,
+        Ok(Err(e)) => {
+            e.restore(py);
+            std::ptr::null_mut()
+        }
+        Err(_) => {
+            PanicException::new_err("fdkit's transport write panicked").restore(py);
+            std::ptr::null_mut()
+        }
+    }
+}
+
+/// The write of [`write_trampoline`].
 ///
 /// # Safety
 /// CPython's `METH_FASTCALL | METH_KEYWORDS` contract: `args` holds `nargs` positional values
@@ -235,18 +259,15 @@ unsafe fn write_method(
             "fdkit's transport write is not installed",
         ));
     };
-    let behind = class.write_behind(&tr.get_type())?;
-    let own = behind
-        .as_ref()
-        .is_some_and(|f| f.is(o.transport_write.bind(py)));
-    if own && nargs == 1 && kwnames.is_null() {
+    let tp = tr.get_type();
+    if nargs == 1 && kwnames.is_null() && class.write_is_own(&tp, &o.transport_write)? {
         // SAFETY: CPython passes `nargs` valid borrowed references in `args`.
         let data = unsafe { Bound::from_borrowed_ptr(py, *args) };
         if write(py, o, &tr, &data)?.is_some() {
             return Ok(py.None().into_ptr());
         }
     }
-    let func = match behind {
+    let func = match class.write_behind(&tp)? {
         Some(f) => f,
         None => o.transport_write.bind(py).clone(),
     };

@@ -221,5 +221,8 @@ pub(super) fn heapify(heap: &Bound<'_, PyList>, order: Order<'_>) -> PyResult<()
 
 /// The first item of the heap, when it has one.
 pub(super) fn peek<'py>(heap: &Bound<'py, PyList>) -> Option<Bound<'py, PyAny>> {
+    if heap.is_empty() {
+        return None;
+    }
     heap.get_item(0).ok()
 }
