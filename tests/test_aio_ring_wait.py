@@ -38,7 +38,7 @@ def _kernel_reads_epoll() -> bool:
         reactor.close()
 
 
-def _ring_wait(monkeypatch: pytest.MonkeyPatch, value: str | None) -> str:
+def _ring_wait(monkeypatch: pytest.MonkeyPatch, value: str | None) -> str | None:
     if value is None:
         monkeypatch.delenv("FDKIT_AIO_RING_WAIT", raising=False)
     else:

@@ -290,6 +290,8 @@ class UringEventLoop(EventLoop):
     engine: ClassVar[Engine] = "io_uring"
     #: Reactor settings (ring entries, epoll_wait): tests change them.
     _reactor_options: ClassVar[_ReactorOptions] = {}
+    #: The loop's ``_fdkit.Reactor`` (None for a loop given its own selector).
+    _reactor: Any
 
     def __init__(self, selector: Any = None, *, engine: str | None = None) -> None:
         # A ``selector`` given (as to asyncio's SelectorEventLoop) is what the loop waits with,

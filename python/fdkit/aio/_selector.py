@@ -37,7 +37,7 @@ class RingSelector(selectors.EpollSelector):
         if selectors.EpollSelector.select is not _EPOLL_SELECT:
             # A program replaced the epoll selector's select (a test plugin, a tracer): it gets
             # the call asyncio's loop makes, with the iteration's timeout.
-            return super().select(timeout)  # type: ignore[no-any-return]
+            return super().select(timeout)
         ready: list[Any] = super().select(0)
         if ready or (timeout is not None and timeout <= 0):
             return ready
