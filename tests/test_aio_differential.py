@@ -14,15 +14,33 @@ what the kernel's timing decides (how received bytes are chunked, how much send(
 a timer fires against I/O), so that two runs on asyncio's loop give the same trace: the first
 test checks that, or a difference with fdkit would mean nothing.
 
+Programs also go into the corners (issue 32) where programs and tools change or stretch the
+loop: a loop subclass overriding asyncio's hooks (``time``, ``_run_once``,
+``_process_events``, ``_add_callback``, ``call_soon``, ``call_at``, ``_check_closed``,
+``get_debug``, ``create_task``: the trace says which were called in each step, and what
+call_soon and call_at were given), class patches made mid-run (the loop class's ``time`` and
+``_run_once``, ``BaseEventLoop.call_soon``, ``BaseSelectorEventLoop._process_events``,
+``EpollSelector.select``, the socket transport's ``write``; undone when the program ends), NaN,
+infinite, huge and non-float timer values (what each call_at/call_later raised, which timers
+ran, what the loop's runs raised), odd ``transport.max_size`` values, exception handlers that
+log with ``logging.exception`` (the traceback logged, and whether ``sys.exc_info()`` was set in
+the handler) or raise, and SIGUSR1 raised mid-batch by a callback (the Python handler's record
+among the batch's). Each run of the loop is bounded: a loop that hangs (a NaN timer or a
+subclass's ``time`` on fdkit's loop before issue 32) fails the test with "the loop hung at
+step ..." after a few seconds; a program a loop may abort the process on (``max_size`` of
+``1 << 40``) runs in a forked child.
+
 ``FUZZ_EXAMPLES`` programs per test (40 by default, under a minute for the file); ``make
 fuzz-aio`` is the long run. Programs that failed once are replayed first (hypothesis's
 database); a failure prints the smallest program found and the step where the traces part,
 with both traces. :data:`KNOWN` are programs of the differences a hostile pass found in the
-io_uring engine before it took nothing early, run every time.
+io_uring engine before it took nothing early, and :data:`CORNERS` one or more programs per
+corner class above, run every time.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import Callable
 from typing import Any
@@ -30,12 +48,15 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 
+import fdkit.aio
 from helpers.aio_fuzz import (
+    HOOKS,
     Abort,
     Act,
     Arm,
     Call,
     Close,
+    Patch,
     PauseReading,
     PeerClose,
     PeerDrain,
@@ -43,13 +64,17 @@ from helpers.aio_fuzz import (
     PeerSend,
     PeerShutWr,
     Program,
+    Raise,
     ResumeReading,
     Sched,
     SetLimits,
+    SetMaxSize,
     SetProtocol,
+    Signal,
     Trace,
     Write,
     format_trace,
+    hung,
     programs,
     run_program,
 )
@@ -112,14 +137,154 @@ KNOWN = (
 )
 
 
+#: A batch of every kind of callback, with bytes arriving: what the corners run under.
+_BATCH = Sched(
+    calls=(
+        Call("soon", effects=(Act(Write(10)),)),
+        Call("at", order=1),
+        Call("later", order=2),
+        Call("future", order=3),
+        Call("threadsafe"),
+    ),
+    peer_bytes=100,
+)
+_RAISING = Sched(
+    calls=(
+        Call("soon", effects=(Raise(),)),
+        Call("at", order=1, effects=(Raise(),)),
+        Call("future", order=2, effects=(Raise(),)),
+    )
+)
+
+#: Programs of each corner of issue 32, run every time: a loop subclass overriding each hook
+#: (on fdkit's loop before issue 32, one overriding time, _run_once, _process_events or
+#: _add_callback hung at the first due timer); class patches made mid-run; NaN and -inf
+#: timers (fdkit: hung), infinite and huge ones, non-float ones (int, Fraction, Decimal, an int
+#: too big for a float); odd max_size values (negative, a float, 0, 1 << 40, 1 << 24);
+#: exception handlers that log with exc_info, that raise, and asyncio's default one logging in
+#: debug mode; SIGUSR1 raised mid-batch, its handler recording or raising.
+CORNERS = (
+    *(
+        Program(steps=(PeerSend(100), _BATCH, Write(10), PeerClose()), server=True, hooks=(hook,))
+        for hook in HOOKS
+    ),
+    Program(
+        steps=(
+            PeerSend(100),
+            Patch("time"),
+            Patch("call_soon"),
+            Patch("select"),
+            _BATCH,
+            Patch("process_events"),
+            Patch("run_once"),
+            Patch("write"),
+            Write(10),
+            PeerSend(10),
+            PeerDrain(),
+        )
+    ),
+    Program(
+        steps=(
+            Sched(
+                calls=(
+                    Call("at", when="nan"),
+                    Call("later", when="nan"),
+                    Call("at", when="-inf"),
+                    Call("soon"),
+                )
+            ),
+            Write(10),
+        )
+    ),
+    Program(
+        steps=(
+            Sched(
+                calls=(
+                    Call("at", when="inf"),
+                    Call("later", when="inf"),
+                    Call("at", when="huge"),
+                    Call("later", when="-inf"),
+                    Call("at", order=1),
+                    Call("future", order=2),
+                )
+            ),
+            PeerSend(10),
+        )
+    ),
+    Program(
+        steps=(
+            Sched(
+                calls=(
+                    Call("at", when="int"),
+                    Call("later", when="int"),
+                    Call("at", when="fraction"),
+                    Call("later", when="fraction"),
+                    Call("at", when="decimal"),
+                    Call("later", when="decimal"),
+                    Call("at", when="bigint"),
+                    Call("later", when="bigint"),
+                    Call("at", order=3),
+                )
+            ),
+            PeerSend(10),
+        )
+    ),
+    *(
+        Program(steps=(SetMaxSize(value), PeerSend(5000), Write(10), PeerShutWr()))
+        for value in (-1, 0.5, 0, 1 << 40, 1 << 24)
+    ),
+    Program(
+        steps=(_RAISING, Arm("data_received", "raise"), PeerSend(10), PeerReset(), Write(10)),
+        handler="log",
+    ),
+    Program(steps=(_RAISING, Arm("eof_received", "raise"), PeerShutWr()), handler="raise"),
+    Program(
+        steps=(_RAISING, PauseReading(), PeerReset(), Write(10), ResumeReading()),
+        handler="default",
+        debug=True,
+    ),
+    Program(
+        steps=(
+            Sched(
+                calls=(
+                    Call("soon", effects=(Signal(),)),
+                    Call("soon"),
+                    Call("at", order=1, effects=(Signal(raises=True),)),
+                    Call("at", order=2),
+                    Call("threadsafe", effects=(Signal(), Act(Write(5)))),
+                )
+            ),
+            PeerSend(10),
+        )
+    ),
+)
+
+
 def _known(test: Callable[..., Any]) -> Callable[..., Any]:
-    for program in KNOWN:
+    for program in (*KNOWN, *CORNERS):
         test = example(program=program)(test)
     return test
 
 
+def new_loop(kind: Kind) -> Callable[..., asyncio.AbstractEventLoop]:
+    """``kind``'s loops for the driver: ``new()``, or ``new(derive)`` an instance of a
+    subclass ``derive(base)`` of asyncio's ``SelectorEventLoop`` or ``fdkit.aio.EventLoop``
+    (on ``kind``'s engine), as a program subclasses the loop it uses."""
+
+    def new(derive: Callable[[type], type] | None = None) -> asyncio.AbstractEventLoop:
+        if derive is None:
+            return kind.new()
+        if kind == ASYNCIO:
+            return derive(asyncio.SelectorEventLoop)()  # type: ignore[no-any-return]
+        loop = derive(fdkit.aio.EventLoop)(engine=kind.name)
+        assert loop.engine == kind.name, (loop.engine, loop.engine_reason)
+        return loop  # type: ignore[no-any-return]
+
+    return new
+
+
 def _run(kind: Kind, program: Program) -> Trace:
-    return run_program(kind.new, program)
+    return run_program(new_loop(kind), program)
 
 
 def _first_difference(oracle: Trace, got: Trace) -> str:
@@ -130,12 +295,15 @@ def _first_difference(oracle: Trace, got: Trace) -> str:
 
 
 def _assert_same(oracle_name: str, oracle: Trace, name: str, got: Trace) -> None:
+    both = f"--- {oracle_name}\n{format_trace(oracle)}\n--- {name}\n{format_trace(got)}"
+    stuck = hung(oracle)
+    if stuck is not None:  # the driver's own fault: asyncio's loop must never be stuck
+        raise AssertionError(f"{oracle_name}: {stuck}\n{both}")
     if got == oracle:
         return
-    raise AssertionError(
-        f"the traces part at {_first_difference(oracle, got)}\n"
-        f"--- {oracle_name}\n{format_trace(oracle)}\n--- {name}\n{format_trace(got)}"
-    )
+    stuck = hung(got)
+    said = f"{name}: {stuck}; " if stuck is not None else ""
+    raise AssertionError(f"{said}the traces part at {_first_difference(oracle, got)}\n{both}")
 
 
 @SETTINGS

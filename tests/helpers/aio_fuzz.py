@@ -9,6 +9,22 @@ half-closes, resets, closes, reads or never reads; on a loop in debug mode or no
 :func:`run_program` runs one on a new loop and returns its :data:`Trace`: what a program can
 see, step by step. The same program on asyncio's loop and on fdkit's must give equal traces.
 
+Programs also go into the corners where programs and tools change or stretch the loop (issue
+32): the loop an instance of a subclass overriding hooks of :data:`HOOKS` (each records that
+it was called, under which of the driver's calls of the loop's API, and what call_soon and
+call_at were given), class patches made mid-run (:class:`Patch`, undone when the program
+ends), NaN, infinite, huge and non-float timer values (:data:`ODD_WHENS`: what each call
+raised, which timers ran, what the loop's runs raised), odd ``transport.max_size`` values
+(:class:`SetMaxSize`), exception handlers that log with ``logging.exception`` or raise
+(:data:`HANDLERS`: the log's traceback, and whether ``sys.exc_info()`` was set in the
+handler), and SIGUSR1 raised by a callback mid-batch (:class:`Signal`).
+
+A loop's run is bounded (:data:`HANG_TIMEOUT`, SIGALRM: a native loop that holds the GIL
+leaves a watchdog thread no chance, but checks for signals): a loop that hangs ends the trace
+with ``("hung", seconds)`` at the step it hung in. A program that may abort the process (a
+huge ``max_size``) runs in a forked child; its trace ends with ``("crashed", signal)`` if the
+child dies.
+
 A trace holds only what asyncio defines, whatever the kernel's timing:
 
 - **One thing moves at a time.** The driver runs the loop by hand, with ``stop``: a peer's
@@ -37,27 +53,43 @@ A trace holds only what asyncio defines, whatever the kernel's timing:
   iteration, interleaved with the transport's callbacks as asyncio interleaves them (all the
   I/O they meet is in the kernel already). Timers in the future fire when the clock says, so
   they are a lane of their own: they only record, raise and cancel each other, and the trace
-  gives their order apart from the rest.
+  gives their order apart from the rest. Timers with odd times are a lane of their own too,
+  given as a set once their batch is done (see :class:`Call`).
+- **Hooks and patches: whether, not how often.** How many times the loop iterates in a step is
+  timing: the trace says which hooks and patches were called in a step (and under which call
+  of the loop's API), not how often; a loop's run that raised is said once per step.
+- **Floods are cut short.** A step whose events never end without bytes moving (a loop
+  reporting the same error for ever) settles after :data:`SETTLE_TIMEOUT`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import fcntl
+import functools
 import gc
 import logging
 import os
+import pickle
 import random
 import re
 import select
+import selectors
+import signal
 import socket
 import struct
+import sys
 import termios
 import time
-from asyncio import selector_events
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any
+import traceback
+import warnings
+from asyncio import base_events, selector_events
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field, replace
+from decimal import Decimal
+from fractions import Fraction
+from typing import Any, Self
 
 from hypothesis import strategies as st
 
@@ -166,6 +198,40 @@ class Arm:
     how: str = "raise"
 
 
+@dataclass(frozen=True)
+class SetMaxSize:
+    """``transport.max_size = value``: what a Protocol's transport asks ``recv`` for on each
+    read (a BufferedProtocol's reads go by its buffer). asyncio reads it on its error path: a
+    negative or float value is a fatal read error (ValueError, TypeError), 0 reads ``b""``
+    (taken for EOF), ``1 << 40`` a MemoryError (where the kernel will not overcommit a TiB;
+    such a program runs in a child process: it may abort one), ``1 << 24`` a large valid
+    one."""
+
+    value: Any
+
+
+@dataclass(frozen=True)
+class Patch:
+    """Patches, mid-run, a class attribute asyncio's code calls with a wrapper that records
+    that it was called and calls the original; undone when the program ends, whatever
+    happens. ``target`` (:data:`PATCH_TARGETS`): ``time`` and ``run_once`` on the loop's own
+    class, ``call_soon`` on ``BaseEventLoop``, ``process_events`` on
+    ``BaseSelectorEventLoop``, ``select`` on ``selectors.EpollSelector``, ``write`` on
+    asyncio's socket transport class."""
+
+    target: str
+
+
+#: What :class:`Patch` patches: (where, the attribute); ``loop`` is the loop's own class.
+PATCH_TARGETS: dict[str, tuple[str, str]] = {
+    "time": ("loop", "time"),
+    "run_once": ("loop", "_run_once"),
+    "call_soon": ("BaseEventLoop", "call_soon"),
+    "process_events": ("BaseSelectorEventLoop", "_process_events"),
+    "select": ("EpollSelector", "select"),
+    "write": ("_SelectorSocketTransport", "write"),
+}
+
 #: The protocol callbacks that can be armed.
 CALLBACKS = (
     "data_received",
@@ -190,6 +256,8 @@ Action = (
     | SetLimits
     | SetProtocol
     | Arm
+    | SetMaxSize
+    | Patch
 )
 
 
@@ -219,7 +287,25 @@ class Act:
     action: Action
 
 
-Effect = Raise | Spawn | Cancel | Act
+@dataclass(frozen=True)
+class Signal:
+    """The callback raises SIGUSR1 (``signal.raise_signal``) mid-batch; the program's Python
+    handler records it (and raises, if ``raises``: the callback then raises that)."""
+
+    raises: bool = False
+
+
+Effect = Raise | Spawn | Cancel | Act | Signal
+
+#: Odd ``when`` values of :class:`Call` (``at``: the time; ``later``: the delay): ``nan``
+#: (asyncio runs the timer at once: ``when >= end`` is false), ``inf`` and ``huge`` (1e300:
+#: never due), ``-inf`` (due), ``bigint`` (10**400: never due for call_at; call_later's
+#: ``time() + delay`` raises OverflowError), and an ``int``, a ``Fraction`` or a ``Decimal``
+#: in the past (call_later's ``float + Decimal`` raises TypeError).
+ODD_WHENS = ("nan", "inf", "-inf", "huge", "bigint", "int", "fraction", "decimal")
+#: The odd whens asyncio never runs (the driver does not wait for them; it cancels them when
+#: their batch ends, so that they leave the timer heap).
+NEVER_DUE = frozenset({"inf", "huge", "bigint"})
 
 
 @dataclass(frozen=True)
@@ -228,12 +314,22 @@ class Call:
     (call_soon_threadsafe), ``at`` and ``later`` (call_at / call_later, already due, ordered
     by ``order``) or ``future`` (call_at, a few ms ahead, ordered by ``order``: it may only
     raise and cancel other ``future`` ones); ``cancel``: cancelled right after it is
-    scheduled. Its ``effects`` run in order when it is called."""
+    scheduled. Its ``effects`` run in order when it is called.
+
+    ``when`` (``at`` and ``later`` only, not spawned; one of :data:`ODD_WHENS`) gives it an
+    odd time: what the call raised is in the trace, and the odd timers are a lane of their
+    own, recorded as a set once the batch is done (asyncio's heap orders a NaN, or equal
+    times, as it happens to); they have no effects. A batch with a NaN timer has no other
+    timer but odd ones that come due (:func:`tame_nan`): a NaN in asyncio's heap compares
+    neither below nor above anything, so the heap pops the timers around it out of order,
+    and hides those below it, for ever under a timer that is never due (even the driver's
+    own ``stop``: asyncio's loop then waits a day)."""
 
     how: str
     order: int = 0
     cancel: bool = False
     effects: tuple[Effect, ...] = ()
+    when: str | None = None
 
 
 @dataclass(frozen=True)
@@ -277,17 +373,42 @@ class PeerDrain:
 Step = Action | Sched | PeerSend | PeerShutWr | PeerReset | PeerClose | PeerDrain
 
 
+#: The loop methods a program's loop class may override (:attr:`Program.hooks`).
+HOOKS = (
+    "time",
+    "_run_once",
+    "_process_events",
+    "_add_callback",
+    "call_soon",
+    "call_at",
+    "_check_closed",
+    "get_debug",
+    "create_task",
+)
+#: What the loop's exception handler does (:attr:`Program.handler`).
+HANDLERS = ("record", "log", "raise", "default")
+
+
 @dataclass(frozen=True)
 class Program:
     """A connection (the transport's side made by ``create_connection(sock=...)``, or
     accepted by ``create_server`` if ``server``), its first protocol (see
-    :class:`SetProtocol`), the steps, and the loop's debug mode (``debug``)."""
+    :class:`SetProtocol`), the steps, and the loop's debug mode (``debug``).
+
+    ``hooks`` (sorted, from :data:`HOOKS`): the loop is an instance of a subclass of the
+    loop's class that overrides these methods, each recording that it was called and calling
+    ``super()``. ``handler``: the loop's exception handler records what it is given
+    (``record``), also logs it with ``logging.exception`` (``log``), or records and raises
+    (``raise``); ``default``: no handler is set (asyncio's default one logs). Past
+    ``record``, the handler's event says whether ``sys.exc_info()`` was set in it."""
 
     steps: tuple[Step, ...]
     server: bool = False
     buffer: int | None = None
     keep_open: bool = False
     debug: bool = False
+    hooks: tuple[str, ...] = ()
+    handler: str = "record"
 
 
 # --- strategies -------------------------------------------------------------------------------
@@ -322,6 +443,10 @@ _arm = st.builds(
     callback=st.sampled_from(CALLBACKS),
     how=st.sampled_from(["raise", *REACTIONS]),
 )
+#: max_size values: invalid (negative, a float), 0, huge (1 << 40), large valid, ordinary.
+MAX_SIZES = (-1, 0, 0.5, 1 << 40, 1 << 24, 4096)
+_max_size = st.builds(SetMaxSize, value=st.sampled_from(MAX_SIZES))
+_patch = st.builds(Patch, target=st.sampled_from(sorted(PATCH_TARGETS)))
 actions: st.SearchStrategy[Action] = st.deferred(
     lambda: _weighted(
         (4, _writes),
@@ -334,14 +459,21 @@ actions: st.SearchStrategy[Action] = st.deferred(
         (1, st.just(WriteEof())),
         (1, st.just(Close())),
         (1, st.just(Abort())),
+        (1, _max_size),
+        (1, _patch),
     )
 )
 
 
-def _effects(depth: int, future: bool) -> st.SearchStrategy[tuple[Effect, ...]]:
+def _effects(depth: int, lane: str) -> st.SearchStrategy[tuple[Effect, ...]]:
+    """A callback's effects; the ``future`` timers' lane only cancels (within its lane) and
+    raises, the odd timers' has none."""
+    if lane == "odd":
+        return st.just(())
     one: list[st.SearchStrategy[Effect]] = [st.builds(Cancel, index=st.integers(0, 15))]
-    if not future:
+    if lane == "main":
         one.append(st.builds(Act, action=actions))
+        one.append(st.builds(Signal, raises=st.sampled_from([False, False, True])))
         if depth > 0:
             one.append(st.builds(Spawn, call=_calls(depth - 1, children=True)))
     body = st.lists(st.one_of(*one), max_size=3 if depth > 1 else 2)
@@ -351,21 +483,42 @@ def _effects(depth: int, future: bool) -> st.SearchStrategy[tuple[Effect, ...]]:
 def _calls(depth: int, children: bool = False) -> st.SearchStrategy[Call]:
     hows = ["soon", "threadsafe", "at", "later"] + ([] if children else ["future"])
 
-    def build(how: str) -> st.SearchStrategy[Call]:
+    def build(how: str, when: str | None) -> st.SearchStrategy[Call]:
+        lane = "future" if how == "future" else "odd" if when is not None else "main"
         return st.builds(
             Call,
             how=st.just(how),
             order=st.integers(0, 9),
             cancel=st.booleans() if not children else st.just(False),
-            effects=_effects(depth, future=how == "future"),
+            effects=_effects(depth, lane),
+            when=st.just(when),
         )
 
-    return st.sampled_from(hows).flatmap(build)
+    def pick(how: str) -> st.SearchStrategy[Call]:
+        if children or how not in ("at", "later"):
+            return build(how, None)
+        whens = _weighted((6, st.none()), (1, st.sampled_from(ODD_WHENS)))
+        return whens.flatmap(lambda when: build(how, when))
+
+    return st.sampled_from(hows).flatmap(pick)
+
+
+def tame_nan(calls: tuple[Call, ...]) -> tuple[Call, ...]:
+    """A batch as :class:`Call` says it may be: with a NaN timer, its other timers are odd
+    ones that come due, or ``soon`` callbacks."""
+    if not any(c.when == "nan" for c in calls):
+        return calls
+    out = []
+    for c in calls:
+        if c.how in ("at", "later", "future") and (c.when is None or c.when in NEVER_DUE):
+            c = replace(c, how="soon", when=None)
+        out.append(c)
+    return tuple(out)
 
 
 sched = st.builds(
     Sched,
-    calls=st.lists(_calls(2), min_size=1, max_size=5).map(tuple),
+    calls=st.lists(_calls(2), min_size=1, max_size=5).map(tuple).map(tame_nan),
     peer_bytes=st.one_of(st.just(0), st.integers(1, 4096)),
 )
 
@@ -400,6 +553,8 @@ steps: st.SearchStrategy[Step] = _weighted(
     (1, st.just(PeerShutWr())),
     (1, st.just(PeerReset())),
     (1, st.just(PeerClose())),
+    (1, _max_size),
+    (1, _patch),
 )
 programs = st.builds(
     Program,
@@ -408,6 +563,16 @@ programs = st.builds(
     buffer=st.one_of(st.none(), st.sampled_from([1, 7, 4096, 65536])),
     keep_open=st.booleans(),
     debug=st.sampled_from([False, False, False, True]),
+    hooks=_weighted(
+        (3, st.just(())),
+        (
+            1,
+            st.lists(st.sampled_from(HOOKS), min_size=1, max_size=3, unique=True).map(
+                lambda h: tuple(sorted(h))
+            ),
+        ),
+    ),
+    handler=st.sampled_from(["record"] * 5 + ["log", "raise", "default"]),
 )
 
 
@@ -415,20 +580,38 @@ programs = st.builds(
 
 
 class FuzzError(Exception):
-    """What an armed callback raises."""
+    """What an armed callback raises; ``lane``: where what is logged about it goes (the lane
+    of the timer that raised it, the future's; else the rest)."""
+
+    def __init__(self, message: str, lane: list[tuple[Any, ...]] | None = None) -> None:
+        super().__init__(message)
+        self.lane = lane
+
+
+def _lane_of(exc: BaseException | None) -> list[tuple[Any, ...]] | None:
+    """The lane of a FuzzError in ``exc``'s chain, if any."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        lane = getattr(exc, "lane", None)
+        if isinstance(lane, list):
+            return lane
+        exc = exc.__context__
+    return None
 
 
 _HEX = re.compile(r"0x[0-9a-fA-F]+")
 _FD = re.compile(r"fd=-?\d+")
+_PORT = re.compile(r"'127\.0\.0\.1', \d+")
 _TRANSPORT_CLASS = re.compile(r"\b\w*SocketTransport\b")
 
 
 def norm(text: str) -> str:
-    """``text`` without what differs from run to run (addresses, fd numbers), and with the
+    """``text`` without what differs from run to run (addresses, fd numbers, ports), and with the
     transport's class named ``SocketTransport`` (fdkit's is a subclass of asyncio's, named
     otherwise: the setup records that it is asyncio's)."""
     text = _TRANSPORT_CLASS.sub("SocketTransport", _HEX.sub("0x?", text))
-    return _FD.sub("fd=N", text)
+    return _PORT.sub("'127.0.0.1', N", _FD.sub("fd=N", text))
 
 
 def describe(exc: BaseException | None) -> tuple[str, str] | None:
@@ -436,6 +619,248 @@ def describe(exc: BaseException | None) -> tuple[str, str] | None:
     if exc is None:
         return None
     return (type(exc).__name__, norm(str(exc)))
+
+
+_FRAME = re.compile(r'  File "([^"\n]+)", line (\d+), in ([^\n]+)\n?((?:    [^\n]*(?:\n|$))*)')
+_CREATED_AT = re.compile(r"created at ([^\s>]+):(\d+)")
+_WHEN = re.compile(r"\bwhen=[^\s>]+")
+_FRAME_SUMMARY = re.compile(r"<FrameSummary file ([^,\n]+), line (\d+) in ([^>\n]+)>")
+_NO_FRAME = re.compile(r"<->(, )?|(, )?<->")
+_DRIVER_FILE = os.path.basename(__file__)
+
+
+def _driver_file(path: str) -> bool:
+    return os.path.basename(path) == _DRIVER_FILE
+
+
+def norm_log(text: str) -> str:
+    """A log message or traceback as a trace shows it: :func:`norm`, with the frames of a
+    formatted stack (debug mode's "Object created at") and the "created at" of a handle's repr
+    kept only where they are this driver's (which of asyncio's or fdkit's own frames a stack
+    holds is their implementation's business), without their source lines, and a timer
+    handle's ``when`` (the clock's) left out."""
+
+    def frame(m: re.Match[str]) -> str:
+        if not _driver_file(m.group(1)):
+            return ""
+        return f'  File "{_DRIVER_FILE}", line {m.group(2)}, in {m.group(3)}\n'
+
+    def created(m: re.Match[str]) -> str:
+        return f"created at {_DRIVER_FILE}:{m.group(2)}" if _driver_file(m.group(1)) else ""
+
+    def summary(m: re.Match[str]) -> str:  # a FrameSummary's repr (a context dict's)
+        return f"<{_DRIVER_FILE}:{m.group(2)} {m.group(3)}>" if _driver_file(m.group(1)) else "<->"
+
+    text = _NO_FRAME.sub("", _FRAME_SUMMARY.sub(summary, text))
+    text = _WHEN.sub("when=?", _CREATED_AT.sub(created, _FRAME.sub(frame, text)))
+    return norm(text).rstrip()
+
+
+def exc_chain(exc: BaseException | None) -> tuple[str, ...]:
+    """An exception as a log's traceback shows it, oldest first: each exception of its
+    ``__cause__``/``__context__`` chain with this driver's frames it went through (asyncio's
+    and fdkit's own left out); ``NoneType: None`` where there was none (``exc_info`` outside
+    an ``except`` block)."""
+    if exc is None:
+        return ("NoneType: None",)
+    out: list[str] = []
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        frames = [
+            f.name for f in traceback.extract_tb(exc.__traceback__) if _driver_file(f.filename)
+        ]
+        link = ""
+        nxt: BaseException | None = None
+        if exc.__cause__ is not None:
+            link, nxt = "caused by", exc.__cause__
+        elif exc.__context__ is not None and not exc.__suppress_context__:
+            link, nxt = "while handling", exc.__context__
+        where = f" in {'/'.join(frames)}" if frames else ""
+        out.append(f"{type(exc).__name__}: {norm(str(exc))}{where} {link}".rstrip())
+        exc = nxt
+    return tuple(reversed(out))
+
+
+def _arg(value: Any, ints: bool = True) -> str:
+    """A callback's argument as a trace shows it (an int's value only where ``ints``)."""
+    if value is None or isinstance(value, bool) or (ints and isinstance(value, int)):
+        return repr(value)
+    if isinstance(value, BaseException):
+        return f"{type(value).__name__}({norm(str(value))})"
+    return norm(type(value).__name__)
+
+
+def callback_of(callback: Any, args: tuple[Any, ...]) -> tuple[str, tuple[str, ...]]:
+    """A scheduled callback as a trace shows it: its name and its arguments' (the values of
+    ints only for the driver's own callbacks: others' are fd numbers)."""
+    name = getattr(callback, "__name__", None) or type(callback).__name__
+    mine = getattr(getattr(callback, "__self__", None), "__module__", None) == __name__
+    return (norm(str(name)), tuple(_arg(a, mine) for a in args))
+
+
+# --- what loop hooks and class patches saw ----------------------------------------------------
+
+#: The run whose loop's hooks and patches record what they see (one at a time).
+_active: list[_Run] = []
+
+
+def saw(name: str, detail: Any = None) -> None:
+    """A hook or a patch was called (``detail``: its callback, for call_soon and call_at),
+    under the driver's current call of the loop's API."""
+    if _active:
+        run = _active[0]
+        run.seen.setdefault(f"{name}@{run.op}", set()).add(detail)
+
+
+_hooked: dict[tuple[type, tuple[str, ...]], type] = {}
+
+
+def hooked_class(base: type, hooks: tuple[str, ...]) -> type:
+    """A subclass of the loop class ``base`` overriding ``hooks`` (of :data:`HOOKS`), each
+    recording that it was called (:func:`saw`) and calling ``super()``; one per ``base`` and
+    ``hooks``. The overrides are the class's own methods, as a program's subclass has them."""
+    key = (base, hooks)
+    cls = _hooked.get(key)
+    if cls is not None:
+        return cls
+
+    class FuzzLoop(base):  # type: ignore[misc]
+        def time(self) -> float:
+            saw("time")
+            return super().time()  # type: ignore[no-any-return]
+
+        def _run_once(self) -> None:
+            saw("_run_once")
+            super()._run_once()
+
+        def _process_events(self, event_list: Any) -> None:
+            saw("_process_events")
+            super()._process_events(event_list)
+
+        def _add_callback(self, handle: Any) -> None:
+            saw("_add_callback")
+            super()._add_callback(handle)
+
+        def call_soon(self, callback: Any, *args: Any, context: Any = None) -> Any:
+            saw("call_soon", callback_of(callback, args))
+            return super().call_soon(callback, *args, context=context)
+
+        def call_at(self, when: Any, callback: Any, *args: Any, context: Any = None) -> Any:
+            saw("call_at", callback_of(callback, args))
+            return super().call_at(when, callback, *args, context=context)
+
+        def _check_closed(self) -> None:
+            saw("_check_closed")
+            super()._check_closed()
+
+        def get_debug(self) -> bool:
+            saw("get_debug")
+            return super().get_debug()  # type: ignore[no-any-return]
+
+        def create_task(self, coro: Any, **kwargs: Any) -> Any:
+            saw("create_task")
+            return super().create_task(coro, **kwargs)
+
+    for name in HOOKS:
+        if name not in hooks:
+            delattr(FuzzLoop, name)
+    _hooked[key] = FuzzLoop
+    return FuzzLoop
+
+
+def _patch_owner(where: str, loop: asyncio.AbstractEventLoop) -> type:
+    owners: dict[str, type] = {
+        "loop": type(loop),
+        "BaseEventLoop": base_events.BaseEventLoop,
+        "BaseSelectorEventLoop": selector_events.BaseSelectorEventLoop,
+        "EpollSelector": selectors.EpollSelector,
+        "_SelectorSocketTransport": selector_events._SelectorSocketTransport,  # type: ignore[attr-defined]
+    }
+    return owners[where]
+
+
+def _wrapper(target: str, original: Callable[..., Any]) -> Callable[..., Any]:
+    """What :class:`Patch` puts in place of ``original``: records, then calls it."""
+    if target == "call_soon":
+
+        def call_soon(self: Any, callback: Any, *args: Any, context: Any = None) -> Any:
+            saw("patch:call_soon", callback_of(callback, args))
+            return original(self, callback, *args, context=context)
+
+        wrapper: Callable[..., Any] = call_soon
+    else:
+        name = f"patch:{target}"
+
+        def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+            saw(name)
+            return original(self, *args, **kwargs)
+
+    try:
+        return functools.wraps(original)(wrapper)
+    except (AttributeError, TypeError):
+        return wrapper
+
+
+_MISSING = object()
+
+
+# --- bounding the loop's runs -----------------------------------------------------------------
+
+#: How long one run of the loop (one ``run_forever``, or ``run_until_complete`` at the
+#: connection) may take before the driver calls the loop hung: each takes milliseconds.
+HANG_TIMEOUT = 3.0
+
+
+class Hung(KeyboardInterrupt):
+    """What the watchdog raises in a loop run past :data:`HANG_TIMEOUT`: a KeyboardInterrupt,
+    which asyncio's handles and tasks let through, as a native loop does."""
+
+
+class _Watchdog:
+    """Bounds the loop's runs with SIGALRM (``ITIMER_REAL``): a Python handler runs wherever
+    the loop checks for signals (fdkit's native wait does; a loop that holds the GIL rules out
+    a watchdog thread), and raises :class:`Hung`. Holds SIGALRM for a program's run, then
+    gives back the handler and the timer it found (pytest-timeout's, less the time spent)."""
+
+    def __init__(self) -> None:
+        self.since: float | None = None
+        self.old_handler: Any = None
+        self.old_timer: tuple[float, float] = (0.0, 0.0)
+        self.entered = 0.0
+
+    def __enter__(self) -> Self:
+        self.old_timer = signal.setitimer(signal.ITIMER_REAL, 0)
+        self.old_handler = signal.signal(signal.SIGALRM, self.fire)
+        self.entered = time.monotonic()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        self.since = None
+        signal.signal(signal.SIGALRM, self.old_handler)
+        delay, interval = self.old_timer
+        if delay > 0:
+            left = delay - (time.monotonic() - self.entered)
+            signal.setitimer(signal.ITIMER_REAL, max(left, 0.001), interval)
+
+    def fire(self, signum: int, frame: Any) -> None:
+        since = self.since
+        if since is not None and time.monotonic() - since >= HANG_TIMEOUT * 0.9:
+            self.since = None
+            raise Hung(f"one run of the loop took over {HANG_TIMEOUT:g} s")
+
+    def run(self, call: Callable[[], Any]) -> Any:
+        """``call()`` (a run of the loop), bounded."""
+        if self.since is not None:  # nested: the outer run bounds it
+            return call()
+        self.since = time.monotonic()
+        signal.setitimer(signal.ITIMER_REAL, HANG_TIMEOUT)
+        try:
+            return call()
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            self.since = None
 
 
 def payload(seed: int, size: int) -> bytes:
@@ -479,7 +904,17 @@ class _Capture(logging.Handler):
         self.run = run
 
     def emit(self, record: logging.LogRecord) -> None:
-        self.run.event(("log", record.name, record.levelname, norm(record.getMessage())))
+        ev: tuple[Any, ...] = ("log", record.name, record.levelname, norm_log(record.getMessage()))
+        lane = getattr(record, "fuzz_lane", None)
+        if record.exc_info:  # the traceback logged: its exceptions, or "NoneType: None"
+            ev += (exc_chain(record.exc_info[1]),)
+            lane = lane or _lane_of(record.exc_info[1])
+        # With the events of the callback it is about (a timer in the future's lane).
+        (self.run.events if lane is None else lane).append(ev)
+
+
+#: The logger of the exception handler of a ``log`` or ``raise`` program.
+HANDLER_LOG = logging.getLogger("fuzz.handler")
 
 
 class _Proto:
@@ -634,13 +1069,26 @@ class _Run:
     peer_ok: bool = True
     peer_state: str = "open"  # open, shut (SHUT_WR), reset, closed
     peer_end: Any = None  # what the peer's reading ended with: "eof" or an exception
-    # the current batch's callbacks
-    handles: list[asyncio.Handle] = field(default_factory=list)
+    # the current batch's callbacks (a handle is None where scheduling it raised)
+    handles: list[asyncio.Handle | None] = field(default_factory=list)
     calls: list[Call] = field(default_factory=list)
     ran: set[int] = field(default_factory=set)
     t0: float = 0.0
     timer_events: list[tuple[Any, ...]] = field(default_factory=list)  # the future's lane
+    odd_events: list[tuple[Any, ...]] = field(default_factory=list)  # the odd timers' lane
+    batch: int = -1
+    batches: list[tuple[list[Call], list[asyncio.Handle | None]]] = field(default_factory=list)
     timeouts: int = 0
+    signal_raises: bool = False
+    # the corners: what hooks and patches saw in this step, the patches to undo, what the
+    # loop's runs raised in this step, signals handled, the watchdog of the loop's runs
+    seen: dict[str, set[Any]] = field(default_factory=dict)
+    patches: list[tuple[type, str, Any]] = field(default_factory=list)
+    loop_raised: set[Any] = field(default_factory=set)
+    signals: int = 0
+    op: str = "other"  # the call of the loop's API (or ``run``) the driver is in
+    dog: _Watchdog = field(default_factory=_Watchdog)
+    sink: Callable[[tuple[Any, ...]], None] | None = None
 
     # -- recording -------------------------------------------------------------------------------
 
@@ -654,27 +1102,52 @@ class _Run:
             self.delivered_ok = False
         self.event(("data", pid, len(data)))
 
+    def lane(self, call: Call) -> list[tuple[Any, ...]]:
+        """Where a callback's events go: the future's lane, the odd timers', or the rest."""
+        if call.how == "future":
+            return self.timer_events
+        return self.odd_events if call.when is not None else self.events
+
     def on_exception(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
         proto = context.get("protocol")
         pid = proto.pid if isinstance(proto, _Proto) else None
         handle = context.get("handle")
-        future = any(
-            h is handle for h, c in zip(self.handles, self.calls, strict=False) if c.how == "future"
+        lane = self.events
+        for h, c in zip(self.handles, self.calls, strict=False):
+            if h is handle and handle is not None:
+                lane = self.lane(c)
+        ev: tuple[Any, ...] = (
+            "handler",
+            norm(str(context.get("message"))),
+            describe(context.get("exception")),
+            tuple(sorted(context)),
+            pid,
         )
-        (self.timer_events if future else self.events).append(
-            (
-                "handler",
-                norm(str(context.get("message"))),
-                describe(context.get("exception")),
-                tuple(sorted(context)),
-                pid,
-            )
-        )
+        how = self.program.handler
+        if how == "record":
+            lane.append(ev)
+            return
+        # Whether the handler runs where the error is being handled, as asyncio calls it.
+        info = sys.exc_info()[1]
+        lane.append((*ev, ("exc_info", describe(info), info is context.get("exception"))))
+        if how == "log":
+            msg = norm(str(context.get("message")))
+            HANDLER_LOG.exception("handler: %s", msg, extra={"fuzz_lane": lane})
+        elif how == "raise":
+            raise FuzzError("exception handler", lane)
 
     def record(self, label: Any) -> None:
         """Closes the step: its events (deliveries merged) and the state after it."""
-        self.trace.append((label, _merge(self.events), self.state()))
+        events = _merge(self.events)
+        if self.loop_raised:  # each once: how many runs of the loop met it is timing
+            events += (("loop_raised", tuple(sorted(self.loop_raised, key=repr))),)
+        entry = (label, events, self.state())
+        self.trace.append(entry)
         self.events = []
+        self.loop_raised = set()
+        self.seen = {}
+        if self.sink is not None:
+            self.sink(entry)
 
     def state(self) -> tuple[Any, ...]:
         t = self.transport
@@ -694,12 +1167,25 @@ class _Run:
         read: int | None = self.peer_read - self.filled_before(self.peer_read)
         if self.peer_end not in (None, "eof"):
             read = None
+        corners: tuple[Any, ...] = ()
+        if self.program.hooks or self.patches:
+            # Which hooks and patches were called in the step (how often is timing), each
+            # with the call of the loop's API it was called under (``call_soon``, ``run``, ...),
+            # and the callbacks call_soon and call_at were given.
+            corners = (
+                ("seen", tuple(sorted(self.seen))),
+                (
+                    "callbacks",
+                    tuple(sorted((name, *d) for name, ds in self.seen.items() for d in ds if d)),
+                ),
+            )
         return (
             *tstate,
             ("delivered", self.delivered, self.delivered_ok),
             ("peer_read", read, self.peer_ok),
             ("peer", self.peer_state, self.peer_end),
             ("fds", fd_count() - self.baseline_fds),
+            *corners,
         )
 
     # -- running the loop ------------------------------------------------------------------------
@@ -708,20 +1194,37 @@ class _Run:
         """One iteration of the loop (``timeout`` 0), or iterations for ``timeout`` seconds."""
         loop = self.loop
         if timeout <= 0:
-            loop.call_soon(loop.stop)
-            loop.run_forever()
+            self.call("call_soon", loop.call_soon, loop.stop)
+            self.run_forever()
             return
-        handle = loop.call_later(timeout, loop.stop)
+        handle = self.call("call_later", loop.call_later, timeout, loop.stop)
         try:
-            loop.run_forever()
+            self.run_forever()
         finally:
             handle.cancel()
+
+    def call(self, op: str, fn: Callable[..., Any], *args: Any) -> Any:
+        """``fn(*args)``, a call of the loop's API named ``op``: the hooks and patches called
+        under it are recorded as called by it (``run``: by the loop's run)."""
+        prev, self.op = self.op, op
+        try:
+            return fn(*args)
+        finally:
+            self.op = prev
+
+    def run_forever(self) -> None:
+        """``loop.run_forever()``, bounded (:class:`Hung`); what it raises is recorded."""
+        try:
+            self.call("run", self.dog.run, self.loop.run_forever)
+        except Exception as exc:
+            self.loop_raised.add(describe(exc))
 
     def settle(self, what: str, done: Callable[[], bool], pump: Callable[[], bool]) -> None:
         """Runs the loop until ``done()`` and then nothing new happens; ``pump()`` is the
         peer's part between iterations (True if it moved something)."""
         timeout = SETTLE_TIMEOUT if self.timeouts == 0 else SETTLE_TIMEOUT / 5
         deadline = time.monotonic() + timeout
+        progress = self.progress()
         quiet = 0
         while True:
             before = len(self.events)
@@ -734,13 +1237,21 @@ class _Run:
                 quiet += 1
                 if quiet >= QUIET_TICKS:
                     return
-            elif time.monotonic() > deadline:
-                self.timeouts += 1
-                self.event(("settle_timeout", what))
-                return
             else:
                 quiet = 0
                 self.tick(0.0005)
+            if quiet == 0:  # never done, or events that never end (bytes moving restart it)
+                now, moved_bytes = time.monotonic(), self.progress()
+                if moved_bytes != progress:
+                    progress, deadline = moved_bytes, now + timeout
+                elif now > deadline:
+                    self.timeouts += 1
+                    self.event(("settle_timeout", what))
+                    return
+
+    def progress(self) -> tuple[Any, ...]:
+        """What moves while a stream makes progress (not while a loop floods a handler)."""
+        return (self.delivered, self.peer_read, len(self.outbound), self.lost, self.eof_seen)
 
     def stream_settled(self) -> bool:
         """Whether the transport has done what asyncio does with what reached its socket."""
@@ -754,7 +1265,11 @@ class _Run:
         return self.peer_state == "open"
 
     def batch_done(self) -> bool:
-        return all(i in self.ran or h.cancelled() for i, h in enumerate(self.handles))
+        """Whether each callback of the batch ran, was cancelled or will never run."""
+        return all(
+            i in self.ran or h is None or h.cancelled() or c.when in NEVER_DUE
+            for i, (h, c) in enumerate(zip(self.handles, self.calls, strict=True))
+        )
 
     def no_pump(self) -> bool:
         return False
@@ -823,6 +1338,7 @@ class _Run:
         t = self.transport
         name = type(action).__name__
         outcome: Any = None
+        op, self.op = self.op, "transport"
         try:
             if isinstance(action, Write):
                 for _ in range(action.repeat):
@@ -877,29 +1393,51 @@ class _Run:
                 outcome = proto.pid
             elif isinstance(action, Arm):
                 self.protocols[-1].armed[action.callback] = action.how
+            elif isinstance(action, SetMaxSize):
+                t.max_size = action.value
+            elif isinstance(action, Patch):
+                self.patch(action.target)
         except Exception as exc:
             outcome = describe(exc)
+        finally:
+            self.op = op
         if echo is None or outcome is not None:
             self.event(("act", name, outcome, t.get_write_buffer_size()))
 
-    def run_call(self, cid: int) -> None:
+    def run_call(self, cid: int, batch: int) -> None:
+        if batch != self.batch:  # an odd timer of an earlier batch, run late
+            self.event(("late_call", batch, cid))
+            return
         self.ran.add(cid)
-        future = self.calls[cid].how == "future"
-        lane = self.timer_events if future else self.events
+        call = self.calls[cid]
+        lane = self.lane(call)
         lane.append(("call", cid))
-        for effect in self.calls[cid].effects:
+        for effect in call.effects:
             if isinstance(effect, Raise):
-                raise FuzzError(f"callback {cid}")
+                raise FuzzError(f"callback {cid}", lane)
             if isinstance(effect, Spawn):
                 self.schedule(effect.call)
             elif isinstance(effect, Cancel):
                 # Within its lane: the timers in the future, or the others.
-                mine = [i for i, c in enumerate(self.calls) if (c.how == "future") == future]
+                mine = [i for i, c in enumerate(self.calls) if self.lane(c) is lane]
                 target = mine[effect.index % len(mine)]
-                self.handles[target].cancel()
+                handle = self.handles[target]
+                if handle is not None:
+                    handle.cancel()
                 lane.append(("cancel", target))
+            elif isinstance(effect, Signal):
+                self.signal_raises = effect.raises
+                signal.raise_signal(signal.SIGUSR1)
             else:
                 self.act(effect.action)
+
+    def on_signal(self, signum: int, frame: Any) -> None:
+        """The program's SIGUSR1 handler (:class:`Signal`)."""
+        self.signals += 1
+        self.event(("signal", self.signals))
+        if self.signal_raises:
+            self.signal_raises = False
+            raise FuzzError(f"signal handler {self.signals}")
 
     def schedule(self, call: Call) -> None:
         loop = self.loop
@@ -910,21 +1448,72 @@ class _Run:
         # that call_later's own reading of the clock cannot reorder them; those in the future
         # are given to call_at, from the batch's start.
         past = self.t0 - 1000.0 + call.order * 10.0 + cid * 0.05
-        handle: asyncio.Handle
-        if call.how == "soon":
-            handle = loop.call_soon(self.run_call, cid)
+        batch = self.batch
+        handle: asyncio.Handle | None
+        if call.when is not None:
+            try:
+                handle = self.schedule_odd(call, cid, past)
+            except Exception as exc:
+                handle = None
+                self.event(("scheduled", cid, describe(exc)))
+            else:
+                self.event(("scheduled", cid, None))
+        elif call.how == "soon":
+            handle = self.call("call_soon", loop.call_soon, self.run_call, cid, batch)
         elif call.how == "threadsafe":
-            handle = loop.call_soon_threadsafe(self.run_call, cid)
+            handle = self.call(
+                "call_soon_threadsafe", loop.call_soon_threadsafe, self.run_call, cid, batch
+            )
         elif call.how == "at":
-            handle = loop.call_at(past, self.run_call, cid)
+            handle = self.call("call_at", loop.call_at, past, self.run_call, cid, batch)
         elif call.how == "later":
-            handle = loop.call_later(past - loop.time(), self.run_call, cid)
+            delay = past - self.call("time", loop.time)
+            handle = self.call("call_later", loop.call_later, delay, self.run_call, cid, batch)
         else:
             when = self.t0 + FUTURE_BASE + call.order * FUTURE_GAP + cid * FUTURE_GAP / 64
-            handle = loop.call_at(when, self.run_call, cid)
+            handle = self.call("call_at", loop.call_at, when, self.run_call, cid, batch)
         self.handles.append(handle)
-        if call.cancel:
+        if call.cancel and handle is not None:
             handle.cancel()
+
+    def schedule_odd(self, call: Call, cid: int, past: float) -> asyncio.Handle:
+        """call_at or call_later with an odd time (:data:`ODD_WHENS`); raises what it raises."""
+        loop = self.loop
+        at = call.how == "at"
+        fixed = {
+            "nan": float("nan"),
+            "inf": float("inf"),
+            "-inf": float("-inf"),
+            "huge": 1e300,
+            "bigint": 10**400,
+        }
+        value: Any
+        if call.when in fixed:
+            value = fixed[call.when]
+        else:
+            now = 0.0 if at else self.call("time", loop.time)
+            kind = {"int": int, "fraction": Fraction, "decimal": Decimal}[str(call.when)]
+            value = kind(past - now)
+        if at:
+            return self.call("call_at", loop.call_at, value, self.run_call, cid, self.batch)  # type: ignore[no-any-return]
+        return self.call("call_later", loop.call_later, value, self.run_call, cid, self.batch)  # type: ignore[no-any-return]
+
+    def patch(self, target: str) -> None:
+        """:class:`Patch`: the wrapper in place; :meth:`unpatch` undoes it."""
+        where, attr = PATCH_TARGETS[target]
+        owner = _patch_owner(where, self.loop)
+        original = getattr(owner, attr)
+        self.patches.append((owner, attr, owner.__dict__.get(attr, _MISSING)))
+        setattr(owner, attr, _wrapper(target, original))
+
+    def unpatch(self) -> None:
+        """Undoes the program's patches, the last first."""
+        while self.patches:
+            owner, attr, old = self.patches.pop()
+            if old is _MISSING:
+                delattr(owner, attr)
+            else:
+                setattr(owner, attr, old)
 
     def peer_send(self, size: int, seed: int) -> None:
         peer = self.peer
@@ -1030,14 +1619,36 @@ class _Run:
             if step.peer_bytes:
                 self.peer_send(step.peer_bytes, 7)
             self.handles, self.calls, self.ran, self.timer_events = [], [], set(), []
-            self.t0 = self.loop.time()
+            self.odd_events = []
+            self.batch = len(self.batches)
+            self.batches.append((self.calls, self.handles))
+            self.t0 = self.call("time", self.loop.time)
             for call in step.calls:
                 self.schedule(call)
             self.settle("batch", lambda: self.batch_done() and self.stream_settled(), self.no_pump)
             self.event(("timers", tuple(self.timer_events)))
+            if any(c.when is not None for c in self.calls):
+                self.event(("odd", tuple(sorted(self.odd_events, key=repr))))
             self.event(
-                ("calls", tuple((i in self.ran, h.cancelled()) for i, h in enumerate(self.handles)))
+                (
+                    "calls",
+                    tuple(
+                        (i in self.ran, h is not None and h.cancelled())
+                        for i, h in enumerate(self.handles)
+                    ),
+                )
             )
+            # The timers never due leave the heap (cancelled, then dropped by an iteration),
+            # so that the next batch starts with a heap of its own timers.
+            never = [
+                h
+                for h, c in zip(self.handles, self.calls, strict=True)
+                if h is not None and c.when in NEVER_DUE and not h.cancelled()
+            ]
+            for h in never:
+                h.cancel()
+            if never:
+                self.tick()
             return
         else:
             self.act(step)
@@ -1054,8 +1665,10 @@ class _Run:
     def connect(self) -> None:
         loop = self.loop
         if self.program.server:
-            self.server = loop.run_until_complete(
-                loop.create_server(self.protocol_factory, HOST, 0)
+            self.server = self.call(
+                "run",
+                self.dog.run,
+                lambda: loop.run_until_complete(loop.create_server(self.protocol_factory, HOST, 0)),
             )
             listener = self.server.sockets[0]
             listener.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, TRANSPORT_RCVBUF)
@@ -1073,8 +1686,12 @@ class _Run:
                     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, TRANSPORT_RCVBUF)
                     sock.connect(lst.getsockname())
                     self.peer = peer = lst.accept()[0]
-                    loop.run_until_complete(
-                        loop.create_connection(self.protocol_factory, sock=sock)
+                    self.call(
+                        "run",
+                        self.dog.run,
+                        lambda: loop.run_until_complete(
+                            loop.create_connection(self.protocol_factory, sock=sock)
+                        ),
                     )
                 except BaseException:
                     sock.close()
@@ -1112,17 +1729,31 @@ class _Run:
             self.settle("server_close", lambda: True, self.no_pump)
         self.record("teardown")
 
-    def cleanup(self) -> None:
-        """After an error in the driver: closes what is left."""
+    def close_leftovers(self) -> None:
+        """After the loop is closed: the socket of a transport it never closed (it hung, or
+        never did what asyncio does), closed, so that no ResourceWarning of it lands in a
+        later test (the trace has it: the fds open)."""
+        t = self.transport
+        sock = getattr(t, "_sock", None)
+        if isinstance(sock, socket.socket):
+            sock.close()
+            with contextlib.suppress(AttributeError):
+                t._sock = None
+
+    def cleanup(self, run_loop: bool = True) -> None:
+        """After an error in the driver or a hung loop (not run again): closes what is
+        left."""
         if self.peer is not None:
             self.peer.close()
+            self.peer = None
         t = self.transport
         if t is not None and not self.lost:
             t.abort()
         if self.server is not None:
             self.server.close()
-        for _ in range(3):
-            self.tick()
+        if run_loop:
+            for _ in range(3):
+                self.tick()
 
 
 def _write_bound(step: Step | Call) -> int:
@@ -1144,50 +1775,210 @@ def _write_bound(step: Step | Call) -> int:
     return 0
 
 
-def run_program(new_loop: Callable[[], asyncio.AbstractEventLoop], program: Program) -> Trace:
-    """Runs ``program`` on a new loop from ``new_loop`` (closed after); returns its trace."""
+#: Makes a program's loop: ``new_loop()``, or ``new_loop(derive)`` for a program with
+#: :attr:`Program.hooks`: an instance of ``derive(base)``, a subclass of the loop's class
+#: ``base`` (the caller's choice: asyncio's SelectorEventLoop, fdkit.aio.EventLoop).
+LoopFactory = Callable[..., asyncio.AbstractEventLoop]
+
+#: A ``max_size`` from which a program runs in a child process (a loop may abort on it).
+ABORT_RISK_MAX_SIZE = 1 << 32
+#: How long a program run in a child process may take in all.
+CHILD_TIMEOUT = 120.0
+
+
+def _walk(items: tuple[Any, ...]) -> Iterator[Any]:
+    """Every step, call, effect and action of a program's steps (or of calls, effects)."""
+    for item in items:
+        yield item
+        if isinstance(item, Sched):
+            yield from _walk(item.calls)
+        elif isinstance(item, Call):
+            yield from _walk(item.effects)
+        elif isinstance(item, Spawn):
+            yield from _walk((item.call,))
+        elif isinstance(item, Act):
+            yield from _walk((item.action,))
+
+
+def may_abort(program: Program) -> bool:
+    """Whether a loop may abort the process on ``program`` (a huge ``max_size``)."""
+    return any(
+        isinstance(x, SetMaxSize)
+        and isinstance(x.value, int)
+        and abs(x.value) >= ABORT_RISK_MAX_SIZE
+        for x in _walk(program.steps)
+    )
+
+
+def run_program(new_loop: LoopFactory, program: Program) -> Trace:
+    """Runs ``program`` on a new loop from ``new_loop`` (closed after); returns its trace.
+
+    Each run of the loop is bounded: past :data:`HANG_TIMEOUT`, the trace ends with the step
+    it was in, its last event ``("hung", seconds)``, and the loop is not run again. A program
+    a loop may abort on (:func:`may_abort`) runs in a forked child process, whose trace
+    ends, if it dies, with ``("crashed", how)``."""
+    if may_abort(program):
+        return _run_in_child(new_loop, program)
+    return _run_here(new_loop, program)
+
+
+def _run_here(
+    new_loop: LoopFactory,
+    program: Program,
+    sink: Callable[[tuple[Any, ...]], None] | None = None,
+) -> Trace:
     gc.collect()
     gc_was_enabled = gc.isenabled()
     gc.disable()  # no collection pause in the middle of a step
-    loop = new_loop()
-    run = _Run(program, loop)
-    loop.set_exception_handler(run.on_exception)
+    hooks = program.hooks
+    loop = new_loop(lambda base: hooked_class(base, hooks)) if hooks else new_loop()
+    run = _Run(program, loop, sink=sink)
+    _active.append(run)
+    if program.handler != "default":
+        loop.set_exception_handler(run.on_exception)
     loop.set_debug(program.debug)
     loop.slow_callback_duration = 3600.0  # debug mode's warning of slow callbacks: timing
     capture = _Capture(run)
-    loggers = [logging.getLogger("asyncio"), logging.getLogger("fdkit")]
+    loggers = [logging.getLogger("asyncio"), logging.getLogger("fdkit"), HANDLER_LOG]
     for lg in loggers:
         lg.addHandler(capture)
+    asyncio_level = loggers[0].level
+    if program.handler == "default":  # what asyncio logs, debug mode's debug logs too
+        loggers[0].setLevel(logging.DEBUG)
+    old_usr1 = signal.signal(signal.SIGUSR1, run.on_signal)
+    label: Any = "setup"
     try:
-        run.baseline_fds = fd_count()
-        run.connect()
-        if run.transport is not None:
-            for i, step in enumerate(program.steps):
-                bound = _write_bound(step)
-                if any(p.echo or p.armed for p in run.protocols):  # may write when called
-                    bound += DIRECT_WRITES
-                if bound > DIRECT_WRITES - run.kernel_pending:
-                    run.fill()
-                run.step(step)
-                run.record(i)
-            run.teardown()
-    except BaseException:
-        run.cleanup()
-        raise
+        with run.dog:
+            try:
+                run.baseline_fds = fd_count()
+                run.connect()
+                if run.transport is not None:
+                    for i, step in enumerate(program.steps):
+                        label = i
+                        bound = _write_bound(step)
+                        if any(p.echo or p.armed for p in run.protocols):  # may write when called
+                            bound += DIRECT_WRITES
+                        if bound > DIRECT_WRITES - run.kernel_pending:
+                            run.fill()
+                        run.step(step)
+                        run.record(i)
+                    label = "teardown"
+                    run.teardown()
+            except Hung:
+                run.event(("hung", HANG_TIMEOUT))
+                run.record(label)
+                run.cleanup(run_loop=False)
+            except BaseException as exc:
+                # A Hung never leaves here: pytest takes a KeyboardInterrupt for ^C.
+                with contextlib.suppress(Hung):
+                    run.cleanup()
+                raise exc
     finally:
+        _active.remove(run)
+        run.unpatch()
+        signal.signal(signal.SIGUSR1, old_usr1)
+        loggers[0].setLevel(asyncio_level)
         for lg in loggers:
             lg.removeHandler(capture)
         loop.close()
+        run.close_leftovers()
         if gc_was_enabled:
             gc.enable()
     return run.trace
 
 
+def _send(fd: int, message: Any) -> None:
+    data = pickle.dumps(message)
+    data = struct.pack("!I", len(data)) + data
+    while data:
+        data = data[os.write(fd, data) :]
+
+
+def _run_in_child(new_loop: LoopFactory, program: Program) -> Trace:
+    """:func:`_run_here` in a forked child, its trace sent back step by step."""
+    r, w = os.pipe()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # 3.12+: fork with threads
+        pid = os.fork()
+    if pid == 0:  # the child: never returns
+        code = 0
+        try:
+            os.close(r)
+            _run_here(new_loop, program, sink=lambda entry: _send(w, ("entry", entry)))
+        except BaseException:
+            code = 1
+            with contextlib.suppress(BaseException):
+                _send(w, ("error", traceback.format_exc()))
+        finally:
+            os._exit(code)
+    os.close(w)
+    trace: Trace = []
+    error: str | None = None
+    buf = b""
+    deadline = time.monotonic() + CHILD_TIMEOUT
+    timed_out = False
+    try:
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([r], [], [], left)[0]:
+                timed_out = True
+                break
+            chunk = os.read(r, 1 << 16)
+            if not chunk:
+                break
+            buf += chunk
+            while len(buf) >= 4:
+                (n,) = struct.unpack("!I", buf[:4])
+                if len(buf) < 4 + n:
+                    break
+                kind, value = pickle.loads(buf[4 : 4 + n])
+                buf = buf[4 + n :]
+                if kind == "entry":
+                    trace.append(value)
+                else:
+                    error = value
+    finally:
+        os.close(r)
+        if timed_out:
+            os.kill(pid, signal.SIGKILL)
+        _, status = os.waitpid(pid, 0)
+    if timed_out:
+        trace.append(("child", (("hung", CHILD_TIMEOUT),), ()))
+    elif os.WIFSIGNALED(status):
+        how = signal.Signals(os.WTERMSIG(status)).name
+        trace.append(("child", (("crashed", how),), ()))
+    elif error is not None:
+        raise AssertionError(f"the program's run in a child process failed:\n{error}")
+    return trace
+
+
+#: Past this many events in a step, format_trace shows its first and last ones only.
+SHOW_EVENTS = 60
+
+
 def format_trace(trace: Trace) -> str:
-    """A trace as text, one line per event."""
+    """A trace as text, one line per event (a step's flood of events cut short)."""
     lines = []
     for label, events, state in trace:
         lines.append(f"[{label}]")
-        lines.extend(f"    {ev!r}" for ev in events)
+        shown = list(events)
+        if len(shown) > SHOW_EVENTS:
+            cut = len(shown) - SHOW_EVENTS
+            shown = [*shown[: SHOW_EVENTS // 2], f"... {cut} more ...", *shown[-SHOW_EVENTS // 2 :]]
+        lines.extend(f"    {ev!r}" if not isinstance(ev, str) else f"    {ev}" for ev in shown)
         lines.append(f"    => {state!r}")
     return "\n".join(lines)
+
+
+def hung(trace: Trace) -> str | None:
+    """Where a trace says the loop hung or its process died: the step and what."""
+    for label, events, _ in trace:
+        for ev in events:
+            if isinstance(ev, tuple) and ev and ev[0] in ("hung", "crashed"):
+                what = (
+                    f"hung (one run of the loop over {ev[1]:g} s)"
+                    if ev[0] == "hung"
+                    else f"crashed ({ev[1]})"
+                )
+                return f"the loop {what} at step {label!r}"
+    return None
