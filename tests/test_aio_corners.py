@@ -27,6 +27,8 @@ Everything uses the real kernel (sockets on 127.0.0.1).
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 
 from helpers.aio_corners import PRELUDE, compare
@@ -664,12 +666,12 @@ def test_call_soon_name_in_handle_repr(engine: FdkitEngine) -> None:
     """``loop.call_soon.__qualname__`` is asyncio's (``BaseEventLoop.call_soon``), and so is the
     name a Handle's repr (and an "Exception in callback" message) gives it."""
     oracle, got = compare(engine, NAMES_PROGRAM)
+    # From 3.13 a Handle's repr shows its callback's arguments in debug mode only.
+    args = "<function f at 0x?>" if sys.version_info < (3, 13) else ""
     assert oracle == {
         "loop.call_soon.__qualname__": "BaseEventLoop.call_soon",
         "loop.call_later.__qualname__": "BaseEventLoop.call_later",
-        "repr(loop.call_soon(loop.call_soon, f))": (
-            "<Handle BaseEventLoop.call_soon(<function f at 0x?>)>"
-        ),
+        "repr(loop.call_soon(loop.call_soon, f))": f"<Handle BaseEventLoop.call_soon({args})>",
     }
     assert got == oracle
 
