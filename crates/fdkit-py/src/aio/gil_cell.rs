@@ -14,7 +14,7 @@ pub struct GilCell<T>(pub(super) UnsafeCell<T>);
 unsafe impl<T: Send> Sync for GilCell<T> {}
 
 impl<T> GilCell<T> {
-    pub fn new(v: T) -> Self {
+    pub const fn new(v: T) -> Self {
         GilCell(UnsafeCell::new(v))
     }
 

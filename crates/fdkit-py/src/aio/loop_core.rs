@@ -82,6 +82,8 @@ pub(super) struct State {
     generation: u64,
     /// Whether the selector is as the native wait stands for, and what that depends on.
     selector_seen: Option<SelectorSeen>,
+    /// The loop's bound methods of the native methods, by `Method` index, made on first use.
+    bound: [Option<Py<PyAny>>; 9],
 }
 
 /// The answer of `loop_rule::native_mask` for the loop as it was: its type, that type's
@@ -218,7 +220,8 @@ impl LoopCore {
     /// `_clock_resolution`: computed again only when the loop's type, its version tag or its
     /// generation moved.
     fn world(&self, py: Python<'_>, lp: &Bound<'_, PyAny>) -> PyResult<(u16, Option<f64>)> {
-        let tp = lp.get_type().as_type_ptr();
+        // SAFETY: the type of a live object.
+        let tp = unsafe { ffi::Py_TYPE(lp.as_ptr()) };
         let tag = version_tag(tp);
         let seen = self.state.with(py, |s| {
             s.world.filter(|w| {
@@ -311,13 +314,12 @@ impl LoopCore {
             )
         };
         let now = tags();
-        let known = self.state.with(py, |s| {
-            s.handles
-                .filter(|(t, _)| t.0 != 0 && t.1 != 0 && *t == now)
-                .map(|(_, h)| h)
-        });
-        if let Some(h) = known {
-            return Ok(h);
+        if now.0 != 0 && now.1 != 0 {
+            if let Some((t, h)) = self.state.with(py, |s| s.handles) {
+                if t == now {
+                    return Ok(h);
+                }
+            }
         }
         let is = |cls: &Bound<'_, PyType>, name: &Bound<'_, PyString>, own: &Option<Py<PyAny>>| {
             PyResult::Ok(match own {
@@ -1128,6 +1130,33 @@ impl LoopCore {
         Ok(())
     }
 
+    /// `loop.<method>` for the `index`th native method `descr`: one bound method per loop,
+    /// kept (None for another object than this core's loop).
+    pub(super) fn bound<'py>(
+        &self,
+        py: Python<'py>,
+        index: usize,
+        descr: &Bound<'py, PyAny>,
+        lp: &Bound<'py, PyAny>,
+    ) -> PyResult<Option<Bound<'py, PyAny>>> {
+        if !lp.is(self.loop_.bind(py)) || index >= 9 {
+            return Ok(None);
+        }
+        let kept = self
+            .state
+            .with(py, |s| s.bound[index].as_ref().map(|m| m.clone_ref(py)));
+        if let Some(m) = kept {
+            return Ok(Some(m.into_bound(py)));
+        }
+        let m = super::native_method::bound_method(descr, lp)?;
+        let new = Some(m.clone().unbind());
+        let old = self
+            .state
+            .with(py, |s| std::mem::replace(&mut s.bound[index], new));
+        Self::release(py, old);
+        Ok(Some(m))
+    }
+
     /// Method `m` called as `call` says, natively: its result, or None where asyncio's must
     /// run (`loop_rule`, arguments the native one does not take, a rare path).
     pub(super) fn native_call(
@@ -1230,6 +1259,7 @@ impl LoopCore {
                 world: None,
                 generation: 0,
                 selector_seen: None,
+                bound: Default::default(),
             }),
         })
     }
@@ -1269,13 +1299,19 @@ impl LoopCore {
             visit.call(a)?;
             visit.call(p)?;
         }
+        for m in st.bound.iter().flatten() {
+            visit.call(m)?;
+        }
         Ok(())
     }
 
     fn __clear__(&self) {
         // SAFETY: as in __traverse__; the objects are dropped after the state is left.
-        let methods = unsafe { (*self.state.0.get()).ready_methods.take() };
-        drop(methods);
+        let (methods, bound) = unsafe {
+            let st = &mut *self.state.0.get();
+            (st.ready_methods.take(), std::mem::take(&mut st.bound))
+        };
+        drop((methods, bound));
     }
 }
 

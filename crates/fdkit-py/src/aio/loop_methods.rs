@@ -25,11 +25,21 @@ fn core_of<'py>(
     c: &LoopClasses,
     lp: &Bound<'py, PyAny>,
 ) -> Option<Bound<'py, LoopCore>> {
-    // SAFETY: the subtype check proves `lp` has fdkit's EventLoop layout, whose `_core` slot
+    // SAFETY: the subtype check (or the type last proven by it, kept alive by `last_type` so
+    // that its address names it) proves `lp` has fdkit's EventLoop layout, whose `_core` slot
     // lives at `core_offset`; the value is borrowed from it.
     unsafe {
-        if ffi::PyType_IsSubtype(ffi::Py_TYPE(lp.as_ptr()), c.event_loop.as_ptr().cast()) == 0 {
-            return None;
+        let tp = ffi::Py_TYPE(lp.as_ptr());
+        let known = c
+            .last_type
+            .with(py, |t| t.as_ref().is_some_and(|t| t.as_ptr() == tp.cast()));
+        if !known {
+            if ffi::PyType_IsSubtype(tp, c.event_loop.as_ptr().cast()) == 0 {
+                return None;
+            }
+            let new = Some(lp.get_type().unbind());
+            let old = c.last_type.with(py, |t| std::mem::replace(t, new));
+            drop(old);
         }
         let core = super::asyncio_objects::slot(lp.as_ptr(), c.core_offset);
         if core.is_null() {
@@ -38,6 +48,41 @@ fn core_of<'py>(
         Bound::from_borrowed_ptr(py, core)
             .cast_into::<LoopCore>()
             .ok()
+    }
+}
+
+/// `loop.<method>` for the `index`th method: the bound method `lp`'s core keeps (made once; a
+/// program taking `loop.call_soon`, as asyncio's C Task does before each call with a
+/// `context`, gets it without an allocation), or null, no error set, for another object.
+///
+/// # Safety
+/// The GIL is held; `descr` and `obj` are live objects.
+unsafe fn bind(
+    py: Python<'_>,
+    descr: *mut ffi::PyObject,
+    obj: *mut ffi::PyObject,
+    index: usize,
+) -> *mut ffi::PyObject {
+    // SAFETY: the contract above.
+    let (descr, lp) = unsafe {
+        (
+            Bound::from_borrowed_ptr(py, descr),
+            Bound::from_borrowed_ptr(py, obj),
+        )
+    };
+    let Some(c) = classes(py) else {
+        return std::ptr::null_mut();
+    };
+    let Some(core) = core_of(py, c, &lp) else {
+        return std::ptr::null_mut();
+    };
+    match core.get().bound(py, index, &descr, &lp) {
+        Ok(Some(m)) => m.into_ptr(),
+        Ok(None) => std::ptr::null_mut(),
+        Err(e) => {
+            e.restore(py);
+            std::ptr::null_mut()
+        }
     }
 }
 
@@ -179,8 +224,8 @@ pub fn install_loop_methods<'py>(event_loop: &Bound<'py, PyType>) -> PyResult<Bo
         asyncio.push((PyString::intern(py, name).unbind(), own.then(|| f.unbind())));
     }
     let mut descriptors = Vec::new();
-    for (m, (doc, entry)) in Method::ALL.iter().zip(ENTRIES) {
-        let d = native_method::new(&base, m.name(), doc, entry)?;
+    for (i, (m, (doc, entry))) in Method::ALL.iter().zip(ENTRIES).enumerate() {
+        let d = native_method::new(&base, m.name(), doc, entry, Some(bind), i)?;
         event_loop.setattr(m.name(), &d)?;
         descriptors.push(d.unbind());
     }
@@ -189,6 +234,7 @@ pub fn install_loop_methods<'py>(event_loop: &Bound<'py, PyType>) -> PyResult<Bo
         descriptors,
         core_offset,
         asyncio,
+        last_type: super::gil_cell::GilCell::new(None),
     };
     if CLASSES.set(py, classes).is_err() {
         return Err(PyTypeError::new_err(

@@ -14,6 +14,7 @@
 //! few arguments) also run asyncio's method, which raises what it raises.
 
 use super::attrs;
+use super::gil_cell::GilCell;
 use pyo3::exceptions::PyTypeError;
 use pyo3::ffi;
 use pyo3::prelude::*;
@@ -123,6 +124,9 @@ pub(super) struct LoopClasses {
     /// asyncio's own function for each watched name (None where the class attribute was not
     /// asyncio's when fdkit looked: that method never runs natively).
     pub asyncio: Vec<(Py<PyString>, Option<Py<PyAny>>)>,
+    /// The last loop type found to be a subclass of `event_loop` (held, so that its address
+    /// stays its own).
+    pub last_type: GilCell<Option<Py<PyType>>>,
 }
 
 pub(super) static CLASSES: PyOnceLock<LoopClasses> = PyOnceLock::new();
@@ -164,6 +168,10 @@ pub(super) fn after_event_loop<'py>(
     attrs::after_in_mro(tp, el, name)
 }
 
+/// The last one-keyword names tuple a call was found to pass `name` with: `(tuple, name, the
+/// reference that keeps the tuple alive)`, the two first as addresses.
+static KWNAMES: GilCell<(usize, usize, Option<Py<PyTuple>>)> = GilCell::new((0, 0, None));
+
 /// A call of one of the methods: the loop, the positional arguments, and the keywords
 /// (their names, and their values, which follow the positional ones).
 pub(super) struct Call<'a, 'py> {
@@ -199,17 +207,44 @@ impl<'py> Call<'_, 'py> {
             return Ok(None);
         };
         let py = self.lp.py();
+        let value = |i: usize| {
+            // SAFETY: the keyword values follow the `nargs` positional ones.
+            unsafe { Bound::from_borrowed_ptr(py, self.args[self.nargs + i]) }
+        };
+        // asyncio's C Task passes `context=` with the same names tuple every time.
+        if names.len() == 1
+            && KWNAMES.with(py, |k| {
+                k.0 == names.as_ptr() as usize && k.1 == name.as_ptr() as usize
+            })
+        {
+            return Ok(Some(value(0)));
+        }
         let mut found = None;
         for (i, k) in names.iter().enumerate() {
-            let same =
-                |n: &Py<PyString>| k.as_ptr() == n.as_ptr() || k.eq(n.bind(py)).unwrap_or(false);
-            if !known.iter().any(|n| same(n)) {
+            let Some(n) = known
+                .iter()
+                .find(|n| k.as_ptr() == n.as_ptr())
+                .or_else(|| known.iter().find(|n| k.eq(n.bind(py)).unwrap_or(false)))
+            else {
                 return Err(());
+            };
+            if n.as_ptr() == name.as_ptr() {
+                found = Some(value(i));
             }
-            if same(name) {
-                // SAFETY: the keyword values follow the `nargs` positional ones.
-                found = Some(unsafe { Bound::from_borrowed_ptr(py, self.args[self.nargs + i]) });
-            }
+        }
+        if names.len() == 1 && found.is_some() {
+            // Kept alive by the cache, the tuple's address names it until it is replaced.
+            let old = KWNAMES.with(py, |k| {
+                std::mem::replace(
+                    k,
+                    (
+                        names.as_ptr() as usize,
+                        name.as_ptr() as usize,
+                        Some(names.clone().unbind()),
+                    ),
+                )
+            });
+            drop(old);
         }
         Ok(found)
     }

@@ -32,6 +32,12 @@ pub(super) type FastCall = unsafe extern "C" fn(
     *mut ffi::PyObject,
 ) -> *mut ffi::PyObject;
 
+/// How a method binds to an instance, when its owner keeps bound methods: a new reference to
+/// the bound method for `obj` (the method's `index` given back), or null, without an error set,
+/// to have a new one made.
+pub(super) type Bind =
+    unsafe fn(Python<'_>, *mut ffi::PyObject, *mut ffi::PyObject, usize) -> *mut ffi::PyObject;
+
 /// One native method's object.
 #[repr(C)]
 struct LoopMethod {
@@ -45,6 +51,10 @@ struct LoopMethod {
     name: *mut ffi::PyObject,
     qualname: *mut ffi::PyObject,
     doc: *const c_char,
+    /// Where a bound method may come from before one is made (`Bind`), and this method's
+    /// index there.
+    bind: Option<Bind>,
+    index: usize,
 }
 
 /// `method(self, *args, **kwargs)`: the loop first, as CPython calls a method descriptor.
@@ -108,6 +118,13 @@ unsafe extern "C" fn descr_get(
         if obj.is_null() || obj == ffi::Py_None() {
             ffi::Py_INCREF(descr);
             return descr;
+        }
+        let m = &*descr.cast::<LoopMethod>();
+        if let Some(bind) = m.bind {
+            let bound = bind(Python::assume_attached(), descr, obj, m.index);
+            if !bound.is_null() || !ffi::PyErr_Occurred().is_null() {
+                return bound;
+            }
         }
         PyMethod_New(descr, obj)
     }
@@ -270,13 +287,27 @@ fn method_type(py: Python<'_>) -> PyResult<&Bound<'_, PyType>> {
     .map(|t| t.bind(py))
 }
 
+/// `types.MethodType(method, obj)`: what a method binds to when its owner keeps none.
+pub(super) fn bound_method<'py>(
+    method: &Bound<'py, PyAny>,
+    obj: &Bound<'py, PyAny>,
+) -> PyResult<Bound<'py, PyAny>> {
+    // SAFETY: two live objects; a new reference, or null with an error set.
+    unsafe {
+        Bound::from_owned_ptr_or_err(method.py(), PyMethod_New(method.as_ptr(), obj.as_ptr()))
+    }
+}
+
 /// A new method object: `name` (a method of `objclass`, whose name makes its `__qualname__`),
-/// running `call` with the loop first.
+/// running `call` with the loop first; an instance's bound method is asked of `bind` first
+/// (given `index`).
 pub(super) fn new<'py>(
     objclass: &Bound<'py, PyType>,
     name: &str,
     doc: &'static std::ffi::CStr,
     call: FastCall,
+    bind: Option<Bind>,
+    index: usize,
 ) -> PyResult<Bound<'py, PyAny>> {
     let py = objclass.py();
     let tp = method_type(py)?;
@@ -295,6 +326,8 @@ pub(super) fn new<'py>(
         m.name = PyString::intern(py, name).into_ptr();
         m.qualname = PyString::new(py, &qualname).into_ptr();
         m.doc = doc.as_ptr();
+        m.bind = bind;
+        m.index = index;
         Ok(obj)
     }
 }
