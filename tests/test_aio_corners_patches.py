@@ -227,6 +227,12 @@ class CountingSelector(selectors.EpollSelector):
         CountingSelector.calls += 1
         return super().select(timeout)
 
+
+class CountingPollSelector(selectors.PollSelector):
+    def select(self, timeout=None):
+        CountingSelector.calls += 1
+        return super().select(timeout)
+
 if variant == "tag":
     class Loop(Base):
         def __init__(self, tag):
@@ -240,7 +246,9 @@ else:
             super().__init__(selector=selector)
             self.tag = tag
 
-    make = lambda: Loop("mine", selector=CountingSelector())
+    epoll = variant == "selector passed through"
+    selector_class = CountingSelector if epoll else CountingPollSelector
+    make = lambda: Loop("mine", selector=selector_class())
 out = {}
 try:
     loop = make()
@@ -255,7 +263,7 @@ else:
         out["runs"] = loop.run_until_complete(asyncio.sleep(0.01, "slept"))
     finally:
         loop.close()
-    if variant == "selector passed through":
+    if variant != "tag":
         out["the given selector's select was called"] = CountingSelector.calls > 0
 emit(out)
 """
@@ -263,12 +271,13 @@ emit(out)
 
 
 @each_engine
-@pytest.mark.parametrize("variant", ["tag", "selector passed through"])
+@pytest.mark.parametrize("variant", ["tag", "selector passed through", "a poll selector"])
 def test_subclass_with_its_own_constructor(engine: FdkitEngine, variant: str) -> None:
     """``class Loop(LoopClass): def __init__(self, tag): super().__init__(); self.tag = tag``
     (and one taking ``selector=`` too, passing it to ``super().__init__``, as
-    ``SelectorEventLoop(selector)`` takes it): ``Loop("mine")`` is made, keeps its tag and runs
-    a coroutine; the given selector is the one the loop waits with."""
+    ``SelectorEventLoop(selector)`` takes it: an epoll selector, or a poll(2) one the core
+    cannot wait on): ``Loop("mine")`` is made, keeps its tag and runs a coroutine; the given
+    selector is the one the loop waits with."""
     oracle, got = compare(engine, CONSTRUCTOR_PROGRAM, variant)
     expected = {"constructed": True, "tag": "mine", "a Loop": True, "on its engine": True}
     if variant == "tag":

@@ -1214,14 +1214,16 @@ impl LoopCore {
         selects: Vec<(Py<PyAny>, Py<PyAny>)>,
     ) -> PyResult<Self> {
         objects(py)?;
-        let epfd: RawFd = selector
-            .getattr("_selector")?
-            .call_method0("fileno")?
-            .extract()?;
-        let fd_to_key = selector
-            .getattr("_fd_to_key")?
-            .cast_into::<PyDict>()?
-            .unbind();
+        // A selector the core cannot wait on (not an epoll selector: `selects` is then empty and
+        // each iteration is asyncio's) has no epoll fd to read.
+        let epfd: RawFd = match selector.getattr("_selector") {
+            Ok(ep) if !selects.is_empty() => ep.call_method0("fileno")?.extract()?,
+            _ => -1,
+        };
+        let fd_to_key = match selector.getattr("_fd_to_key") {
+            Ok(map) if !selects.is_empty() => map.cast_into::<PyDict>()?.unbind(),
+            _ => PyDict::new(py).unbind(),
+        };
         let base = py.import("asyncio.base_events")?.getattr("BaseEventLoop")?;
         let names = &objects(py)?.names;
         let loop_dict_ok =
