@@ -41,7 +41,11 @@ NEST_ASYNCIO_PROGRAM = (
     + """
 import nest_asyncio
 loop = new_loop(KIND)
-nest_asyncio.apply(loop)
+try:
+    nest_asyncio.apply(loop)
+except Exception as exc:
+    emit({"apply failed": err(exc)})
+    raise SystemExit(0)
 handled = []
 loop.set_exception_handler(
     lambda lp, ctx: handled.append([masked(ctx.get("message")), err(ctx.get("exception"))])
@@ -75,7 +79,11 @@ def test_nest_asyncio_nested_run_until_complete(engine: FdkitEngine) -> None:
     ``loop.run_until_complete(inner())`` from inside the running loop: the inner result comes
     back, the outer coroutine finishes, the exception handler hears nothing."""
     oracle, got = compare(engine, NEST_ASYNCIO_PROGRAM)
-    assert oracle == {"result": ["outer", "inner"], "exception handler got": []}
+    expected = {"result": ["outer", "inner"], "exception handler got": []}
+    if "apply failed" in oracle:
+        # nest_asyncio 1.6 reaches into asyncio's internals of the versions it knows.
+        pytest.skip(f"nest_asyncio cannot patch asyncio's own loop on this Python: {oracle}")
+    assert oracle == expected
     assert got == oracle
 
 
