@@ -11,7 +11,7 @@
 
 use pyo3::ffi;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyString, PyType};
+use pyo3::types::{PyDict, PyString, PyTuple, PyType};
 
 macro_rules! names {
     ($($field:ident),* $(,)?) => {
@@ -230,4 +230,42 @@ pub fn after_in_mro<'py>(
         }
     }
     Ok(None)
+}
+
+/// `func`, a class attribute, called as the method `obj.name(*args)` would call it: a Python
+/// function with `obj` first, anything else bound by its `__get__` (if it has one) and called
+/// with the arguments alone. `args` holds `nargs` positional values, then one per name in
+/// `kwnames`: a vectorcall's arguments, passed on.
+pub fn call_as_method<'py>(
+    obj: &Bound<'py, PyAny>,
+    func: &Bound<'py, PyAny>,
+    args: &[*mut ffi::PyObject],
+    nargs: usize,
+    kwnames: Option<&Bound<'py, PyTuple>>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let py = obj.py();
+    let nkw = kwnames.map_or(0, |k| k.len());
+    let kwnames = kwnames.map_or(std::ptr::null_mut(), |k| k.as_ptr());
+    let args = &args[..nargs + nkw];
+    // SAFETY: `func` and `obj` are live objects; the argument arrays hold borrowed references,
+    // alive for the call; the result is a new reference or null with an error set.
+    unsafe {
+        let f = func.as_ptr();
+        let result = if ffi::PyFunction_Check(f) != 0 {
+            let mut all: Vec<*mut ffi::PyObject> = Vec::with_capacity(1 + args.len());
+            all.push(obj.as_ptr());
+            all.extend_from_slice(args);
+            ffi::PyObject_Vectorcall(f, all.as_ptr(), 1 + nargs, kwnames)
+        } else {
+            let bound = match (*ffi::Py_TYPE(f)).tp_descr_get {
+                Some(get) => Bound::from_owned_ptr_or_err(
+                    py,
+                    get(f, obj.as_ptr(), ffi::Py_TYPE(obj.as_ptr()).cast()),
+                )?,
+                None => func.clone(),
+            };
+            ffi::PyObject_Vectorcall(bound.as_ptr(), args.as_ptr(), nargs, kwnames)
+        };
+        Bound::from_owned_ptr_or_err(py, result)
+    }
 }

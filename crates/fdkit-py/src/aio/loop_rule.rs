@@ -269,34 +269,14 @@ pub(super) fn delegate(py: Python<'_>, m: Method, call: &Call<'_, '_>) -> PyResu
             m.name()
         )));
     };
-    let nkw = call.kwnames.as_ref().map_or(0, |k| k.len());
-    let kwnames = call
-        .kwnames
-        .as_ref()
-        .map_or(std::ptr::null_mut(), |k| k.as_ptr());
-    // SAFETY: `func` is a live object; a Python function is called with the loop first (as
-    // the method call would bind it), anything else is bound by its `__get__`, if it has one,
-    // and called with the arguments alone. The argument array holds borrowed references,
-    // alive for the call; the result is a new reference or null with an error set.
-    unsafe {
-        let f = func.as_ptr();
-        let result = if ffi::PyFunction_Check(f) != 0 {
-            let mut all: Vec<*mut ffi::PyObject> = Vec::with_capacity(1 + call.nargs + nkw);
-            all.push(call.lp.as_ptr());
-            all.extend_from_slice(&call.args[..call.nargs + nkw]);
-            ffi::PyObject_Vectorcall(f, all.as_ptr(), 1 + call.nargs, kwnames)
-        } else {
-            let get = (*ffi::Py_TYPE(f)).tp_descr_get;
-            let bound = match get {
-                Some(get) => {
-                    Bound::from_owned_ptr_or_err(py, get(f, call.lp.as_ptr(), tp.as_ptr()))?
-                }
-                None => func.clone(),
-            };
-            ffi::PyObject_Vectorcall(bound.as_ptr(), call.args.as_ptr(), call.nargs, kwnames)
-        };
-        Bound::from_owned_ptr_or_err(py, result).map(Bound::unbind)
-    }
+    attrs::call_as_method(
+        &call.lp,
+        &func,
+        call.args,
+        call.nargs,
+        call.kwnames.as_ref(),
+    )
+    .map(Bound::unbind)
 }
 
 /// Set in a mask beside the methods' bits: `type(loop)._run_once` is the native one itself (not

@@ -22,7 +22,7 @@ use pyo3::ffi;
 use pyo3::intern;
 use pyo3::panic::PanicException;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyType};
+use pyo3::types::{PyBytes, PyTuple, PyType};
 use rustix::io::Errno;
 use rustix::net::{RecvFlags, SendFlags};
 use std::cell::UnsafeCell;
@@ -271,28 +271,21 @@ unsafe fn write_method(
         Some(f) => f,
         None => o.transport_write.bind(py).clone(),
     };
-    let nkw = if kwnames.is_null() {
-        0
-    } else {
-        // SAFETY: `kwnames` is a tuple of the keyword names when not null.
-        unsafe { ffi::PyTuple_GET_SIZE(kwnames) }
+    // SAFETY: CPython's contract: `kwnames` is a tuple or null; `args` holds `nargs` values
+    // then one per keyword name.
+    let (kwnames, args) = unsafe {
+        let kwnames = (!kwnames.is_null())
+            .then(|| Bound::from_borrowed_ptr(py, kwnames).cast_into_unchecked::<PyTuple>());
+        let n = nargs as usize + kwnames.as_ref().map_or(0, |k| k.len());
+        let args: &[*mut ffi::PyObject] = if n == 0 {
+            &[]
+        } else {
+            std::slice::from_raw_parts(args, n)
+        };
+        (kwnames, args)
     };
-    let mut all: Vec<*mut ffi::PyObject> = Vec::with_capacity(1 + (nargs + nkw) as usize);
-    all.push(slf);
-    for i in 0..(nargs + nkw) {
-        // SAFETY: the positional then keyword values, `nargs + len(kwnames)` of them.
-        all.push(unsafe { *args.offset(i) });
-    }
-    // SAFETY: `all` holds borrowed references alive for the call; the result is a new
-    // reference or null with an error set. The function is called as the method it is
-    // (a plain function, given the transport first).
-    unsafe {
-        Bound::from_owned_ptr_or_err(
-            py,
-            ffi::PyObject_Vectorcall(func.as_ptr(), all.as_ptr(), (1 + nargs) as usize, kwnames),
-        )
+    super::attrs::call_as_method(&tr, &func, args, nargs as usize, kwnames.as_ref())
         .map(Bound::into_ptr)
-    }
 }
 
 /// Makes ``cls.write`` the native write: a method descriptor, as ``list.append`` is, so that
