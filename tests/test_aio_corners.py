@@ -137,11 +137,8 @@ try:
         loop.call_at(value, ran.append, "timer")
 except BaseException as exc:
     out["at the call"] = err(exc)
-try:
-    loop.run_until_complete(main() if api in ("asyncio.sleep", "asyncio.wait_for") else plain())
-    out["run_until_complete"] = "returned"
-except BaseException as exc:
-    out["run_until_complete"] = err(exc)
+coro = main() if api in ("asyncio.sleep", "asyncio.wait_for") else plain()
+out["run_until_complete"] = run_outcome(loop, coro)
 out["ran"] = ran
 out["exception handler got"] = handled
 loop.close()
@@ -489,11 +486,7 @@ for i in range(3):
     else:
         loop.call_soon(ran.append, i)
 out = {}
-try:
-    loop.run_until_complete(asyncio.sleep(0.05))
-    out["run_until_complete"] = "returned"
-except BaseException as exc:
-    out["run_until_complete"] = err(exc)
+out["run_until_complete"] = run_outcome(loop, asyncio.sleep(0.05))
 out["ran"] = ran
 loop.close()
 emit(out)
@@ -572,11 +565,7 @@ try:
 except BaseException as exc:
     out["at call_at"] = err(exc)
 loop.call_soon(ran.append, "soon")
-try:
-    loop.run_until_complete(asyncio.sleep(0.01))
-    out["run_until_complete"] = "returned"
-except BaseException as exc:
-    out["run_until_complete"] = err(exc)
+out["run_until_complete"] = run_outcome(loop, asyncio.sleep(0.01))
 out["ran"] = ran
 loop.close()
 emit(out)

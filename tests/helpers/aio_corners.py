@@ -55,6 +55,13 @@ def err(exc):
 
 def emit(record):
     print(json.dumps(record, sort_keys=True))
+
+def run_outcome(loop, coro):  # what run_until_complete(coro) came to: "returned", or its error
+    try:
+        loop.run_until_complete(coro)
+    except BaseException as exc:
+        return err(exc)
+    return "returned"
 """
 )
 
