@@ -20,7 +20,7 @@
 //!   [`uring::Ring`] is a safe ring that owns what its ops lend the kernel until they complete.
 //! - [`aio`]: the native parts of `fdkit.aio`'s asyncio loop: [`aio::Reactor`] waits through one
 //!   io_uring for the loop's epoll instance, one io_uring_enter(2) per sleeping iteration, and
-//!   leaves nothing armed between waits; [`aio::TimerHeap`] is asyncio's timer heap.
+//!   leaves nothing armed between waits.
 //! - [`atomic_pipe`]: many writers, one pipe, whole messages, wire-compatible with Perl's
 //!   Atomic::Pipe: the pure codec, [`atomic_pipe::MessageWriter`] and
 //!   [`atomic_pipe::MessageReader`], optional zstd compression.

@@ -1,5 +1,6 @@
 //! The native parts of `fdkit.aio`, the asyncio event loop: the [`Reactor`] its io_uring engine
-//! waits with, through one io_uring, and asyncio's timer heap ([`TimerHeap`]).
+//! waits with, through one io_uring. (The loop's timer heap is asyncio's own `_scheduled` list,
+//! kept in the binding, where the Python objects are.)
 //!
 //! The io_uring engine keeps every registration (`add_reader`/`add_writer`, the transports'
 //! reads and writes, the listeners) in an epoll instance, so that they keep epoll's semantics
@@ -18,7 +19,5 @@
 //!  - [epoll(7)](https://man7.org/linux/man-pages/man7/epoll.7.html)
 
 mod reactor;
-mod timers;
 
 pub use reactor::{Reactor, ReactorOptions};
-pub use timers::TimerHeap;
