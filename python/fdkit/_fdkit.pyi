@@ -275,6 +275,12 @@ def install_loop_methods(event_loop: type) -> tuple[str, ...]: ...
 # Makes cls.write fdkit's native socket-transport write (private to fdkit.aio).
 def install_write(cls: type) -> None: ...
 
+# Gives app (fdkit's TLS app transport class) the native write, and turns on the native TLS
+# record path (private to fdkit.aio._tls).
+def install_tls(
+    app: type, native_ok: Callable[[], bool], read_ready_buffer: Callable[..., object]
+) -> None: ...
+
 # The core's io_uring op table (fdkit::ring_ops!), one entry per Ring op: its name, its
 # positional parameters (user_data last), its keyword parameters with their defaults, and
 # whether it takes fixed=True.

@@ -15,10 +15,11 @@ import asyncio
 import errno
 import os
 import selectors
+from asyncio import constants, sslproto
 from typing import TYPE_CHECKING, Any, ClassVar, Self, TypedDict
 
 from fdkit._fdkit import ENGINE_NAMES, install_loop_methods
-from fdkit.aio import _native
+from fdkit.aio import _native, _tls
 from fdkit.aio._transports import SocketTransport
 
 if TYPE_CHECKING:  # annotations only: a loop's import need not load fdkit.types
@@ -222,6 +223,44 @@ class EventLoop(asyncio.SelectorEventLoop):
         # From 3.15 the transport's callbacks run in the context asyncio passes (its __init__
         # takes it; before 3.15 asyncio passes none).
         return SocketTransport(self, sock, protocol, waiter, extra, server, context)
+
+    def _make_ssl_transport(
+        self,
+        rawsock: Any,
+        protocol: Any,
+        sslcontext: Any,
+        waiter: Any = None,
+        *,
+        server_side: bool = False,
+        server_hostname: Any = None,
+        extra: Any = None,
+        server: Any = None,
+        ssl_handshake_timeout: Any = constants.SSL_HANDSHAKE_TIMEOUT,
+        ssl_shutdown_timeout: Any = constants.SSL_SHUTDOWN_TIMEOUT,
+        **more: Any,
+    ) -> Any:
+        # asyncio's own (selector_events), over fdkit's socket transport, the app transport
+        # given the native write (fdkit.aio._tls). A keyword asyncio's version here does not
+        # take is passed to it.
+        if more:
+            return super()._make_ssl_transport(  # type: ignore[misc]
+                rawsock, protocol, sslcontext, waiter, server_side=server_side,
+                server_hostname=server_hostname, extra=extra, server=server,
+                ssl_handshake_timeout=ssl_handshake_timeout,
+                ssl_shutdown_timeout=ssl_shutdown_timeout, **more)  # fmt: skip
+        ssl_protocol = sslproto.SSLProtocol(
+            self, protocol, sslcontext, waiter, server_side, server_hostname,
+            ssl_handshake_timeout=ssl_handshake_timeout,
+            ssl_shutdown_timeout=ssl_shutdown_timeout,
+        )  # fmt: skip
+        _tls.adopt(ssl_protocol._app_transport)
+        SocketTransport(self, rawsock, ssl_protocol, extra=extra, server=server)
+        return ssl_protocol._app_transport
+
+    async def start_tls(self, transport: Any, protocol: Any, sslcontext: Any, **kwargs: Any) -> Any:
+        # asyncio's, its app transport given the native write: no program has seen it yet
+        # (start_tls makes it, and calls no connection_made).
+        return _tls.adopt(await super().start_tls(transport, protocol, sslcontext, **kwargs))
 
     def __setattr__(self, name: str, value: Any) -> None:
         # Setting one of the methods the core stands for (mock.patch.object, a test plugin)

@@ -68,4 +68,8 @@ class SocketTransport(selector_events._SelectorSocketTransport):  # type: ignore
         self._maybe_pause_protocol()
 
 
+# asyncio's name and module, so that its repr, and every message naming the transport's class,
+# reads as on asyncio's loop.
+SocketTransport.__name__ = SocketTransport.__qualname__ = "_SelectorSocketTransport"
+SocketTransport.__module__ = selector_events.__name__
 install_write(SocketTransport)

@@ -13,8 +13,10 @@ mod native_method;
 mod reactor;
 mod socket_transport;
 mod timer_heap;
+mod tls_records;
 
 pub use loop_core::LoopCore;
 pub use loop_methods::install_loop_methods;
 pub use reactor::{defaults_dict as reactor_defaults_dict, PyReactor};
 pub use socket_transport::install_write;
+pub use tls_records::install_tls;

@@ -45,7 +45,7 @@ fn write_failed(py: Python<'_>, tr: &Bound<'_, PyAny>, e: PyErr) -> PyResult<()>
 /// A syscall on a non-blocking socket, made with the GIL held (it cannot wait), retried after
 /// `EINTR` once the signal handlers ran, as the socket module does (PEP 475): the outer `Err`
 /// is a handler's exception.
-fn nonblocking<T>(
+pub(super) fn nonblocking<T>(
     py: Python<'_>,
     mut call: impl FnMut() -> Result<T, Errno>,
 ) -> PyResult<Result<T, Errno>> {
@@ -78,6 +78,13 @@ pub(super) fn read_ready(
     let cb = t.get(A::ReadReadyCb, &n._read_ready_cb)?;
     match o.bound_method(&cb) {
         Some((func, slf)) if func == o.read_ready_data.as_ptr() && slf == tr.as_ptr() => {}
+        Some((func, slf))
+            if slf == tr.as_ptr()
+                && super::tls_records::classes(py)
+                    .is_some_and(|c| func == c.read_ready_buffer.as_ptr()) =>
+        {
+            return read_ready_buffered(py, o, state, tr, &t, &cb);
+        }
         _ => return cb.call0().map(drop),
     }
     // `_read_ready__data_received`.
@@ -138,6 +145,34 @@ pub(super) fn read_ready(
         Ok(_) => Ok(()),
         Err(e) => failed(e, false),
     }
+}
+
+/// asyncio's `_read_ready__get_buffer` (the Handle's callback `cb`) for the transport `tr`:
+/// native for a TLS connection's `SSLProtocol` (see `tls_records`), asyncio's otherwise.
+fn read_ready_buffered(
+    py: Python<'_>,
+    o: &AsyncioObjects,
+    state: &GilCell<State>,
+    tr: &Bound<'_, PyAny>,
+    t: &TransportAttrs<'_>,
+    cb: &Bound<'_, PyAny>,
+) -> PyResult<()> {
+    let n = &o.names;
+    if truthy(&t.get(A::ConnLost, &n._conn_lost)?)? {
+        return Ok(());
+    }
+    let sock = t.get(A::Sock, &n._sock)?;
+    let fd = match o.sock_layout {
+        Some(l) if sock.get_type().is(o.socket_type.bind(py)) => l.nonblocking_fd(&sock),
+        _ => None,
+    };
+    if let Some(fd) = fd {
+        let protocol = t.get(A::Protocol, &n._protocol)?;
+        if super::tls_records::read_ready(py, state, tr, &protocol, fd)? {
+            return Ok(());
+        }
+    }
+    cb.call0().map(drop)
 }
 
 /// asyncio's `_SelectorSocketTransport.write(data)` for the transport `tr`: `bytes` sent at

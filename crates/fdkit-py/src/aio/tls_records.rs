@@ -1,0 +1,754 @@
+//! TLS records on fdkit's loops: what asyncio's `sslproto.SSLProtocol` runs in Python for
+//! every record, run here on asyncio's own objects (CPython 3.11-3.13's `sslproto.py`).
+//!
+//! - [`read_ready`]: the socket transport's `_read_ready__get_buffer` for an `SSLProtocol`
+//!   whose connection is up (`SSLProtocolState.WRAPPED`): recv(2), the bytes into the incoming
+//!   `MemoryBIO`, then `_do_read`: the `SSLObject`'s records into the app protocol's
+//!   `data_received`, the outgoing BIO to the socket transport's `write`, flow control.
+//! - the app transport's `write` (a method descriptor on fdkit's subclass of asyncio's
+//!   `_SSLProtocolTransport`): `_write_appdata` and `_do_write` while the backlog is empty.
+//!
+//! The `SSLObject` and the BIOs are driven through their C methods (`_ssl._SSLSocket.read`,
+//! `.write`, `.pending`, `MemoryBIO.write`, `.read`, `.pending`): no Python frame per record.
+//! One thing differs from asyncio's code, invisibly: where asyncio calls `read` until it raises
+//! `SSLWantReadError` (an exception built and caught per record), this path stops when neither
+//! the incoming BIO nor the `SSLObject` holds a byte, which is when `read` would raise it.
+//!
+//! Each path does natively only its common case and hands every other to asyncio's Python with
+//! the objects as they are: a connection in its handshake or shutdown, a backlog, an app
+//! protocol with `get_buffer`, a class of a program's, a method patched ([`TlsClasses::native`]).
+
+use super::gil_cell::GilCell;
+use super::loop_core::{passes_through, truthy, State};
+use crate::errors::os_error;
+use pyo3::exceptions::PyValueError;
+use pyo3::ffi;
+use pyo3::intern;
+use pyo3::panic::PanicException;
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyByteArray, PyBytes, PyDict, PyInt, PyString, PyTuple, PyType};
+use rustix::io::Errno;
+use rustix::net::RecvFlags;
+use std::cell::UnsafeCell;
+use std::os::fd::{BorrowedFd, RawFd};
+use std::os::raw::c_char;
+
+/// The classes and values the native TLS paths check and compare with, once per process.
+pub(super) struct TlsClasses {
+    /// `asyncio.sslproto.SSLProtocol`: only exactly this class is run natively.
+    proto: Py<PyType>,
+    /// fdkit's subclass of `_SSLProtocolTransport` (the native `write`'s class).
+    app: Py<PyType>,
+    /// `ssl.SSLObject` and `ssl.MemoryBIO`.
+    sslobject: Py<PyType>,
+    bio: Py<PyType>,
+    /// `SSLProtocolState.WRAPPED`.
+    wrapped: Py<PyAny>,
+    /// `sslproto.SSLAgainErrors`: what `_do_read__copied` and `_do_write` catch and pass.
+    again: Py<PyTuple>,
+    /// `_SelectorSocketTransport._read_ready__get_buffer` when fdkit.aio was imported.
+    pub read_ready_buffer: Py<PyAny>,
+    /// `fdkit.aio._tls.native_ok`.
+    native_ok: Py<PyAny>,
+    /// The version tags of `proto`, `app` and `sslobject` when `native_ok` last answered, and
+    /// its answer: CPython retags a class whenever it or a base changes.
+    rule: GilCell<Option<([u32; 3], bool)>>,
+}
+
+static TLS: PyOnceLock<TlsClasses> = PyOnceLock::new();
+
+/// The classes, once `fdkit.aio._tls` installed them.
+pub(super) fn classes(py: Python<'_>) -> Option<&TlsClasses> {
+    TLS.get(py)
+}
+
+fn version_tag(tp: &Bound<'_, PyType>) -> u32 {
+    // SAFETY: reading the version tag of a live type object.
+    unsafe { (*tp.as_type_ptr()).tp_version_tag }
+}
+
+impl TlsClasses {
+    /// Whether the native paths stand for asyncio's methods now (`native_ok`, asked again only
+    /// when one of the classes changed).
+    fn native(&self, py: Python<'_>) -> PyResult<bool> {
+        let tags = || {
+            [
+                version_tag(self.proto.bind(py)),
+                version_tag(self.app.bind(py)),
+                version_tag(self.sslobject.bind(py)),
+            ]
+        };
+        let now = tags();
+        if let Some((t, ok)) = self.rule.with(py, |r| *r) {
+            if t == now && !now.contains(&0) {
+                return Ok(ok);
+            }
+        }
+        let ok = self.native_ok.bind(py).call0()?.is_truthy()?;
+        // `native_ok` looked the methods up, which gave each class a tag if it had none.
+        let now = tags();
+        self.rule.with(py, |r| *r = Some((now, ok)));
+        Ok(ok)
+    }
+
+    fn is_again(&self, py: Python<'_>, e: &PyErr) -> bool {
+        e.matches(py, self.again.bind(py)).unwrap_or(false)
+    }
+}
+
+/// An `SSLProtocol` and what its per-record path reads of it, from its `__dict__` first (no
+/// class of its MRO defines these names as data descriptors; `native_ok` checks the classes).
+struct Proto<'py> {
+    obj: Bound<'py, PyAny>,
+    dict: Option<Bound<'py, PyDict>>,
+}
+
+impl<'py> Proto<'py> {
+    fn new(obj: Bound<'py, PyAny>) -> Self {
+        let dict = super::attrs::instance_dict(&obj);
+        Proto { obj, dict }
+    }
+
+    fn get(&self, name: &Bound<'py, PyString>) -> PyResult<Bound<'py, PyAny>> {
+        if let Some(d) = &self.dict {
+            if let Some(v) = super::attrs::dict_get(d, name.as_any())? {
+                return Ok(v);
+            }
+        }
+        self.obj.getattr(name)
+    }
+
+    fn flag(&self, name: &Bound<'py, PyString>) -> PyResult<bool> {
+        truthy(&self.get(name)?)
+    }
+}
+
+/// An exact `int` as an `i64`; None for anything else (asyncio's Python then compares it).
+fn small_int(v: &Bound<'_, PyAny>) -> Option<i64> {
+    v.is_exact_instance_of::<PyInt>()
+        .then(|| v.extract::<i64>().ok())
+        .flatten()
+}
+
+/// `bio.pending` of a `MemoryBIO` (its C getter).
+fn pending(bio: &Bound<'_, PyAny>) -> PyResult<i64> {
+    let py = bio.py();
+    small_int(&bio.getattr(intern!(py, "pending"))?)
+        .ok_or_else(|| PyValueError::new_err("MemoryBIO.pending is not an int"))
+}
+
+/// The objects a record path drives, each of the class it expects: the `SSLObject`'s
+/// `_ssl._SSLSocket`, and the two BIOs. None for anything else (a `sslobject_class` of a
+/// program's).
+struct Engine<'py> {
+    sslsock: Bound<'py, PyAny>,
+    incoming: Bound<'py, PyAny>,
+    outgoing: Bound<'py, PyAny>,
+}
+
+impl<'py> Engine<'py> {
+    fn of(tls: &TlsClasses, p: &Proto<'py>) -> PyResult<Option<Self>> {
+        let py = p.obj.py();
+        let sslobj = p.get(intern!(py, "_sslobj"))?;
+        let incoming = p.get(intern!(py, "_incoming"))?;
+        let outgoing = p.get(intern!(py, "_outgoing"))?;
+        let bio = tls.bio.bind(py);
+        if !sslobj.get_type().is(tls.sslobject.bind(py))
+            || !incoming.get_type().is(bio)
+            || !outgoing.get_type().is(bio)
+        {
+            return Ok(None);
+        }
+        // `SSLObject` keeps its `_ssl._SSLSocket` in its `__dict__` (a plain attribute of a
+        // class with no slots, set in `_create`).
+        let sslsock = super::attrs::instance_dict(&sslobj).and_then(|d| {
+            super::attrs::dict_get(&d, intern!(py, "_sslobj").as_any())
+                .ok()
+                .flatten()
+        });
+        let Some(sslsock) = sslsock else {
+            return Ok(None);
+        };
+        Ok(Some(Engine {
+            sslsock,
+            incoming,
+            outgoing,
+        }))
+    }
+}
+
+/// A memoryview over `buf` (writable when `write`), for a C method that copies in or out of it
+/// during the call; the view must not outlive `buf` (the methods given it keep no reference).
+fn view<'py>(py: Python<'py>, buf: &mut [u8], write: bool) -> PyResult<Bound<'py, PyAny>> {
+    let flags = if write {
+        ffi::PyBUF_WRITE
+    } else {
+        ffi::PyBUF_READ
+    };
+    // SAFETY: `buf` is valid for its length for the duration of the borrow; the memoryview
+    // is dropped by the caller before `buf` is (see above).
+    unsafe {
+        Bound::from_owned_ptr_or_err(
+            py,
+            ffi::PyMemoryView_FromMemory(
+                buf.as_mut_ptr().cast::<c_char>(),
+                buf.len() as ffi::Py_ssize_t,
+                flags,
+            ),
+        )
+    }
+}
+
+/// What made the native read leave asyncio's path, for the error's traceback.
+enum Failed {
+    /// An exception asyncio's `_do_read` catches (`Exception`): raised by the app protocol,
+    /// by the `SSLObject`'s `read`, or after both.
+    Read(PyErr, &'static str),
+    /// Anything else: it leaves `buffer_updated`.
+    Other(PyErr),
+}
+
+impl From<PyErr> for Failed {
+    fn from(e: PyErr) -> Self {
+        Failed::Other(e)
+    }
+}
+
+/// The socket transport's `_read_ready__get_buffer` for transport `tr` (its socket's fd `fd`,
+/// non-blocking) and its protocol `proto`, an `SSLProtocol`; `cb` is the Handle's bound
+/// `_read_ready__get_buffer`, called when the native path does not stand for it. `Ok(false)`
+/// when it left the read to `cb` before doing anything.
+pub(super) fn read_ready(
+    py: Python<'_>,
+    state: &GilCell<State>,
+    tr: &Bound<'_, PyAny>,
+    proto: &Bound<'_, PyAny>,
+    fd: RawFd,
+) -> PyResult<bool> {
+    let Some(tls) = classes(py) else {
+        return Ok(false);
+    };
+    if !proto.get_type().is(tls.proto.bind(py)) || !tls.native(py)? {
+        return Ok(false);
+    }
+    let p = Proto::new(proto.clone());
+    // Only a connection that is up; the handshake and the shutdown are asyncio's.
+    if !p.get(intern!(py, "_state"))?.is(tls.wrapped.bind(py)) {
+        return Ok(false);
+    }
+    let Some(engine) = Engine::of(tls, &p)? else {
+        return Ok(false);
+    };
+    // `get_buffer(-1)` returns a view of `_ssl_buffer`, at least `max_size` long: recv(2) reads
+    // up to its length. Taken natively while both are what asyncio made them.
+    let size = match (
+        small_int(&p.get(intern!(py, "max_size"))?),
+        p.get(intern!(py, "_ssl_buffer"))?
+            .cast_exact::<PyByteArray>()
+            .map(|b| b.len())
+            .ok(),
+    ) {
+        (Some(max), Some(len)) if max > 0 && len as i64 == max && len <= MAX_RECORD_READ => len,
+        _ => return Ok(false),
+    };
+    let mut buf = state.with(py, |s| std::mem::take(&mut s.recv_buf));
+    if buf.len() < size {
+        buf.resize(size, 0);
+    }
+    let got = super::socket_transport::nonblocking(py, || {
+        if fd < 0 {
+            return Err(Errno::BADF);
+        }
+        // SAFETY: `fd` is the socket's own open fd, as its `recv_into` would use it.
+        let sock = unsafe { BorrowedFd::borrow_raw(fd) };
+        rustix::net::recv(sock, &mut buf[..size], RecvFlags::empty()).map(|(n, _)| n)
+    });
+    let n = match got {
+        Err(e) => {
+            state.with(py, |s| s.recv_buf = buf);
+            return recv_failed(py, tr, e).map(|()| true);
+        }
+        Ok(Err(Errno::AGAIN)) => {
+            state.with(py, |s| s.recv_buf = buf);
+            return Ok(true);
+        }
+        Ok(Err(e)) => {
+            state.with(py, |s| s.recv_buf = buf);
+            return recv_failed(py, tr, os_error(e)).map(|()| true);
+        }
+        Ok(Ok(n)) => n,
+    };
+    if n == 0 {
+        state.with(py, |s| s.recv_buf = buf);
+        tr.call_method0(intern!(py, "_read_ready__on_eof"))?;
+        return Ok(true);
+    }
+    // `buffer_updated(n)`: the bytes into the incoming BIO, then `_do_read` (the state was
+    // WRAPPED before recv(2), which runs no Python).
+    let wrote = view(py, &mut buf[..n], false)
+        .and_then(|v| engine.incoming.call_method1(intern!(py, "write"), (v,)));
+    let outcome = match wrote {
+        Ok(_) => do_read(py, tls, &p, &engine, &mut buf),
+        Err(e) => Err(Failed::Other(e)),
+    };
+    state.with(py, |s| s.recv_buf = buf);
+    match outcome {
+        Ok(()) => Ok(true),
+        Err(Failed::Read(e, where_)) => {
+            errors(py)?.getattr(intern!(py, "read_failed"))?.call1((
+                proto,
+                e.into_value(py),
+                where_,
+            ))?;
+            Ok(true)
+        }
+        Err(Failed::Other(e)) => {
+            if passes_through(py, &e) {
+                return Err(e);
+            }
+            errors(py)?
+                .getattr(intern!(py, "buffer_failed"))?
+                .call1((tr, e.into_value(py)))?;
+            Ok(true)
+        }
+    }
+}
+
+/// The largest `max_size` read natively: asyncio's (`256 * 1024`).
+const MAX_RECORD_READ: usize = 256 * 1024;
+
+fn errors(py: Python<'_>) -> PyResult<Bound<'_, PyModule>> {
+    py.import(intern!(py, "fdkit.aio._tls"))
+}
+
+fn recv_failed(py: Python<'_>, tr: &Bound<'_, PyAny>, e: PyErr) -> PyResult<()> {
+    if passes_through(py, &e) {
+        return Err(e);
+    }
+    errors(py)?
+        .getattr(intern!(py, "recv_failed"))?
+        .call1((tr, e.into_value(py)))
+        .map(drop)
+}
+
+/// An `Exception` (what asyncio's `except Exception` catches) as [`Failed::Read`], anything
+/// else as [`Failed::Other`].
+fn caught(py: Python<'_>, e: PyErr, where_: &'static str) -> Failed {
+    if e.is_instance_of::<pyo3::exceptions::PyException>(py) {
+        Failed::Read(e, where_)
+    } else {
+        Failed::Other(e)
+    }
+}
+
+/// asyncio's `SSLProtocol._do_read` in state WRAPPED; `buf` is scratch space of at least
+/// `max_size` bytes.
+fn do_read(
+    py: Python<'_>,
+    tls: &TlsClasses,
+    p: &Proto<'_>,
+    e: &Engine<'_>,
+    buf: &mut Vec<u8>,
+) -> Result<(), Failed> {
+    let paused = p
+        .flag(intern!(py, "_app_reading_paused"))
+        .map_err(|x| caught(py, x, ""))?;
+    if !paused {
+        if p.flag(intern!(py, "_app_protocol_is_buffer"))
+            .map_err(|x| caught(py, x, ""))?
+        {
+            p.obj
+                .call_method0(intern!(py, "_do_read__buffered"))
+                .map_err(|x| caught(py, x, ""))?;
+        } else {
+            read_copied(py, tls, p, e, buf)?;
+        }
+        if p.flag(intern!(py, "_write_backlog"))
+            .map_err(|x| caught(py, x, ""))?
+        {
+            p.obj
+                .call_method0(intern!(py, "_do_write"))
+                .map_err(|x| caught(py, x, ""))?;
+        } else {
+            process_outgoing(py, p, e).map_err(|x| caught(py, x, ""))?;
+        }
+    }
+    control_ssl_reading(py, p, e).map_err(|x| caught(py, x, ""))
+}
+
+/// asyncio's `SSLProtocol._do_read__copied`: every record the incoming BIO holds, read into
+/// one `data_received` call; at close_notify the app protocol's EOF and the shutdown.
+fn read_copied(
+    py: Python<'_>,
+    tls: &TlsClasses,
+    p: &Proto<'_>,
+    e: &Engine<'_>,
+    buf: &mut Vec<u8>,
+) -> Result<(), Failed> {
+    let max = small_int(
+        &p.get(intern!(py, "max_size"))
+            .map_err(|x| caught(py, x, ""))?,
+    )
+    .filter(|m| *m > 0 && *m as usize <= MAX_RECORD_READ)
+    .map(|m| m as usize);
+    let Some(max) = max else {
+        return p
+            .obj
+            .call_method0(intern!(py, "_do_read__copied"))
+            .map(drop)
+            .map_err(|x| caught(py, x, ""));
+    };
+    if buf.len() < max {
+        buf.resize(max, 0);
+    }
+    let mut chunks: Vec<Bound<'_, PyBytes>> = Vec::new();
+    let mut closed = false;
+    loop {
+        // `read` raises SSLWantReadError exactly when no byte is left to it: none in the
+        // incoming BIO and none decrypted in the SSLObject.
+        let more = pending(&e.incoming).map_err(|x| caught(py, x, "read"))? > 0
+            || small_int(
+                &e.sslsock
+                    .call_method0(intern!(py, "pending"))
+                    .map_err(|x| caught(py, x, "read"))?,
+            )
+            .is_some_and(|n| n > 0);
+        if !more {
+            break;
+        }
+        let got = view(py, &mut buf[..max], true).and_then(|v| {
+            e.sslsock
+                .call_method1(intern!(py, "read"), (max, v))
+                .and_then(|n| n.extract::<usize>())
+        });
+        match got {
+            Ok(0) => {
+                closed = true;
+                break;
+            }
+            Ok(n) => chunks.push(PyBytes::new(py, &buf[..n.min(max)])),
+            Err(x) if tls.is_again(py, &x) => break,
+            Err(x) => return Err(caught(py, x, "read")),
+        }
+    }
+    let app = p
+        .get(intern!(py, "_app_protocol"))
+        .map_err(|x| caught(py, x, ""))?;
+    let data = match chunks.len() {
+        0 => None,
+        1 => Some(chunks.pop().expect("one chunk").into_any()),
+        _ => {
+            let all: Vec<u8> = chunks.iter().flat_map(|c| c.as_bytes()).copied().collect();
+            Some(PyBytes::new(py, &all).into_any())
+        }
+    };
+    if let Some(data) = data {
+        app.call_method1(intern!(py, "data_received"), (data,))
+            .map_err(|x| caught(py, x, "protocol"))?;
+    }
+    if closed {
+        p.obj
+            .call_method0(intern!(py, "_call_eof_received"))
+            .map_err(|x| caught(py, x, ""))?;
+        p.obj
+            .call_method0(intern!(py, "_start_shutdown"))
+            .map_err(|x| caught(py, x, ""))?;
+    }
+    Ok(())
+}
+
+/// asyncio's `SSLProtocol._process_outgoing`: the outgoing BIO to the socket transport (unless
+/// it paused the protocol), then `_control_app_writing`.
+fn process_outgoing(py: Python<'_>, p: &Proto<'_>, e: &Engine<'_>) -> PyResult<()> {
+    let mut drained = false;
+    if !p.flag(intern!(py, "_ssl_writing_paused"))? {
+        let data = e.outgoing.call_method0(intern!(py, "read"))?;
+        // `read()` took every byte the BIO held, unless the socket transport's `write` (Python
+        // for a transport of a program's) wrote into it again.
+        drained = true;
+        if data.len()? > 0 {
+            let tr = p.get(intern!(py, "_transport"))?;
+            drained = is_native_transport(py, &tr)?;
+            tr.call_method1(intern!(py, "write"), (data,))?;
+        }
+    }
+    control_app_writing(py, p, e, drained)
+}
+
+/// Whether `tr` is exactly fdkit's socket transport (whose `write` runs no program code).
+fn is_native_transport(py: Python<'_>, tr: &Bound<'_, PyAny>) -> PyResult<bool> {
+    let o = super::asyncio_objects::objects(py)?;
+    Ok(o.transport_class
+        .get(py)
+        .is_some_and(|c| tr.get_type().is(c.cls.bind(py))))
+}
+
+/// asyncio's `SSLProtocol._control_app_writing`: its Python runs when the app protocol is to be
+/// paused or resumed (or a figure is not a plain int). `drained`: the outgoing BIO is known to be empty (its `pending` is not asked).
+fn control_app_writing(
+    py: Python<'_>,
+    p: &Proto<'_>,
+    e: &Engine<'_>,
+    drained: bool,
+) -> PyResult<()> {
+    let size = small_int(&p.get(intern!(py, "_write_buffer_size"))?);
+    let high = small_int(&p.get(intern!(py, "_outgoing_high_water"))?);
+    let low = small_int(&p.get(intern!(py, "_outgoing_low_water"))?);
+    let (Some(size), Some(high), Some(low)) = (size, high, low) else {
+        return p
+            .obj
+            .call_method0(intern!(py, "_control_app_writing"))
+            .map(drop);
+    };
+    let size = if drained {
+        size
+    } else {
+        pending(&e.outgoing)? + size
+    };
+    let paused = p.flag(intern!(py, "_app_writing_paused"))?;
+    if (size >= high && !paused) || (size <= low && paused) {
+        p.obj.call_method0(intern!(py, "_control_app_writing"))?;
+    }
+    Ok(())
+}
+
+/// asyncio's `SSLProtocol._control_ssl_reading`, as [`control_app_writing`].
+fn control_ssl_reading(py: Python<'_>, p: &Proto<'_>, e: &Engine<'_>) -> PyResult<()> {
+    let high = small_int(&p.get(intern!(py, "_incoming_high_water"))?);
+    let low = small_int(&p.get(intern!(py, "_incoming_low_water"))?);
+    let (Some(high), Some(low)) = (high, low) else {
+        return p
+            .obj
+            .call_method0(intern!(py, "_control_ssl_reading"))
+            .map(drop);
+    };
+    let size = pending(&e.incoming)?;
+    let paused = p.flag(intern!(py, "_ssl_reading_paused"))?;
+    if (size >= high && !paused) || (size <= low && paused) {
+        p.obj.call_method0(intern!(py, "_control_ssl_reading"))?;
+    }
+    Ok(())
+}
+
+/// The app transport's `write(data)`: `_write_appdata((data,))` for `bytes` while the
+/// connection is up and nothing waits in the backlog. `Ok(None)` when asyncio's `write` is to
+/// run instead (nothing was done).
+fn app_write(
+    py: Python<'_>,
+    tls: &TlsClasses,
+    tr: &Bound<'_, PyAny>,
+    data: &Bound<'_, PyAny>,
+) -> PyResult<Option<()>> {
+    let Ok(bytes) = data.cast_exact::<PyBytes>() else {
+        return Ok(None);
+    };
+    if bytes.as_bytes().is_empty() || !tls.native(py)? {
+        return Ok(None);
+    }
+    let proto = super::attrs::instance_dict(tr).and_then(|d| {
+        super::attrs::dict_get(&d, intern!(py, "_ssl_protocol").as_any())
+            .ok()
+            .flatten()
+    });
+    let Some(proto) = proto else {
+        return Ok(None);
+    };
+    if !proto.get_type().is(tls.proto.bind(py)) {
+        return Ok(None);
+    }
+    let p = Proto::new(proto);
+    if !p.get(intern!(py, "_state"))?.is(tls.wrapped.bind(py))
+        || p.flag(intern!(py, "_write_backlog"))?
+    {
+        return Ok(None);
+    }
+    let Some(e) = Engine::of(tls, &p)? else {
+        return Ok(None);
+    };
+    // `_do_write` of a backlog of `data` alone: what the SSLObject did not take stays in it.
+    let len = bytes.as_bytes().len();
+    let left = match e
+        .sslsock
+        .call_method1(intern!(py, "write"), (bytes,))
+        .and_then(|n| n.extract::<usize>())
+    {
+        Ok(n) if n >= len => None,
+        Ok(n) => Some((
+            data.get_item(pyo3::types::PySlice::new(py, n as isize, len as isize, 1))?,
+            len - n,
+        )),
+        Err(x) if tls.is_again(py, &x) => Some((data.clone(), len)),
+        Err(x) => {
+            backlog(py, &p, data, len)?;
+            if !x.is_instance_of::<pyo3::exceptions::PyException>(py) {
+                return Err(x);
+            }
+            errors(py)?
+                .getattr(intern!(py, "write_failed"))?
+                .call1((&p.obj, x.into_value(py)))?;
+            return Ok(Some(()));
+        }
+    };
+    if let Some((rest, n)) = left {
+        backlog(py, &p, &rest, n)?;
+    }
+    if let Err(x) = process_outgoing(py, &p, &e) {
+        if !x.is_instance_of::<pyo3::exceptions::PyException>(py) {
+            return Err(x);
+        }
+        errors(py)?
+            .getattr(intern!(py, "write_failed"))?
+            .call1((&p.obj, x.into_value(py)))?;
+    }
+    Ok(Some(()))
+}
+
+/// Leaves `data` (`n` bytes) in the protocol's write backlog, counted in its buffer size.
+fn backlog(py: Python<'_>, p: &Proto<'_>, data: &Bound<'_, PyAny>, n: usize) -> PyResult<()> {
+    p.get(intern!(py, "_write_backlog"))?
+        .call_method1(intern!(py, "append"), (data,))?;
+    let name = intern!(py, "_write_buffer_size");
+    let size = p.get(name)?.add(n)?;
+    p.obj.setattr(name, size)
+}
+
+/// The `PyMethodDef` of the app transport's native `write`.
+struct MethodDef(UnsafeCell<ffi::PyMethodDef>);
+
+// SAFETY: CPython only reads the definition; it is never written after its static
+// initialisation.
+unsafe impl Sync for MethodDef {}
+
+static WRITE_DEF: MethodDef = MethodDef(UnsafeCell::new(ffi::PyMethodDef {
+    ml_name: c"write".as_ptr() as *const c_char,
+    ml_meth: ffi::PyMethodDefPointer {
+        PyCFunctionFastWithKeywords: write_trampoline,
+    },
+    ml_flags: ffi::METH_FASTCALL | ffi::METH_KEYWORDS,
+    ml_doc: c"write(data)\n--\n\nWrite some data bytes to the transport.\n\nThis does not \
+block; it buffers the data and arranges for it\nto be sent out asynchronously."
+        .as_ptr() as *const c_char,
+}));
+
+/// `write(*args, **kwargs)` of app transport `slf` (the descriptor checked its class): the
+/// native path for one positional `bytes`; the `write` behind it (asyncio's, or what a program
+/// put on asyncio's class) for every other call.
+unsafe extern "C" fn write_trampoline(
+    slf: *mut ffi::PyObject,
+    args: *const *mut ffi::PyObject,
+    nargs: ffi::Py_ssize_t,
+    kwnames: *mut ffi::PyObject,
+) -> *mut ffi::PyObject {
+    // SAFETY: CPython calls a METH_FASTCALL function with the GIL held.
+    let py = unsafe { Python::assume_attached() };
+    // SAFETY: CPython's METH_FASTCALL | METH_KEYWORDS contract, passed on.
+    let run = || unsafe { write_method(py, slf, args, nargs, kwnames) };
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(run)) {
+        Ok(Ok(obj)) => obj,
+        Ok(Err(e)) => {
+            e.restore(py);
+            std::ptr::null_mut()
+        }
+        Err(_) => {
+            PanicException::new_err("fdkit's TLS transport write panicked").restore(py);
+            std::ptr::null_mut()
+        }
+    }
+}
+
+/// The write of [`write_trampoline`].
+///
+/// # Safety
+/// CPython's `METH_FASTCALL | METH_KEYWORDS` contract: `args` holds `nargs` positional values
+/// then one per name in `kwnames` (a tuple, or null).
+unsafe fn write_method(
+    py: Python<'_>,
+    slf: *mut ffi::PyObject,
+    args: *const *mut ffi::PyObject,
+    nargs: ffi::Py_ssize_t,
+    kwnames: *mut ffi::PyObject,
+) -> PyResult<*mut ffi::PyObject> {
+    // SAFETY: `slf` is the transport the built-in is bound to, alive during the call.
+    let tr = unsafe { Bound::from_borrowed_ptr(py, slf) };
+    let Some(tls) = classes(py) else {
+        return Err(PyValueError::new_err(
+            "fdkit's TLS transport write is not installed",
+        ));
+    };
+    if nargs == 1 && kwnames.is_null() {
+        // SAFETY: CPython passes `nargs` valid borrowed references in `args`.
+        let data = unsafe { Bound::from_borrowed_ptr(py, *args) };
+        if app_write(py, tls, &tr, &data)?.is_some() {
+            return Ok(py.None().into_ptr());
+        }
+    }
+    let app = tls.app.bind(py);
+    let Some(func) = super::attrs::after_in_mro(&tr.get_type(), app, intern!(py, "write"))? else {
+        return Err(pyo3::exceptions::PyAttributeError::new_err("write"));
+    };
+    // SAFETY: CPython's contract: `kwnames` is a tuple or null; `args` holds `nargs` values
+    // then one per keyword name.
+    let (kwnames, args) = unsafe {
+        let kwnames = (!kwnames.is_null())
+            .then(|| Bound::from_borrowed_ptr(py, kwnames).cast_into_unchecked::<PyTuple>());
+        let n = nargs as usize + kwnames.as_ref().map_or(0, |k| k.len());
+        let args: &[*mut ffi::PyObject] = if n == 0 {
+            &[]
+        } else {
+            std::slice::from_raw_parts(args, n)
+        };
+        (kwnames, args)
+    };
+    super::attrs::call_as_method(&tr, &func, args, nargs as usize, kwnames.as_ref())
+        .map(Bound::into_ptr)
+}
+
+/// Installs the native TLS paths: `app` (fdkit's subclass of asyncio's `_SSLProtocolTransport`)
+/// gets the native `write`; `native_ok` is asked whether they may stand for asyncio's methods;
+/// `read_ready_buffer` is asyncio's `_SelectorSocketTransport._read_ready__get_buffer`.
+#[pyfunction]
+pub fn install_tls(
+    app: &Bound<'_, PyType>,
+    native_ok: &Bound<'_, PyAny>,
+    read_ready_buffer: &Bound<'_, PyAny>,
+) -> PyResult<()> {
+    let py = app.py();
+    let sslproto = py.import("asyncio.sslproto")?;
+    let ssl = py.import("ssl")?;
+    // SAFETY: WRITE_DEF is a static, valid for the life of the process; `app` is a type, which
+    // the descriptor keeps a reference to and checks each `self` against.
+    let descr = unsafe {
+        Bound::from_owned_ptr_or_err(
+            py,
+            ffi::PyDescr_NewMethod(app.as_type_ptr(), WRITE_DEF.0.get()),
+        )?
+    };
+    app.setattr(intern!(py, "write"), descr)?;
+    let classes = TlsClasses {
+        proto: sslproto
+            .getattr("SSLProtocol")?
+            .cast_into::<PyType>()?
+            .unbind(),
+        app: app.clone().unbind(),
+        sslobject: ssl.getattr("SSLObject")?.cast_into::<PyType>()?.unbind(),
+        bio: ssl.getattr("MemoryBIO")?.cast_into::<PyType>()?.unbind(),
+        wrapped: sslproto
+            .getattr("SSLProtocolState")?
+            .getattr("WRAPPED")?
+            .unbind(),
+        again: sslproto
+            .getattr("SSLAgainErrors")?
+            .cast_into::<PyTuple>()?
+            .unbind(),
+        read_ready_buffer: read_ready_buffer.clone().unbind(),
+        native_ok: native_ok.clone().unbind(),
+        rule: GilCell::new(None),
+    };
+    if TLS.set(py, classes).is_err() {
+        return Err(PyValueError::new_err(
+            "the native TLS paths are installed once",
+        ));
+    }
+    Ok(())
+}
