@@ -278,8 +278,11 @@ def install_write(cls: type) -> None: ...
 # Gives app (fdkit's TLS app transport class) the native write, and turns on the native TLS
 # record path (private to fdkit.aio._tls).
 def install_tls(
-    app: type, native_ok: Callable[[], bool], read_ready_buffer: Callable[..., object]
-) -> None: ...
+    app: type,
+    native_ok: Callable[[], bool],
+    read_ready_buffer: Callable[..., object],
+    probe: tuple[str, Any, Any, Any, Any] | None = None,
+) -> bool: ...
 
 # The core's io_uring op table (fdkit::ring_ops!), one entry per Ring op: its name, its
 # positional parameters (user_data last), its keyword parameters with their defaults, and

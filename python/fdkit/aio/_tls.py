@@ -26,6 +26,7 @@ socket transport carries ``_SelectorSocketTransport``'s).
 
 from __future__ import annotations
 
+import _ssl
 import hashlib
 import inspect
 import ssl
@@ -110,10 +111,14 @@ def _behind_write() -> Any:
 
 
 def adopt(app_transport: Any) -> Any:
-    """Gives asyncio's app transport ``app_transport`` fdkit's class (its native ``write``);
-    an object of any other class is left alone. Returns it."""
+    """Gives asyncio's app transport ``app_transport`` fdkit's class (its native ``write``),
+    unless its SSL context has a message callback (``_msg_callback``, which OpenSSL calls for
+    every record: the record path then leaves the connection to ``_ssl``'s methods and
+    asyncio's Python); an object of any other class is left alone. Returns it."""
     if type(app_transport) is sslproto._SSLProtocolTransport:
-        app_transport.__class__ = _SSLProtocolTransport
+        context = getattr(app_transport._ssl_protocol, "_sslcontext", None)
+        if getattr(context, "_msg_callback", None) is None:
+            app_transport.__class__ = _SSLProtocolTransport
     return app_transport
 
 
@@ -215,8 +220,24 @@ def recv_failed(transport: Any, exc: BaseException) -> None:
     _handled(exc, transport._fatal_error, exc, "Fatal read error on socket transport")
 
 
-install_tls(
+def _probe() -> tuple[str, ssl.SSLObject, ssl.MemoryBIO, ssl.MemoryBIO, ssl.MemoryBIO] | None:
+    """What the core proves OpenSSL's direct calls on (``_fdkit.install_tls``): ``_ssl``'s
+    shared object, a client ``SSLObject`` over two new ``MemoryBIO``s, and a ``MemoryBIO`` whose
+    EOF was written. None where ``_ssl`` is not a shared object of its own."""
+    path = getattr(_ssl, "__file__", None)
+    if not isinstance(path, str):
+        return None
+    incoming, outgoing, eof = ssl.MemoryBIO(), ssl.MemoryBIO(), ssl.MemoryBIO()
+    eof.write_eof()
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    sslobject = context.wrap_bio(incoming, outgoing, server_hostname="probe.invalid")
+    return path, sslobject, incoming, outgoing, eof
+
+
+#: Whether the record path calls OpenSSL directly (else ``_ssl``'s methods).
+DIRECT = install_tls(
     _SSLProtocolTransport,
     native_ok,
     selector_events._SelectorSocketTransport._read_ready__get_buffer,  # type: ignore[attr-defined]
+    _probe(),
 )

@@ -10,6 +10,7 @@ mod loop_core;
 mod loop_methods;
 mod loop_rule;
 mod native_method;
+mod openssl;
 mod reactor;
 mod socket_transport;
 mod timer_heap;

@@ -227,6 +227,25 @@ fn write(
     Ok(Some(()))
 }
 
+/// `tr.write(data)` for `tr` of exactly the native transport class, as its native `write`
+/// method does it, without the method call: Err(()) when the call is `write`'s method's to make
+/// (a patched `write` behind it, or data the native path declines).
+pub(super) fn write_bytes(
+    py: Python<'_>,
+    tr: &Bound<'_, PyAny>,
+    data: &Bound<'_, PyBytes>,
+) -> PyResult<Result<(), ()>> {
+    let o = super::asyncio_objects::objects(py)?;
+    let Some(class) = o.transport_class.get(py) else {
+        return Ok(Err(()));
+    };
+    let tp = tr.get_type();
+    if !tp.is(class.cls.bind(py)) || !class.write_is_own(&tp, &o.transport_write)? {
+        return Ok(Err(()));
+    }
+    Ok(write(py, o, tr, data.as_any())?.ok_or(()))
+}
+
 /// The `PyMethodDef` of the `write` built-in each native transport gets.
 struct MethodDef(UnsafeCell<ffi::PyMethodDef>);
 

@@ -20,6 +20,7 @@
 
 use super::gil_cell::GilCell;
 use super::loop_core::{passes_through, truthy, State};
+use super::openssl::{Direct, ReadOutcome};
 use crate::errors::os_error;
 use pyo3::exceptions::PyValueError;
 use pyo3::ffi;
@@ -31,6 +32,7 @@ use pyo3::types::{PyByteArray, PyBytes, PyDict, PyInt, PyString, PyTuple, PyType
 use rustix::io::Errno;
 use rustix::net::RecvFlags;
 use std::cell::UnsafeCell;
+use std::ffi::c_void;
 use std::os::fd::{BorrowedFd, RawFd};
 use std::os::raw::c_char;
 
@@ -51,6 +53,8 @@ pub(super) struct TlsClasses {
     pub read_ready_buffer: Py<PyAny>,
     /// `fdkit.aio._tls.native_ok`.
     native_ok: Py<PyAny>,
+    /// OpenSSL's own functions, where `_ssl`'s layout and library were proven (see `openssl`).
+    direct: Option<Direct>,
     /// The version tags of `proto`, `app` and `sslobject` when `native_ok` last answered, and
     /// its answer: CPython retags a class whenever it or a base changes.
     rule: GilCell<Option<([u32; 3], bool)>>,
@@ -59,7 +63,7 @@ pub(super) struct TlsClasses {
 static TLS: PyOnceLock<TlsClasses> = PyOnceLock::new();
 
 /// The classes, once `fdkit.aio._tls` installed them.
-pub(super) fn classes(py: Python<'_>) -> Option<&TlsClasses> {
+pub(super) fn classes(py: Python<'_>) -> Option<&'static TlsClasses> {
     TLS.get(py)
 }
 
@@ -140,15 +144,32 @@ fn pending(bio: &Bound<'_, PyAny>) -> PyResult<i64> {
 
 /// The objects a record path drives, each of the class it expects: the `SSLObject`'s
 /// `_ssl._SSLSocket`, and the two BIOs. None for anything else (a `sslobject_class` of a
-/// program's).
+/// program's). Each operation is OpenSSL's own call where [`Direct`] holds for the connection,
+/// `_ssl`'s method otherwise (and whenever `_ssl` would raise: see `openssl`).
 struct Engine<'py> {
     sslsock: Bound<'py, PyAny>,
     incoming: Bound<'py, PyAny>,
     outgoing: Bound<'py, PyAny>,
+    direct: Option<(&'static Direct, DirectPtrs)>,
+}
+
+/// The `SSL *` and the incoming and outgoing `BIO *` of a connection.
+#[derive(Clone, Copy)]
+struct DirectPtrs {
+    ssl: *mut c_void,
+    incoming: *mut c_void,
+    outgoing: *mut c_void,
+}
+
+/// A read of [`Engine::read`].
+enum Got {
+    Data(usize),
+    Again,
+    Closed,
 }
 
 impl<'py> Engine<'py> {
-    fn of(tls: &TlsClasses, p: &Proto<'py>) -> PyResult<Option<Self>> {
+    fn of(tls: &'static TlsClasses, p: &Proto<'py>) -> PyResult<Option<Self>> {
         let py = p.obj.py();
         let sslobj = p.get(intern!(py, "_sslobj"))?;
         let incoming = p.get(intern!(py, "_incoming"))?;
@@ -170,11 +191,122 @@ impl<'py> Engine<'py> {
         let Some(sslsock) = sslsock else {
             return Ok(None);
         };
+        // OpenSSL directly only for a connection whose app transport fdkit adopted (its
+        // context had no message callback when it was made: see `fdkit.aio._tls.adopt`).
+        let mut direct = None;
+        if let Some(d) = tls.direct.as_ref() {
+            let adopted = p
+                .get(intern!(py, "_app_transport"))?
+                .get_type()
+                .is(tls.app.bind(py));
+            if adopted {
+                if let (Some(ssl), Some(i), Some(o)) =
+                    (d.ssl_of(&sslsock), d.bio_of(&incoming), d.bio_of(&outgoing))
+                {
+                    let ptrs = DirectPtrs {
+                        ssl,
+                        incoming: i,
+                        outgoing: o,
+                    };
+                    direct = Some((d, ptrs));
+                }
+            }
+        }
         Ok(Some(Engine {
             sslsock,
             incoming,
             outgoing,
+            direct,
         }))
+    }
+
+    /// `incoming.write(data)`.
+    fn feed(&self, py: Python<'py>, data: &mut [u8]) -> PyResult<()> {
+        if let Some((d, ptrs)) = self.direct {
+            if !d.eof_written(&self.incoming) && d.bio_write_to(ptrs.incoming, data).is_some() {
+                return Ok(());
+            }
+        }
+        let v = view(py, data, false)?;
+        self.incoming
+            .call_method1(intern!(py, "write"), (v,))
+            .map(drop)
+    }
+
+    /// `incoming.pending`, `outgoing.pending`.
+    fn pending_in(&self) -> PyResult<i64> {
+        match self.direct {
+            Some((d, ptrs)) => Ok(d.bio_pending(ptrs.incoming) as i64),
+            None => pending(&self.incoming),
+        }
+    }
+
+    fn pending_out(&self) -> PyResult<i64> {
+        match self.direct {
+            Some((d, ptrs)) => Ok(d.bio_pending(ptrs.outgoing) as i64),
+            None => pending(&self.outgoing),
+        }
+    }
+
+    /// `outgoing.read()`, None for no byte.
+    fn drain(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
+        if let Some((d, ptrs)) = self.direct {
+            return Ok(d.bio_read_all(py, ptrs.outgoing)?.map(Bound::into_any));
+        }
+        let data = self.outgoing.call_method0(intern!(py, "read"))?;
+        Ok((data.len()? > 0).then_some(data))
+    }
+
+    /// Whether `read` could give a byte without raising `SSLWantReadError`: a byte in the
+    /// incoming BIO or decrypted in the `SSLObject`.
+    fn readable(&self, py: Python<'py>) -> PyResult<bool> {
+        if self.pending_in()? > 0 {
+            return Ok(true);
+        }
+        if let Some((d, ptrs)) = self.direct {
+            return Ok(d.ssl_pending(ptrs.ssl) > 0);
+        }
+        Ok(small_int(&self.sslsock.call_method0(intern!(py, "pending"))?).is_some_and(|n| n > 0))
+    }
+
+    /// `sslobj.read(len(buf), buf)`, `SSLAgainErrors` as [`Got::Again`].
+    fn read(&self, py: Python<'py>, tls: &TlsClasses, buf: &mut [u8]) -> PyResult<Got> {
+        if let Some((d, ptrs)) = self.direct {
+            let got = d.read(ptrs.ssl, buf);
+            // `_ssl` runs the signal handlers after each call.
+            py.check_signals()?;
+            match got {
+                ReadOutcome::Data(n) => return Ok(Got::Data(n)),
+                ReadOutcome::WantRead => return Ok(Got::Again),
+                ReadOutcome::Closed => return Ok(Got::Closed),
+                ReadOutcome::Other => {}
+            }
+        }
+        let max = buf.len();
+        let got = view(py, buf, true).and_then(|v| {
+            self.sslsock
+                .call_method1(intern!(py, "read"), (max, v))
+                .and_then(|n| n.extract::<usize>())
+        });
+        match got {
+            Ok(0) => Ok(Got::Closed),
+            Ok(n) => Ok(Got::Data(n.min(max))),
+            Err(x) if tls.is_again(py, &x) => Ok(Got::Again),
+            Err(x) => Err(x),
+        }
+    }
+
+    /// `sslobj.write(data)`: the count the `SSLObject` took.
+    fn write(&self, py: Python<'py>, data: &Bound<'py, PyBytes>) -> PyResult<usize> {
+        if let Some((d, ptrs)) = self.direct {
+            if let Some(n) = d.write(ptrs.ssl, data.as_bytes()) {
+                py.check_signals()?;
+                return Ok(n);
+            }
+        }
+        self.sslsock
+            .call_method1(intern!(py, "write"), (data,))?
+            .extract::<usize>()
     }
 }
 
@@ -286,10 +418,9 @@ pub(super) fn read_ready(
     }
     // `buffer_updated(n)`: the bytes into the incoming BIO, then `_do_read` (the state was
     // WRAPPED before recv(2), which runs no Python).
-    let wrote = view(py, &mut buf[..n], false)
-        .and_then(|v| engine.incoming.call_method1(intern!(py, "write"), (v,)));
+    let wrote = engine.feed(py, &mut buf[..n]);
     let outcome = match wrote {
-        Ok(_) => do_read(py, tls, &p, &engine, &mut buf),
+        Ok(()) => do_read(py, tls, &p, &engine, &mut buf, size),
         Err(e) => Err(Failed::Other(e)),
     };
     state.with(py, |s| s.recv_buf = buf);
@@ -343,13 +474,14 @@ fn caught(py: Python<'_>, e: PyErr, where_: &'static str) -> Failed {
 }
 
 /// asyncio's `SSLProtocol._do_read` in state WRAPPED; `buf` is scratch space of at least
-/// `max_size` bytes.
+/// `max` bytes, the protocol's `max_size`.
 fn do_read(
     py: Python<'_>,
-    tls: &TlsClasses,
+    tls: &'static TlsClasses,
     p: &Proto<'_>,
     e: &Engine<'_>,
-    buf: &mut Vec<u8>,
+    buf: &mut [u8],
+    max: usize,
 ) -> Result<(), Failed> {
     let paused = p
         .flag(intern!(py, "_app_reading_paused"))
@@ -362,7 +494,7 @@ fn do_read(
                 .call_method0(intern!(py, "_do_read__buffered"))
                 .map_err(|x| caught(py, x, ""))?;
         } else {
-            read_copied(py, tls, p, e, buf)?;
+            read_copied(py, tls, p, e, buf, max)?;
         }
         if p.flag(intern!(py, "_write_backlog"))
             .map_err(|x| caught(py, x, ""))?
@@ -381,55 +513,27 @@ fn do_read(
 /// one `data_received` call; at close_notify the app protocol's EOF and the shutdown.
 fn read_copied(
     py: Python<'_>,
-    tls: &TlsClasses,
+    tls: &'static TlsClasses,
     p: &Proto<'_>,
     e: &Engine<'_>,
-    buf: &mut Vec<u8>,
+    buf: &mut [u8],
+    max: usize,
 ) -> Result<(), Failed> {
-    let max = small_int(
-        &p.get(intern!(py, "max_size"))
-            .map_err(|x| caught(py, x, ""))?,
-    )
-    .filter(|m| *m > 0 && *m as usize <= MAX_RECORD_READ)
-    .map(|m| m as usize);
-    let Some(max) = max else {
-        return p
-            .obj
-            .call_method0(intern!(py, "_do_read__copied"))
-            .map(drop)
-            .map_err(|x| caught(py, x, ""));
-    };
-    if buf.len() < max {
-        buf.resize(max, 0);
-    }
     let mut chunks: Vec<Bound<'_, PyBytes>> = Vec::new();
     let mut closed = false;
-    loop {
-        // `read` raises SSLWantReadError exactly when no byte is left to it: none in the
-        // incoming BIO and none decrypted in the SSLObject.
-        let more = pending(&e.incoming).map_err(|x| caught(py, x, "read"))? > 0
-            || small_int(
-                &e.sslsock
-                    .call_method0(intern!(py, "pending"))
-                    .map_err(|x| caught(py, x, "read"))?,
-            )
-            .is_some_and(|n| n > 0);
-        if !more {
-            break;
-        }
-        let got = view(py, &mut buf[..max], true).and_then(|v| {
-            e.sslsock
-                .call_method1(intern!(py, "read"), (max, v))
-                .and_then(|n| n.extract::<usize>())
-        });
-        match got {
-            Ok(0) => {
+    // `read` raises SSLWantReadError exactly when no byte is left to it: none in the incoming
+    // BIO and none decrypted in the SSLObject; asking is cheaper than the read.
+    while e.readable(py).map_err(|x| caught(py, x, "read"))? {
+        match e
+            .read(py, tls, &mut buf[..max])
+            .map_err(|x| caught(py, x, "read"))?
+        {
+            Got::Data(n) => chunks.push(PyBytes::new(py, &buf[..n])),
+            Got::Again => break,
+            Got::Closed => {
                 closed = true;
                 break;
             }
-            Ok(n) => chunks.push(PyBytes::new(py, &buf[..n.min(max)])),
-            Err(x) if tls.is_again(py, &x) => break,
-            Err(x) => return Err(caught(py, x, "read")),
         }
     }
     let app = p
@@ -463,14 +567,19 @@ fn read_copied(
 fn process_outgoing(py: Python<'_>, p: &Proto<'_>, e: &Engine<'_>) -> PyResult<()> {
     let mut drained = false;
     if !p.flag(intern!(py, "_ssl_writing_paused"))? {
-        let data = e.outgoing.call_method0(intern!(py, "read"))?;
-        // `read()` took every byte the BIO held, unless the socket transport's `write` (Python
-        // for a transport of a program's) wrote into it again.
+        // `read()` takes every byte the BIO holds; none is added unless the socket
+        // transport's `write` is a program's (which could write into it).
         drained = true;
-        if data.len()? > 0 {
+        if let Some(data) = e.drain(py)? {
             let tr = p.get(intern!(py, "_transport"))?;
-            drained = is_native_transport(py, &tr)?;
-            tr.call_method1(intern!(py, "write"), (data,))?;
+            let native = match data.cast_exact::<PyBytes>() {
+                Ok(b) => super::socket_transport::write_bytes(py, &tr, b)?.is_ok(),
+                Err(_) => false,
+            };
+            if !native {
+                drained = is_native_transport(py, &tr)?;
+                tr.call_method1(intern!(py, "write"), (data,))?;
+            }
         }
     }
     control_app_writing(py, p, e, drained)
@@ -492,10 +601,15 @@ fn control_app_writing(
     e: &Engine<'_>,
     drained: bool,
 ) -> PyResult<()> {
+    // Paused, the app protocol is resumed at the low-water mark; else paused at the high one.
+    let paused = p.flag(intern!(py, "_app_writing_paused"))?;
+    let mark = if paused {
+        intern!(py, "_outgoing_low_water")
+    } else {
+        intern!(py, "_outgoing_high_water")
+    };
     let size = small_int(&p.get(intern!(py, "_write_buffer_size"))?);
-    let high = small_int(&p.get(intern!(py, "_outgoing_high_water"))?);
-    let low = small_int(&p.get(intern!(py, "_outgoing_low_water"))?);
-    let (Some(size), Some(high), Some(low)) = (size, high, low) else {
+    let (Some(size), Some(mark)) = (size, small_int(&p.get(mark)?)) else {
         return p
             .obj
             .call_method0(intern!(py, "_control_app_writing"))
@@ -504,10 +618,9 @@ fn control_app_writing(
     let size = if drained {
         size
     } else {
-        pending(&e.outgoing)? + size
+        e.pending_out()? + size
     };
-    let paused = p.flag(intern!(py, "_app_writing_paused"))?;
-    if (size >= high && !paused) || (size <= low && paused) {
+    if (!paused && size >= mark) || (paused && size <= mark) {
         p.obj.call_method0(intern!(py, "_control_app_writing"))?;
     }
     Ok(())
@@ -515,17 +628,20 @@ fn control_app_writing(
 
 /// asyncio's `SSLProtocol._control_ssl_reading`, as [`control_app_writing`].
 fn control_ssl_reading(py: Python<'_>, p: &Proto<'_>, e: &Engine<'_>) -> PyResult<()> {
-    let high = small_int(&p.get(intern!(py, "_incoming_high_water"))?);
-    let low = small_int(&p.get(intern!(py, "_incoming_low_water"))?);
-    let (Some(high), Some(low)) = (high, low) else {
+    let paused = p.flag(intern!(py, "_ssl_reading_paused"))?;
+    let mark = if paused {
+        intern!(py, "_incoming_low_water")
+    } else {
+        intern!(py, "_incoming_high_water")
+    };
+    let Some(mark) = small_int(&p.get(mark)?) else {
         return p
             .obj
             .call_method0(intern!(py, "_control_ssl_reading"))
             .map(drop);
     };
-    let size = pending(&e.incoming)?;
-    let paused = p.flag(intern!(py, "_ssl_reading_paused"))?;
-    if (size >= high && !paused) || (size <= low && paused) {
+    let size = e.pending_in()?;
+    if (!paused && size >= mark) || (paused && size <= mark) {
         p.obj.call_method0(intern!(py, "_control_ssl_reading"))?;
     }
     Ok(())
@@ -536,7 +652,7 @@ fn control_ssl_reading(py: Python<'_>, p: &Proto<'_>, e: &Engine<'_>) -> PyResul
 /// run instead (nothing was done).
 fn app_write(
     py: Python<'_>,
-    tls: &TlsClasses,
+    tls: &'static TlsClasses,
     tr: &Bound<'_, PyAny>,
     data: &Bound<'_, PyAny>,
 ) -> PyResult<Option<()>> {
@@ -568,11 +684,7 @@ fn app_write(
     };
     // `_do_write` of a backlog of `data` alone: what the SSLObject did not take stays in it.
     let len = bytes.as_bytes().len();
-    let left = match e
-        .sslsock
-        .call_method1(intern!(py, "write"), (bytes,))
-        .and_then(|n| n.extract::<usize>())
-    {
+    let left = match e.write(py, bytes) {
         Ok(n) if n >= len => None,
         Ok(n) => Some((
             data.get_item(pyo3::types::PySlice::new(py, n as isize, len as isize, 1))?,
@@ -704,15 +816,31 @@ unsafe fn write_method(
         .map(Bound::into_ptr)
 }
 
+/// What [`install_tls`] proves OpenSSL's direct calls on.
+type Probe<'py> = (
+    String,
+    Bound<'py, PyAny>,
+    Bound<'py, PyAny>,
+    Bound<'py, PyAny>,
+    Bound<'py, PyAny>,
+);
+
 /// Installs the native TLS paths: `app` (fdkit's subclass of asyncio's `_SSLProtocolTransport`)
 /// gets the native `write`; `native_ok` is asked whether they may stand for asyncio's methods;
 /// `read_ready_buffer` is asyncio's `_SelectorSocketTransport._read_ready__get_buffer`.
+///
+/// `probe` is `None` (the native path calls `_ssl`'s methods) or `(ssl_so, sslobject, incoming,
+/// outgoing, eof_bio)`: `_ssl.__file__`, a client `SSLObject` over the two new `MemoryBIO`s,
+/// and a `MemoryBIO` whose EOF was written, on which [`Direct::load`] proves OpenSSL's direct
+/// calls. Returns whether it did.
 #[pyfunction]
+#[pyo3(signature = (app, native_ok, read_ready_buffer, probe=None))]
 pub fn install_tls(
     app: &Bound<'_, PyType>,
     native_ok: &Bound<'_, PyAny>,
     read_ready_buffer: &Bound<'_, PyAny>,
-) -> PyResult<()> {
+    probe: Option<Probe<'_>>,
+) -> PyResult<bool> {
     let py = app.py();
     let sslproto = py.import("asyncio.sslproto")?;
     let ssl = py.import("ssl")?;
@@ -743,12 +871,19 @@ pub fn install_tls(
             .unbind(),
         read_ready_buffer: read_ready_buffer.clone().unbind(),
         native_ok: native_ok.clone().unbind(),
+        direct: match &probe {
+            Some((so, obj, incoming, outgoing, eof)) => {
+                Direct::load(so, obj, incoming, outgoing, eof)?
+            }
+            None => None,
+        },
         rule: GilCell::new(None),
     };
+    let direct = classes.direct.is_some();
     if TLS.set(py, classes).is_err() {
         return Err(PyValueError::new_err(
             "the native TLS paths are installed once",
         ));
     }
-    Ok(())
+    Ok(direct)
 }
