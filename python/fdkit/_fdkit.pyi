@@ -279,6 +279,7 @@ def install_write(cls: type) -> None: ...
 # record path (private to fdkit.aio._tls).
 def install_tls(
     app: type,
+    proto: type,
     native_ok: Callable[[], bool],
     read_ready_buffer: Callable[..., object],
     probe: tuple[str, Any, Any, Any, Any] | None = None,

@@ -15,7 +15,7 @@ import asyncio
 import errno
 import os
 import selectors
-from asyncio import constants, sslproto
+from asyncio import constants
 from typing import TYPE_CHECKING, Any, ClassVar, Self, TypedDict
 
 from fdkit._fdkit import ENGINE_NAMES, install_loop_methods
@@ -237,24 +237,24 @@ class EventLoop(asyncio.SelectorEventLoop):
         server: Any = None,
         ssl_handshake_timeout: Any = constants.SSL_HANDSHAKE_TIMEOUT,
         ssl_shutdown_timeout: Any = constants.SSL_SHUTDOWN_TIMEOUT,
-        **more: Any,
+        context: Any = None,
     ) -> Any:
         # asyncio's own (selector_events), over fdkit's socket transport, the app transport
-        # given the native write (fdkit.aio._tls). A keyword asyncio's version here does not
-        # take is passed to it.
-        if more:
-            return super()._make_ssl_transport(  # type: ignore[misc]
-                rawsock, protocol, sslcontext, waiter, server_side=server_side,
-                server_hostname=server_hostname, extra=extra, server=server,
-                ssl_handshake_timeout=ssl_handshake_timeout,
-                ssl_shutdown_timeout=ssl_shutdown_timeout, **more)  # fmt: skip
-        ssl_protocol = sslproto.SSLProtocol(
+        # given the native write (fdkit.aio._tls). From 3.12 asyncio first checks the fd has
+        # no transport; from 3.15 it passes the callbacks' context on.
+        if _SSL_ENSURES_FD:
+            self._ensure_fd_no_transport(rawsock)  # type: ignore[attr-defined]
+        ssl_protocol = _tls.SSLProtocol(
             self, protocol, sslcontext, waiter, server_side, server_hostname,
             ssl_handshake_timeout=ssl_handshake_timeout,
             ssl_shutdown_timeout=ssl_shutdown_timeout,
         )  # fmt: skip
         _tls.adopt(ssl_protocol._app_transport)
-        SocketTransport(self, rawsock, ssl_protocol, extra=extra, server=server)
+        if context is None:
+            SocketTransport(self, rawsock, ssl_protocol, extra=extra, server=server)
+        else:
+            SocketTransport(self, rawsock, ssl_protocol, extra=extra, server=server,
+                            context=context)  # fmt: skip
         return ssl_protocol._app_transport
 
     async def start_tls(self, transport: Any, protocol: Any, sslcontext: Any, **kwargs: Any) -> Any:
@@ -281,6 +281,10 @@ class EventLoop(asyncio.SelectorEventLoop):
         )
 
 
+# Whether asyncio's _make_ssl_transport checks the fd first (3.12 on).
+_SSL_ENSURES_FD = "_ensure_fd_no_transport" in (
+    asyncio.selector_events.BaseSelectorEventLoop._make_ssl_transport.__code__.co_names  # type: ignore[attr-defined]
+)
 _object_setattr = object.__setattr__
 _object_delattr = object.__delattr__
 # asyncio's loop methods the core runs natively become method descriptors on EventLoop (see

@@ -47,6 +47,37 @@ class _SSLProtocolTransport(sslproto._SSLProtocolTransport):
 
 _SSLProtocolTransport.__module__ = sslproto.__name__
 
+
+class SSLProtocol(sslproto.SSLProtocol):
+    """asyncio's SSL protocol, the attributes its per-record methods read kept in slots (its
+    code sets and reads them as before), which the core reads by offset instead of through the
+    instance's dict. fdkit's loops make connections with it; ``start_tls`` makes asyncio's."""
+
+    __slots__ = (
+        "_app_protocol",
+        "_app_protocol_is_buffer",
+        "_app_reading_paused",
+        "_app_transport",
+        "_app_writing_paused",
+        "_incoming",
+        "_incoming_high_water",
+        "_incoming_low_water",
+        "_outgoing",
+        "_outgoing_high_water",
+        "_outgoing_low_water",
+        "_ssl_buffer",
+        "_ssl_reading_paused",
+        "_ssl_writing_paused",
+        "_sslobj",
+        "_state",
+        "_transport",
+        "_write_backlog",
+        "_write_buffer_size",
+    )
+
+
+SSLProtocol.__module__ = sslproto.__name__
+
 # The methods the native path stands for, with the SHA-256 (first 16 hex digits) of the source
 # of the version it follows: the same in CPython 3.11, 3.12 and 3.13.
 _KNOWN: dict[tuple[type, str], str] = {
@@ -237,6 +268,7 @@ def _probe() -> tuple[str, ssl.SSLObject, ssl.MemoryBIO, ssl.MemoryBIO, ssl.Memo
 #: Whether the record path calls OpenSSL directly (else ``_ssl``'s methods).
 DIRECT = install_tls(
     _SSLProtocolTransport,
+    SSLProtocol,
     native_ok,
     selector_events._SelectorSocketTransport._read_ready__get_buffer,  # type: ignore[attr-defined]
     _probe(),

@@ -38,8 +38,13 @@ use std::os::raw::c_char;
 
 /// The classes and values the native TLS paths check and compare with, once per process.
 pub(super) struct TlsClasses {
-    /// `asyncio.sslproto.SSLProtocol`: only exactly this class is run natively.
+    /// `asyncio.sslproto.SSLProtocol`, and fdkit's subclass keeping the attributes read here
+    /// in slots: only exactly these classes are run natively.
     proto: Py<PyType>,
+    slotted: Py<PyType>,
+    /// The fields' names, interned, and their offsets in the slotted class.
+    names: [Py<PyString>; 19],
+    slots: Option<[isize; 19]>,
     /// fdkit's subclass of `_SSLProtocolTransport` (the native `write`'s class).
     app: Py<PyType>,
     /// `ssl.SSLObject` and `ssl.MemoryBIO`.
@@ -55,9 +60,9 @@ pub(super) struct TlsClasses {
     native_ok: Py<PyAny>,
     /// OpenSSL's own functions, where `_ssl`'s layout and library were proven (see `openssl`).
     direct: Option<Direct>,
-    /// The version tags of `proto`, `app` and `sslobject` when `native_ok` last answered, and
-    /// its answer: CPython retags a class whenever it or a base changes.
-    rule: GilCell<Option<([u32; 3], bool)>>,
+    /// The version tags of `proto`, `slotted`, `app` and `sslobject` when `native_ok` last
+    /// answered, and its answer: CPython retags a class whenever it or a base changes.
+    rule: GilCell<Option<([u32; 4], bool)>>,
 }
 
 static TLS: PyOnceLock<TlsClasses> = PyOnceLock::new();
@@ -79,6 +84,7 @@ impl TlsClasses {
         let tags = || {
             [
                 version_tag(self.proto.bind(py)),
+                version_tag(self.slotted.bind(py)),
                 version_tag(self.app.bind(py)),
                 version_tag(self.sslobject.bind(py)),
             ]
@@ -99,22 +105,97 @@ impl TlsClasses {
     fn is_again(&self, py: Python<'_>, e: &PyErr) -> bool {
         e.matches(py, self.again.bind(py)).unwrap_or(false)
     }
+
+    /// Whether `obj` is an SSL protocol of a class the native paths run.
+    fn runs(&self, obj: &Bound<'_, PyAny>) -> bool {
+        let py = obj.py();
+        let tp = obj.get_type();
+        tp.is(self.proto.bind(py)) || tp.is(self.slotted.bind(py))
+    }
 }
+
+/// The `SSLProtocol` attributes the record paths read and set, in [`FIELD_NAMES`] order:
+/// fdkit's slotted class keeps each in a slot.
+#[derive(Clone, Copy)]
+enum F {
+    AppProtocol,
+    AppProtocolIsBuffer,
+    AppReadingPaused,
+    AppTransport,
+    AppWritingPaused,
+    Incoming,
+    IncomingHighWater,
+    IncomingLowWater,
+    Outgoing,
+    OutgoingHighWater,
+    OutgoingLowWater,
+    SslBuffer,
+    SslReadingPaused,
+    SslWritingPaused,
+    Sslobj,
+    State,
+    Transport,
+    WriteBacklog,
+    WriteBufferSize,
+}
+
+const FIELD_NAMES: [&str; 19] = [
+    "_app_protocol",
+    "_app_protocol_is_buffer",
+    "_app_reading_paused",
+    "_app_transport",
+    "_app_writing_paused",
+    "_incoming",
+    "_incoming_high_water",
+    "_incoming_low_water",
+    "_outgoing",
+    "_outgoing_high_water",
+    "_outgoing_low_water",
+    "_ssl_buffer",
+    "_ssl_reading_paused",
+    "_ssl_writing_paused",
+    "_sslobj",
+    "_state",
+    "_transport",
+    "_write_backlog",
+    "_write_buffer_size",
+];
 
 /// An `SSLProtocol` and what its per-record path reads of it, from its `__dict__` first (no
 /// class of its MRO defines these names as data descriptors; `native_ok` checks the classes).
 struct Proto<'py> {
     obj: Bound<'py, PyAny>,
     dict: Option<Bound<'py, PyDict>>,
+    /// The fields' offsets, when `obj` is of fdkit's slotted class.
+    slots: Option<&'static [isize; 19]>,
+    names: &'static [Py<PyString>; 19],
 }
 
 impl<'py> Proto<'py> {
-    fn new(obj: Bound<'py, PyAny>) -> Self {
-        let dict = super::attrs::instance_dict(&obj);
-        Proto { obj, dict }
+    fn new(tls: &'static TlsClasses, obj: Bound<'py, PyAny>) -> Self {
+        let slotted = obj.get_type().is(tls.slotted.bind(obj.py()));
+        let (dict, slots) = match &tls.slots {
+            Some(offsets) if slotted => (None, Some(offsets)),
+            _ => (super::attrs::instance_dict(&obj), None),
+        };
+        Proto {
+            obj,
+            dict,
+            slots,
+            names: &tls.names,
+        }
     }
 
-    fn get(&self, name: &Bound<'py, PyString>) -> PyResult<Bound<'py, PyAny>> {
+    fn get(&self, f: F) -> PyResult<Bound<'py, PyAny>> {
+        let name = &self.names[f as usize];
+        if let Some(offsets) = self.slots {
+            return super::attrs::slot_attr(&self.obj, offsets[f as usize], name);
+        }
+        self.get_name(name.bind(self.obj.py()))
+    }
+
+    /// `obj.name`, the dict first.
+    fn get_name(&self, name: &Bound<'py, PyString>) -> PyResult<Bound<'py, PyAny>> {
         if let Some(d) = &self.dict {
             if let Some(v) = super::attrs::dict_get(d, name.as_any())? {
                 return Ok(v);
@@ -123,8 +204,12 @@ impl<'py> Proto<'py> {
         self.obj.getattr(name)
     }
 
-    fn flag(&self, name: &Bound<'py, PyString>) -> PyResult<bool> {
-        truthy(&self.get(name)?)
+    fn flag(&self, f: F) -> PyResult<bool> {
+        truthy(&self.get(f)?)
+    }
+
+    fn set(&self, f: F, value: Bound<'py, PyAny>) -> PyResult<()> {
+        self.obj.setattr(&self.names[f as usize], value)
     }
 }
 
@@ -171,9 +256,9 @@ enum Got {
 impl<'py> Engine<'py> {
     fn of(tls: &'static TlsClasses, p: &Proto<'py>) -> PyResult<Option<Self>> {
         let py = p.obj.py();
-        let sslobj = p.get(intern!(py, "_sslobj"))?;
-        let incoming = p.get(intern!(py, "_incoming"))?;
-        let outgoing = p.get(intern!(py, "_outgoing"))?;
+        let sslobj = p.get(F::Sslobj)?;
+        let incoming = p.get(F::Incoming)?;
+        let outgoing = p.get(F::Outgoing)?;
         let bio = tls.bio.bind(py);
         if !sslobj.get_type().is(tls.sslobject.bind(py))
             || !incoming.get_type().is(bio)
@@ -195,10 +280,7 @@ impl<'py> Engine<'py> {
         // context had no message callback when it was made: see `fdkit.aio._tls.adopt`).
         let mut direct = None;
         if let Some(d) = tls.direct.as_ref() {
-            let adopted = p
-                .get(intern!(py, "_app_transport"))?
-                .get_type()
-                .is(tls.app.bind(py));
+            let adopted = p.get(F::AppTransport)?.get_type().is(tls.app.bind(py));
             if adopted {
                 if let (Some(ssl), Some(i), Some(o)) =
                     (d.ssl_of(&sslsock), d.bio_of(&incoming), d.bio_of(&outgoing))
@@ -361,12 +443,12 @@ pub(super) fn read_ready(
     let Some(tls) = classes(py) else {
         return Ok(false);
     };
-    if !proto.get_type().is(tls.proto.bind(py)) || !tls.native(py)? {
+    if !tls.runs(proto) || !tls.native(py)? {
         return Ok(false);
     }
-    let p = Proto::new(proto.clone());
+    let p = Proto::new(tls, proto.clone());
     // Only a connection that is up; the handshake and the shutdown are asyncio's.
-    if !p.get(intern!(py, "_state"))?.is(tls.wrapped.bind(py)) {
+    if !p.get(F::State)?.is(tls.wrapped.bind(py)) {
         return Ok(false);
     }
     let Some(engine) = Engine::of(tls, &p)? else {
@@ -375,8 +457,8 @@ pub(super) fn read_ready(
     // `get_buffer(-1)` returns a view of `_ssl_buffer`, at least `max_size` long: recv(2) reads
     // up to its length. Taken natively while both are what asyncio made them.
     let size = match (
-        small_int(&p.get(intern!(py, "max_size"))?),
-        p.get(intern!(py, "_ssl_buffer"))?
+        small_int(&p.get_name(intern!(py, "max_size"))?),
+        p.get(F::SslBuffer)?
             .cast_exact::<PyByteArray>()
             .map(|b| b.len())
             .ok(),
@@ -483,11 +565,9 @@ fn do_read(
     buf: &mut [u8],
     max: usize,
 ) -> Result<(), Failed> {
-    let paused = p
-        .flag(intern!(py, "_app_reading_paused"))
-        .map_err(|x| caught(py, x, ""))?;
+    let paused = p.flag(F::AppReadingPaused).map_err(|x| caught(py, x, ""))?;
     if !paused {
-        if p.flag(intern!(py, "_app_protocol_is_buffer"))
+        if p.flag(F::AppProtocolIsBuffer)
             .map_err(|x| caught(py, x, ""))?
         {
             p.obj
@@ -496,9 +576,7 @@ fn do_read(
         } else {
             read_copied(py, tls, p, e, buf, max)?;
         }
-        if p.flag(intern!(py, "_write_backlog"))
-            .map_err(|x| caught(py, x, ""))?
-        {
+        if p.flag(F::WriteBacklog).map_err(|x| caught(py, x, ""))? {
             p.obj
                 .call_method0(intern!(py, "_do_write"))
                 .map_err(|x| caught(py, x, ""))?;
@@ -536,9 +614,7 @@ fn read_copied(
             }
         }
     }
-    let app = p
-        .get(intern!(py, "_app_protocol"))
-        .map_err(|x| caught(py, x, ""))?;
+    let app = p.get(F::AppProtocol).map_err(|x| caught(py, x, ""))?;
     let data = match chunks.len() {
         0 => None,
         1 => Some(chunks.pop().expect("one chunk").into_any()),
@@ -566,12 +642,12 @@ fn read_copied(
 /// it paused the protocol), then `_control_app_writing`.
 fn process_outgoing(py: Python<'_>, p: &Proto<'_>, e: &Engine<'_>) -> PyResult<()> {
     let mut drained = false;
-    if !p.flag(intern!(py, "_ssl_writing_paused"))? {
+    if !p.flag(F::SslWritingPaused)? {
         // `read()` takes every byte the BIO holds; none is added unless the socket
         // transport's `write` is a program's (which could write into it).
         drained = true;
         if let Some(data) = e.drain(py)? {
-            let tr = p.get(intern!(py, "_transport"))?;
+            let tr = p.get(F::Transport)?;
             let native = match data.cast_exact::<PyBytes>() {
                 Ok(b) => super::socket_transport::write_bytes(py, &tr, b)?.is_ok(),
                 Err(_) => false,
@@ -602,13 +678,13 @@ fn control_app_writing(
     drained: bool,
 ) -> PyResult<()> {
     // Paused, the app protocol is resumed at the low-water mark; else paused at the high one.
-    let paused = p.flag(intern!(py, "_app_writing_paused"))?;
+    let paused = p.flag(F::AppWritingPaused)?;
     let mark = if paused {
-        intern!(py, "_outgoing_low_water")
+        F::OutgoingLowWater
     } else {
-        intern!(py, "_outgoing_high_water")
+        F::OutgoingHighWater
     };
-    let size = small_int(&p.get(intern!(py, "_write_buffer_size"))?);
+    let size = small_int(&p.get(F::WriteBufferSize)?);
     let (Some(size), Some(mark)) = (size, small_int(&p.get(mark)?)) else {
         return p
             .obj
@@ -628,11 +704,11 @@ fn control_app_writing(
 
 /// asyncio's `SSLProtocol._control_ssl_reading`, as [`control_app_writing`].
 fn control_ssl_reading(py: Python<'_>, p: &Proto<'_>, e: &Engine<'_>) -> PyResult<()> {
-    let paused = p.flag(intern!(py, "_ssl_reading_paused"))?;
+    let paused = p.flag(F::SslReadingPaused)?;
     let mark = if paused {
-        intern!(py, "_incoming_low_water")
+        F::IncomingLowWater
     } else {
-        intern!(py, "_incoming_high_water")
+        F::IncomingHighWater
     };
     let Some(mark) = small_int(&p.get(mark)?) else {
         return p
@@ -670,13 +746,11 @@ fn app_write(
     let Some(proto) = proto else {
         return Ok(None);
     };
-    if !proto.get_type().is(tls.proto.bind(py)) {
+    if !tls.runs(&proto) {
         return Ok(None);
     }
-    let p = Proto::new(proto);
-    if !p.get(intern!(py, "_state"))?.is(tls.wrapped.bind(py))
-        || p.flag(intern!(py, "_write_backlog"))?
-    {
+    let p = Proto::new(tls, proto);
+    if !p.get(F::State)?.is(tls.wrapped.bind(py)) || p.flag(F::WriteBacklog)? {
         return Ok(None);
     }
     let Some(e) = Engine::of(tls, &p)? else {
@@ -718,11 +792,10 @@ fn app_write(
 
 /// Leaves `data` (`n` bytes) in the protocol's write backlog, counted in its buffer size.
 fn backlog(py: Python<'_>, p: &Proto<'_>, data: &Bound<'_, PyAny>, n: usize) -> PyResult<()> {
-    p.get(intern!(py, "_write_backlog"))?
+    p.get(F::WriteBacklog)?
         .call_method1(intern!(py, "append"), (data,))?;
-    let name = intern!(py, "_write_buffer_size");
-    let size = p.get(name)?.add(n)?;
-    p.obj.setattr(name, size)
+    let size = p.get(F::WriteBufferSize)?.add(n)?;
+    p.set(F::WriteBufferSize, size)
 }
 
 /// The `PyMethodDef` of the app transport's native `write`.
@@ -834,9 +907,10 @@ type Probe<'py> = (
 /// and a `MemoryBIO` whose EOF was written, on which [`Direct::load`] proves OpenSSL's direct
 /// calls. Returns whether it did.
 #[pyfunction]
-#[pyo3(signature = (app, native_ok, read_ready_buffer, probe=None))]
+#[pyo3(signature = (app, proto, native_ok, read_ready_buffer, probe=None))]
 pub fn install_tls(
     app: &Bound<'_, PyType>,
+    proto: &Bound<'_, PyType>,
     native_ok: &Bound<'_, PyAny>,
     read_ready_buffer: &Bound<'_, PyAny>,
     probe: Option<Probe<'_>>,
@@ -858,6 +932,9 @@ pub fn install_tls(
             .getattr("SSLProtocol")?
             .cast_into::<PyType>()?
             .unbind(),
+        slotted: proto.clone().unbind(),
+        names: FIELD_NAMES.map(|n| PyString::intern(py, n).unbind()),
+        slots: super::attrs::slot_offsets(proto, proto, FIELD_NAMES)?,
         app: app.clone().unbind(),
         sslobject: ssl.getattr("SSLObject")?.cast_into::<PyType>()?.unbind(),
         bio: ssl.getattr("MemoryBIO")?.cast_into::<PyType>()?.unbind(),
