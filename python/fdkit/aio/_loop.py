@@ -258,6 +258,8 @@ class EventLoop(asyncio.SelectorEventLoop):
         return ssl_protocol._app_transport
 
     async def start_tls(self, transport: Any, protocol: Any, sslcontext: Any, **kwargs: Any) -> Any:
+        """Upgrade an existing connection to TLS: asyncio's ``start_tls`` (same arguments,
+        result and errors); the app transport it returns writes through the native path."""
         # asyncio's, its app transport given the native write: no program has seen it yet
         # (start_tls makes it, and calls no connection_made).
         return _tls.adopt(await super().start_tls(transport, protocol, sslcontext, **kwargs))

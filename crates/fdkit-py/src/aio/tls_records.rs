@@ -562,7 +562,7 @@ fn do_read(
     tls: &'static TlsClasses,
     p: &Proto<'_>,
     e: &Engine<'_>,
-    buf: &mut [u8],
+    buf: &mut Vec<u8>,
     max: usize,
 ) -> Result<(), Failed> {
     let paused = p.flag(F::AppReadingPaused).map_err(|x| caught(py, x, ""))?;
@@ -588,25 +588,30 @@ fn do_read(
 }
 
 /// asyncio's `SSLProtocol._do_read__copied`: every record the incoming BIO holds, read into
-/// one `data_received` call; at close_notify the app protocol's EOF and the shutdown.
+/// one `data_received` call; at close_notify the app protocol's EOF and the shutdown. Each
+/// read takes up to `max` bytes, as asyncio's `read(self.max_size)`, into `buf` after what the
+/// reads before it took (`buf` grows as needed): the bytes asyncio joins are one copy here.
 fn read_copied(
     py: Python<'_>,
     tls: &'static TlsClasses,
     p: &Proto<'_>,
     e: &Engine<'_>,
-    buf: &mut [u8],
+    buf: &mut Vec<u8>,
     max: usize,
 ) -> Result<(), Failed> {
-    let mut chunks: Vec<Bound<'_, PyBytes>> = Vec::new();
+    let mut filled = 0;
     let mut closed = false;
     // `read` raises SSLWantReadError exactly when no byte is left to it: none in the incoming
     // BIO and none decrypted in the SSLObject; asking is cheaper than the read.
     while e.readable(py).map_err(|x| caught(py, x, "read"))? {
+        if buf.len() < filled + max {
+            buf.resize(filled + max, 0);
+        }
         match e
-            .read(py, tls, &mut buf[..max])
+            .read(py, tls, &mut buf[filled..filled + max])
             .map_err(|x| caught(py, x, "read"))?
         {
-            Got::Data(n) => chunks.push(PyBytes::new(py, &buf[..n])),
+            Got::Data(n) => filled += n,
             Got::Again => break,
             Got::Closed => {
                 closed = true;
@@ -615,14 +620,7 @@ fn read_copied(
         }
     }
     let app = p.get(F::AppProtocol).map_err(|x| caught(py, x, ""))?;
-    let data = match chunks.len() {
-        0 => None,
-        1 => Some(chunks.pop().expect("one chunk").into_any()),
-        _ => {
-            let all: Vec<u8> = chunks.iter().flat_map(|c| c.as_bytes()).copied().collect();
-            Some(PyBytes::new(py, &all).into_any())
-        }
-    };
+    let data = (filled > 0).then(|| PyBytes::new(py, &buf[..filled]));
     if let Some(data) = data {
         app.call_method1(intern!(py, "data_received"), (data,))
             .map_err(|x| caught(py, x, "protocol"))?;
