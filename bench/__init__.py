@@ -72,6 +72,7 @@ BENCHES: dict[str, Bench] = dict(
             contended=True,
         ),
         _bench("aio_anatomy", "Python calls per hello request: fdkit.aio's engines, asyncio, ..."),
+        _bench("aio_tls", "TLS under load, CPU per request: fdkit.aio vs uvloop, asyncio"),
     ]
 )
 

@@ -445,11 +445,11 @@ def parse_wrk(text: str) -> WrkOutput:
 
 
 def run_wrk(wrk: str, server: Server, target: str, conns: int, seconds: int,
-            wrk_cpu: int | None = 1) -> Run:  # fmt: skip
+            wrk_cpu: int | None = 1, scheme: str = "http") -> Run:  # fmt: skip
     """wrk on ``wrk_cpu`` (None: not pinned) against ``server`` for ``seconds``; the server's
-    CPU meanwhile."""
+    CPU meanwhile. ``scheme`` ``https``: wrk speaks TLS (it checks no certificate)."""
     argv = [wrk, "-t1", f"-c{conns}", f"-d{seconds}s", "--latency", "--timeout", "10s",
-            f"http://127.0.0.1:{server.port}{target}"]  # fmt: skip
+            f"{scheme}://127.0.0.1:{server.port}{target}"]  # fmt: skip
     cpu = tree_cpu(server.pids())
     proc = subprocess.run(
         argv, capture_output=True, text=True, timeout=seconds + 60, check=False,

@@ -95,7 +95,7 @@ def test_child_programs_are_files_of_the_harness() -> None:
     from bench import child
 
     for name in ("asyncio_servers", "asyncio_proxy", "endpoint", "memory_holder", "aio_servers",
-                 "aio_uvicorn"):  # fmt: skip
+                 "aio_uvicorn", "aio_tls_servers"):  # fmt: skip
         assert Path(child.script(name)) == REPO / "bench" / "child" / f"{name}.py"
     with pytest.raises(FileNotFoundError, match="no child program"):
         child.script("no_such_child")

@@ -2,7 +2,9 @@
 
 Each is run by its file path (``python bench/child/NAME.py ARGS``, see :func:`script`), so it
 does not depend on ``sys.path``, and imports only the standard library (and ``fdkit`` where it
-measures fdkit). Importing one runs nothing: the work is under ``if __name__ == "__main__"``.
+measures fdkit; ``aio_tls_servers`` also imports ``aio_servers``' hello server, putting the
+harness's root on ``sys.path`` first). Importing one runs nothing: the work is under
+``if __name__ == "__main__"``.
 """
 
 from __future__ import annotations

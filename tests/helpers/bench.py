@@ -40,7 +40,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 import bench as benchmarks  # noqa: E402
-from bench import _common, aio, aio_anatomy, report, serve, tour  # noqa: E402
+from bench import _common, aio, aio_anatomy, aio_tls, report, serve, tour  # noqa: E402
 from bench._common import TINY_ENV, Result, Skipped, is_rate  # noqa: E402
 
 #: The per-test timeout of the tests that take a bench's rows: the first test to ask pays for
@@ -142,6 +142,14 @@ HEADLINES = {
     ],
     # fdkit.aio's engines: no Python call of the loop's beside the protocol's own
     "aio_anatomy": ["aio_hello_py_calls_per_req", "aio_epoll_hello_py_calls_per_req"],
+    # fdkit.aio's default loop with TLS; the uvloop rows need uvloop: see aio_tls_available
+    "aio_tls": [
+        "aio_tls_hello_vs_uvloop",
+        "aio_tls_hello_vs_asyncio",
+        "aio_tls_client_vs_uvloop",
+        "aio_tls_handshake_vs_uvloop",
+        "aio_tls_bulk_vs_uvloop",
+    ],
 }
 # the --contended run's rows with a goal: the io_uring engine against the epoll engine
 AIO_CONTENDED_HEADLINES = [f"aio_{w}_vs_epoll_engine_contended" for w in aio.WORKLOADS]
@@ -212,6 +220,18 @@ def anatomy_available(row_id: str) -> bool:
     return not anatomy_lacking(row_id)
 
 
+def aio_tls_lacking(row_id: str) -> list[str]:
+    """What the aio_tls bench lacks here to produce ``row_id`` at smoke size (no wrk needed
+    then; the certificate comes from openssl, else trustme, a test requirement): fdkit.aio and
+    the loop the row names."""
+    other = row_id.rsplit("_vs_", 1)[1]
+    return aio.missing([aio.MODULES[aio_tls.SUBJECT], aio.MODULES[other]])
+
+
+def aio_tls_available(row_id: str) -> bool:
+    return not aio_tls_lacking(row_id)
+
+
 def expected_headlines(bench: str) -> list[str]:
     """The headline ids of ``bench`` it can produce on this machine."""
     return [
@@ -221,6 +241,7 @@ def expected_headlines(bench: str) -> list[str]:
         and (bench != "serve" or serve_available(i))
         and (bench != "aio" or aio_available(i))
         and (bench != "aio_anatomy" or anatomy_available(i))
+        and (bench != "aio_tls" or aio_tls_available(i))
     ]
 
 
@@ -233,8 +254,8 @@ def smoke_size() -> Iterator[None]:
 
 
 def planned_ids(bench: str) -> set[str]:
-    """Every row id ``bench`` (serve, aio or aio_anatomy: the benches that list theirs) can
-    produce, at every size and in every variant."""
+    """Every row id ``bench`` (serve, aio, aio_anatomy or aio_tls: the benches that list
+    theirs) can produce, at every size and in every variant."""
     if bench == "serve":
         with pytest.MonkeyPatch.context() as mp:
             mp.delenv(TINY_ENV, raising=False)
@@ -246,6 +267,8 @@ def planned_ids(bench: str) -> set[str]:
         return {*aio.planned_ids(), *aio.planned_ids(variant=aio.CONTENDED)}
     if bench == "aio_anatomy":
         return set(aio_anatomy.planned_ids())
+    if bench == "aio_tls":
+        return set(aio_tls.planned_ids())
     raise ValueError(f"{bench} lists no planned ids")
 
 
@@ -384,9 +407,10 @@ RUN_BY = {
     "serve": "test_bench_serve",
     "aio": "test_bench_aio",
     "aio_anatomy": "test_bench_aio",
+    "aio_tls": "test_bench_aio_tls",
 }
 #: The costly benches (seconds to a minute at smoke size): only their own file may run them.
-RUN_ALONE = ("serve", "aio", "aio_anatomy")
+RUN_ALONE = ("serve", "aio", "aio_anatomy", "aio_tls")
 #: The test file that runs each bench's ``--contended`` variant (another run than the quiet
 #: one, as costly: a file of its own, which the other worker can take).
 CONTENDED_RUN_BY = {"aio": "test_bench_aio_contended"}
