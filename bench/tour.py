@@ -64,6 +64,8 @@ STOPS: tuple[Stop, ...] = (
     Stop("fdkit.aio", "aio", "aio_uvicorn_vs_uvloop", "CPU per request", "uvloop",
          "under uvicorn"),
     Stop("fdkit.aio", "aio", "aio_hello_vs_asyncio", "CPU per request", "asyncio", "(hello)"),
+    Stop("fdkit.aio TLS", "aio_tls", "aio_tls_hello_vs_uvloop", "CPU per request", "uvloop",
+         "(HTTPS hello)"),
 )  # fmt: skip
 
 
