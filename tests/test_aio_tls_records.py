@@ -435,3 +435,48 @@ def test_tls_records_run_native(engine: FdkitEngine) -> None:
         assert sys.version_info >= (3, 14), "the native TLS path must run on CPython 3.11-3.13"
         pytest.skip("asyncio.sslproto's methods here are not the source fdkit.aio follows")
     assert got["sslproto calls"] == []
+
+
+LEAVING_PROGRAM = (
+    TLS_PRELUDE
+    + """
+tls = ARGS[0] == "tls"
+
+class Exits(asyncio.Protocol):
+    def data_received(self, data):
+        raise SystemExit(3)
+
+async def main():
+    srv = await loop.create_server(Exits, "127.0.0.1", 0, ssl=SERVER_CTX if tls else None)
+    port = srv.sockets[0].getsockname()[1]
+    if tls:
+        tr, pr = await loop.create_connection(
+            Collect, "127.0.0.1", port, ssl=CLIENT_CTX, server_hostname="localhost")
+        tr.write(b"x")
+    else:
+        tr, pr = await loop.create_connection(Collect, "127.0.0.1", port)
+        tr.write(b"x")
+    await asyncio.sleep(5)
+
+out = {}
+try:
+    loop.run_until_complete(main())
+except SystemExit as exc:
+    out["left with"] = [f.name for f in traceback.extract_tb(exc.__traceback__)][1:]
+emit(out)
+"""
+)
+
+
+@pytest.mark.parametrize("transport", ["plain", "tls"])
+def test_system_exit_leaves_with_asyncios_entries(engine: FdkitEngine, transport: str) -> None:
+    """SystemExit raised by ``data_received`` leaves ``run_until_complete`` with the traceback
+    asyncio's loop gives it: the entries of ``_run_once``, ``Handle._run`` and the transport's
+    read methods (for TLS the SSL protocol's too) down to ``data_received``."""
+    oracle, got = compare(engine, LEAVING_PROGRAM, transport)
+    assert oracle["left with"][-2:] == (
+        ["_read_ready__data_received", "data_received"]
+        if transport == "plain"
+        else ["_do_read__copied", "data_received"]
+    )
+    assert got == oracle

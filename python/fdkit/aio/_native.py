@@ -236,6 +236,69 @@ def _read_frames() -> dict[bool, tuple[FrameType, int, int]]:
 _READ_FRAMES = _read_frames()
 
 
+class _Leaving(SystemExit):
+    """Raised by a stand-in where the entries of an exception leaving the loop are wanted."""
+
+
+def _leaving_frames() -> dict[bool, list[tuple[FrameType, int, int]]]:
+    """The entries of asyncio's ``_read_ready`` and ``_read_ready__data_received`` in the
+    traceback of a SystemExit raised by ``recv`` (key True) or by ``data_received`` (key
+    False): what it carries out of the loop, under ``Handle._run``'s."""
+    got: dict[bool, list[tuple[FrameType, int, int]]] = {}
+    cls = selector_events._SelectorSocketTransport  # type: ignore[attr-defined]
+    codes = [cls._read_ready.__code__, cls._read_ready__data_received.__code__]
+    for failing_recv in (True, False):
+
+        class _Sock:
+            def recv(self, n: int, fail: bool = failing_recv) -> bytes:
+                if fail:
+                    raise _Leaving
+                return b"x"
+
+        class _Protocol:
+            def data_received(self, data: bytes) -> None:
+                raise _Leaving
+
+        class _Transport:
+            _conn_lost = 0
+            max_size = 1
+            _sock = _Sock()
+            _protocol = _Protocol()
+
+            def __init__(self) -> None:
+                self._read_ready_cb = lambda: cls._read_ready__data_received(self)
+
+        try:
+            cls._read_ready(_Transport())
+        except _Leaving as exc:
+            tb = exc.__traceback__
+        else:
+            continue
+        entries = []
+        while tb is not None:
+            if tb.tb_frame.f_code in codes:
+                tb.tb_frame.clear()
+                entries.append((tb.tb_frame, tb.tb_lasti, tb.tb_lineno))
+            tb = tb.tb_next
+        if [e[0].f_code for e in entries] == codes:
+            got[failing_recv] = entries
+    return got
+
+
+_LEAVING_FRAMES = _leaving_frames()
+
+
+def leaving_read(exc: BaseException, in_recv: bool) -> BaseException:
+    """``exc`` (SystemExit or KeyboardInterrupt from recv(2)'s signal handlers when
+    ``in_recv``, else from ``data_received``) with the entries asyncio's read methods give it
+    on its way out of the loop; the core raises it."""
+    tb = exc.__traceback__
+    for frame, lasti, lineno in reversed(_LEAVING_FRAMES.get(in_recv, [])):
+        tb = TracebackType(tb, frame, lasti, lineno)
+    exc.__traceback__ = tb
+    return exc
+
+
 def _write_frame() -> tuple[FrameType, int, int] | None:
     """A frame of asyncio's ``_SelectorSocketTransport.write`` at its ``send`` call (see
     :func:`_read_frames`)."""

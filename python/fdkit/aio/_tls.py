@@ -27,6 +27,7 @@ socket transport carries ``_SelectorSocketTransport``'s).
 from __future__ import annotations
 
 import _ssl
+import collections
 import hashlib
 import inspect
 import ssl
@@ -154,66 +155,260 @@ def adopt(app_transport: Any) -> Any:
 
 
 # --- errors, as asyncio's methods meet them ---------------------------------------------------
-
+#
+# An exception met on a native path gets the traceback entries asyncio's methods would have
+# given it, from where it is caught (or, leaving the loop, from the loop's own entries): each
+# chain below is captured once by running asyncio's own functions on stand-ins, the innermost
+# raising at the site, so every entry has asyncio's code, line and instruction.
 
 Entry = tuple[FrameType, int, int]
 # asyncio's SSL protocol class, whose private methods typeshed does not declare.
 _SSLProtocol: Any = sslproto.SSLProtocol
+_AppTransport: Any = sslproto._SSLProtocolTransport
+_read_ready: Any = selector_events._SelectorSocketTransport._read_ready  # type: ignore[attr-defined]
+_get_buffer_read: Any = selector_events._SelectorSocketTransport._read_ready__get_buffer  # type: ignore[attr-defined]
+_WRAPPED = sslproto.SSLProtocolState.WRAPPED
 
 
-def _read_entries() -> dict[str, list[Entry]]:
-    """The traceback entries asyncio's ``_do_read`` gives an exception caught in it: raised by
-    the app protocol's ``data_received`` (key ``"protocol"``) or by the ``SSLObject``'s
-    ``read`` (key ``"read"``), in ``_do_read__copied``; caught as ``fdkit.aio._native`` catches
-    the socket transport's."""
-    got: dict[str, list[Entry]] = {}
-    for where in ("protocol", "read"):
+class _Marker(SystemExit):
+    """Raised by a stand-in at the site whose entries are wanted: asyncio's code lets
+    SystemExit through everywhere."""
 
-        class _SSLObject:
+
+def _entries(call: Any, *functions: Any) -> list[Entry] | None:
+    """The entries of ``functions`` (each calling the next) in the traceback of the
+    :class:`_Marker` that ``call()`` raises; None when they are not exactly those."""
+    try:
+        call()
+    except _Marker as exc:
+        tb = exc.__traceback__
+    else:
+        return None
+    codes = [f.__code__ for f in functions]
+    got: list[Entry] = []
+    while tb is not None:
+        if tb.tb_frame.f_code in codes:
+            tb.tb_frame.clear()
+            got.append((tb.tb_frame, tb.tb_lasti, tb.tb_lineno))
+        tb = tb.tb_next
+    return got if [e[0].f_code for e in got] == codes else None
+
+
+def _raise(*args: Any) -> Any:
+    raise _Marker
+
+
+class _Proto:
+    """A stand-in SSL protocol: asyncio's per-record methods, state of a connection that is up,
+    one of them (or of its objects) raising, as a chain's site asks."""
+
+    _state = _WRAPPED
+    _app_reading_paused = False
+    _app_protocol_is_buffer = False
+    _ssl_writing_paused = False
+    _write_buffer_size = 0
+    max_size = 1
+    buffer_updated = _SSLProtocol.buffer_updated
+    _do_read = _SSLProtocol._do_read
+    _do_read__copied = _SSLProtocol._do_read__copied
+    _process_outgoing = _SSLProtocol._process_outgoing
+    _write_appdata = _SSLProtocol._write_appdata
+    _do_write = _SSLProtocol._do_write
+
+    def __init__(self, site: str) -> None:
+        self.site = site
+        self._write_backlog: Any = collections.deque()
+
+        class _SSLObj:
             calls = 0
 
-            def read(self, n: int, fail: bool = where == "read") -> bytes:
+            def read(self, n: int, buf: Any = None) -> bytes:
                 self.calls += 1
-                if fail:
-                    raise ssl.SSLError
-                if self.calls > 1:
-                    raise ssl.SSLWantReadError
+                if site == "read":
+                    raise _Marker
+                if site in ("eof", "shutdown") or self.calls > 1:
+                    if self.calls > 1 and site not in ("eof", "shutdown"):
+                        raise ssl.SSLWantReadError
+                    return b""
                 return b"x"
+
+            def write(self, data: bytes) -> int:
+                if site == "w_write":
+                    raise _Marker
+                return len(data)
+
+        class _BIO:
+            pending = 0
+
+            def write(self, data: Any) -> int:
+                if site == "feed":
+                    raise _Marker
+                return len(data)
+
+            def read(self) -> bytes:
+                return b"x" if site in ("outgoing", "w_outgoing") else b""
 
         class _App:
             def data_received(self, data: bytes) -> None:
-                raise LookupError
+                if site == "protocol":
+                    raise _Marker
 
-        class _Proto:
-            _state = sslproto.SSLProtocolState.WRAPPED
-            _app_reading_paused = False
-            _app_protocol_is_buffer = False
-            max_size = 1
-            _sslobj = _SSLObject()
-            _app_protocol = _App()
-            tb: TracebackType | None = None
-            _do_read__copied = _SSLProtocol._do_read__copied
+        class _Tr:
+            def write(self, data: bytes) -> None:
+                if site in ("outgoing", "w_outgoing"):
+                    raise _Marker
 
-            def _fatal_error(self, exc: BaseException, message: str) -> None:
-                self.tb = exc.__traceback__
+        self._sslobj = _SSLObj()
+        self._incoming = self._outgoing = _BIO()
+        self._app_protocol = _App()
+        self._transport = _Tr()
+        self._ssl_buffer_view = memoryview(bytearray(1))
+        if site == "do_write":
+            self._write_backlog.append(b"x")
+            self._do_write = _raise
+        if site == "buffered":
+            self._app_protocol_is_buffer = True
+        if site == "ssl_reading":
+            self._app_reading_paused = True
 
-        p = _Proto()
-        _SSLProtocol._do_read(p)
-        entries: list[Entry] = []
-        tb = p.tb
-        codes = (_SSLProtocol._do_read.__code__, _SSLProtocol._do_read__copied.__code__)
-        for code in codes:
-            if tb is None or tb.tb_frame.f_code is not code:
-                break
-            tb.tb_frame.clear()
-            entries.append((tb.tb_frame, tb.tb_lasti, tb.tb_lineno))
-            tb = tb.tb_next
-        if len(entries) == len(codes):
-            got[where] = entries
+    def _do_read__buffered(self) -> None:
+        if self.site == "buffered":
+            raise _Marker
+
+    def _call_eof_received(self) -> None:
+        if self.site == "eof":
+            raise _Marker
+
+    def _start_shutdown(self) -> None:
+        if self.site == "shutdown":
+            raise _Marker
+
+    def _control_app_writing(self) -> None:
+        if self.site in ("app_writing", "w_app_writing"):
+            raise _Marker
+
+    def _control_ssl_reading(self) -> None:
+        if self.site == "ssl_reading":
+            raise _Marker
+
+    def _do_read_raising(self) -> None:
+        raise _Marker
+
+    def _fatal_error(self, exc: BaseException, message: str = "") -> None:
+        raise AssertionError("no stand-in reaches _fatal_error") from exc
+
+
+# Where each native read site is, as the functions of asyncio's _do_read that lead to it.
+_READ_CHAINS: dict[str, tuple[Any, ...]] = {
+    "feed": (),
+    "protocol": (_SSLProtocol._do_read, _SSLProtocol._do_read__copied),
+    "read": (_SSLProtocol._do_read, _SSLProtocol._do_read__copied),
+    "eof": (_SSLProtocol._do_read, _SSLProtocol._do_read__copied),
+    "shutdown": (_SSLProtocol._do_read, _SSLProtocol._do_read__copied),
+    "buffered": (_SSLProtocol._do_read,),
+    "do_write": (_SSLProtocol._do_read,),
+    "outgoing": (_SSLProtocol._do_read, _SSLProtocol._process_outgoing),
+    "app_writing": (_SSLProtocol._do_read, _SSLProtocol._process_outgoing),
+    "ssl_reading": (_SSLProtocol._do_read,),
+}
+# ... and each write site, as the functions of _write_appdata that lead to it.
+_WRITE_CHAINS: dict[str, tuple[Any, ...]] = {
+    "w_write": (_SSLProtocol._write_appdata, _SSLProtocol._do_write),
+    "w_outgoing": (_SSLProtocol._write_appdata, _SSLProtocol._do_write,
+                   _SSLProtocol._process_outgoing),
+    "w_app_writing": (_SSLProtocol._write_appdata, _SSLProtocol._do_write,
+                      _SSLProtocol._process_outgoing),
+}  # fmt: skip
+
+
+def _read_chain(site: str) -> list[Entry] | None:
+    functions = _READ_CHAINS[site]
+    if not functions:
+        return []
+    return _entries(lambda: _SSLProtocol._do_read(_Proto(site)), *functions)
+
+
+def _write_chain(site: str) -> list[Entry] | None:
+    return _entries(lambda: _SSLProtocol._write_appdata(_Proto(site), (b"x",)),
+                    *_WRITE_CHAINS[site])  # fmt: skip
+
+
+class _Sock:
+    def recv_into(self, buf: Any) -> int:
+        return 1
+
+
+class _SockTransport:
+    """A stand-in socket transport reading for a stand-in SSL protocol whose ``_do_read`` (or,
+    at site ``feed``, its incoming BIO's write) raises."""
+
+    _conn_lost = 0
+    _sock = _Sock()
+
+    def __init__(self, site: str) -> None:
+        proto = _Proto(site)
+        if site != "feed":
+            proto._do_read = proto._do_read_raising
+        proto.get_buffer = lambda n: bytearray(1)  # type: ignore[attr-defined]
+        self._protocol = proto
+        self._read_ready_cb = lambda: _get_buffer_read(self)
+
+    def _fatal_error(self, exc: BaseException, message: str = "") -> None:
+        raise AssertionError("no stand-in reaches _fatal_error") from exc
+
+
+def _buffer_prefix(site: str) -> list[Entry] | None:
+    """``_read_ready__get_buffer`` and ``buffer_updated`` down to the site (``feed``: the
+    incoming BIO's write, else the call of ``_do_read``)."""
+    tr = _SockTransport(site)
+    return _entries(lambda: _get_buffer_read(tr), _get_buffer_read, _SSLProtocol.buffer_updated)
+
+
+def _ready_prefix(site: str) -> list[Entry] | None:
+    """The same from ``_read_ready``, which a SystemExit leaves through."""
+    tr = _SockTransport(site)
+    return _entries(lambda: _read_ready(tr), _read_ready, _get_buffer_read,
+                    _SSLProtocol.buffer_updated)  # fmt: skip
+
+
+def _write_prefix() -> list[Entry] | None:
+    """The app transport's ``write`` at its call of ``_write_appdata``."""
+
+    class _App:
+        _ssl_protocol = _Proto("w_write")
+
+    _App._ssl_protocol._write_appdata = _raise
+    return _entries(lambda: _AppTransport.write(_App(), b"x"), _AppTransport.write)
+
+
+def _chains() -> dict[tuple[str, str], list[Entry]]:
+    """Every chain, by ``(how, site)``: ``how`` is ``ssl`` (caught by ``_do_read`` or
+    ``_write_appdata``), ``buffer`` (caught by ``_read_ready__get_buffer``) or ``exit`` (leaving
+    the loop). A chain that cannot be captured (another asyncio) is left out: its exception
+    then starts where the core met it."""
+    got: dict[tuple[str, str], list[Entry]] = {}
+    for site in _READ_CHAINS:
+        inner = _read_chain(site)
+        if inner is None:
+            continue
+        got["ssl", site] = inner
+        buffer_site, ready_site = _buffer_prefix(site), _ready_prefix(site)
+        if buffer_site is not None:
+            got["buffer", site] = buffer_site + inner
+        if ready_site is not None:
+            got["exit", site] = ready_site + inner
+    write = _write_prefix()
+    for site in _WRITE_CHAINS:
+        inner = _write_chain(site)
+        if inner is None:
+            continue
+        got["ssl", site] = inner
+        if write is not None:
+            got["exit", site] = write + inner
     return got
 
 
-_READ_ENTRIES = _read_entries()
+_CHAINS = _chains()
 
 
 def _with_entries(exc: BaseException, entries: list[Entry]) -> None:
@@ -223,27 +418,31 @@ def _with_entries(exc: BaseException, entries: list[Entry]) -> None:
     exc.__traceback__ = tb
 
 
-def read_failed(protocol: Any, exc: BaseException, where: str) -> None:
-    """asyncio's ``_do_read`` on ``exc`` (an ``Exception``), raised by the app protocol
-    (``where == "protocol"``), by the ``SSLObject`` (``"read"``) or after them (``""``): the
-    SSL protocol's ``_fatal_error``, the traceback starting where asyncio's starts."""
-    entries = _READ_ENTRIES.get(where)
+def failed(site: str, protocol: Any, transport: Any, exc: BaseException) -> BaseException | None:
+    """What asyncio does with ``exc``, raised at the native path's ``site`` (a key of
+    ``_READ_CHAINS`` or ``_WRITE_CHAINS``) of SSL protocol ``protocol`` (over socket transport
+    ``transport``; None on a write): an ``Exception`` to the SSL protocol's ``_fatal_error``,
+    SystemExit and KeyboardInterrupt raised on (out of the loop), any other exception of a read
+    to the socket transport's ``_fatal_error``; its traceback with asyncio's entries. Returns
+    the exception to raise (the core raises it, so that no frame of this function joins its
+    traceback), or None."""
+    if isinstance(exc, (SystemExit, KeyboardInterrupt)):
+        how = "exit"
+    elif isinstance(exc, Exception) and site != "feed":  # buffer_updated's write is not in a try
+        how = "ssl"
+    else:
+        how = "exit" if transport is None else "buffer"
+    entries = _CHAINS.get((how, site))
     if entries is not None:
         _with_entries(exc, entries)
-    _handled(exc, protocol._fatal_error, exc, "Fatal error on SSL protocol")
-
-
-def write_failed(protocol: Any, exc: BaseException) -> None:
-    """asyncio's ``_write_appdata`` on ``exc`` (an ``Exception``): the SSL protocol's
-    ``_fatal_error``."""
-    _handled(exc, protocol._fatal_error, exc, "Fatal error on SSL protocol")
-
-
-def buffer_failed(transport: Any, exc: BaseException) -> None:
-    """asyncio's ``_read_ready__get_buffer`` on ``exc`` from ``buffer_updated``: the socket
-    transport's ``_fatal_error``."""
-    _handled(exc, transport._fatal_error, exc,
-             "Fatal error: protocol.buffer_updated() call failed.")  # fmt: skip
+    if how == "exit":
+        return exc
+    if how == "ssl":
+        _handled(exc, protocol._fatal_error, exc, "Fatal error on SSL protocol")
+    else:
+        _handled(exc, transport._fatal_error, exc,
+                 "Fatal error: protocol.buffer_updated() call failed.")  # fmt: skip
+    return None
 
 
 def recv_failed(transport: Any, exc: BaseException) -> None:

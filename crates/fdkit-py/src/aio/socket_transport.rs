@@ -57,6 +57,12 @@ pub(super) fn nonblocking<T>(
     }
 }
 
+/// asyncio's own `_read_ready(tr)`, which calls the transport's `_read_ready_cb`: the path a
+/// read the core does not take goes, with `_read_ready`'s frame in what it raises.
+fn asyncio_read_ready(py: Python<'_>, o: &AsyncioObjects, tr: &Bound<'_, PyAny>) -> PyResult<()> {
+    o.read_ready.bind(py).call1((tr,)).map(drop)
+}
+
 /// asyncio's `_SelectorSocketTransport._read_ready` for the transport `tr`.
 pub(super) fn read_ready(
     py: Python<'_>,
@@ -69,7 +75,12 @@ pub(super) fn read_ready(
     // its traceback as asyncio's), except what asyncio lets through.
     let failed = |e: PyErr, in_recv: bool| -> PyResult<()> {
         if passes_through(py, &e) {
-            return Err(e);
+            // It leaves the loop through asyncio's read methods: their traceback entries.
+            let leaving = py
+                .import(intern!(py, "fdkit.aio._native"))?
+                .getattr(intern!(py, "leaving_read"))?
+                .call1((e.into_value(py), in_recv))?;
+            return Err(PyErr::from_value(leaving));
         }
         read_error.call1((tr, e.into_value(py), in_recv)).map(drop)
     };
@@ -83,9 +94,9 @@ pub(super) fn read_ready(
                 && super::tls_records::classes(py)
                     .is_some_and(|c| func == c.read_ready_buffer.as_ptr()) =>
         {
-            return read_ready_buffered(py, o, state, tr, &t, &cb);
+            return read_ready_buffered(py, o, state, tr, &t);
         }
-        _ => return cb.call0().map(drop),
+        _ => return asyncio_read_ready(py, o, tr),
     }
     // `_read_ready__data_received`.
     if truthy(&t.get(A::ConnLost, &n._conn_lost)?)? {
@@ -99,17 +110,13 @@ pub(super) fn read_ready(
     let Some(fd) = fd else {
         // A socket subclass (its own recv), a socket with a timeout, or no proven layout:
         // asyncio's own read path.
-        return tr
-            .call_method0(intern!(py, "_read_ready__data_received"))
-            .map(drop);
+        return asyncio_read_ready(py, o, tr);
     };
     // A `max_size` the native read does not take (not an int, beyond asyncio's default, or
     // one whose reading fails) is asyncio's to read: inside its `try`, its errors reach
     // `_fatal_error`, and `recv` allocates what it asks for.
     let Some(max) = t.max_size(o).ok().flatten() else {
-        return tr
-            .call_method0(intern!(py, "_read_ready__data_received"))
-            .map(drop);
+        return asyncio_read_ready(py, o, tr);
     };
     let mut buf = state.with(py, |s| std::mem::take(&mut s.recv_buf));
     if buf.len() < max {
@@ -147,15 +154,14 @@ pub(super) fn read_ready(
     }
 }
 
-/// asyncio's `_read_ready__get_buffer` (the Handle's callback `cb`) for the transport `tr`:
-/// native for a TLS connection's `SSLProtocol` (see `tls_records`), asyncio's otherwise.
+/// asyncio's `_read_ready__get_buffer` (the transport's `_read_ready_cb`) for the transport
+/// `tr`: native for a TLS connection's `SSLProtocol` (see `tls_records`), asyncio's otherwise.
 fn read_ready_buffered(
     py: Python<'_>,
     o: &AsyncioObjects,
     state: &GilCell<State>,
     tr: &Bound<'_, PyAny>,
     t: &TransportAttrs<'_>,
-    cb: &Bound<'_, PyAny>,
 ) -> PyResult<()> {
     let n = &o.names;
     if truthy(&t.get(A::ConnLost, &n._conn_lost)?)? {
@@ -172,7 +178,7 @@ fn read_ready_buffered(
             return Ok(());
         }
     }
-    cb.call0().map(drop)
+    asyncio_read_ready(py, o, tr)
 }
 
 /// asyncio's `_SelectorSocketTransport.write(data)` for the transport `tr`: `bytes` sent at

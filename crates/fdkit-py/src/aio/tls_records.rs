@@ -414,19 +414,38 @@ fn view<'py>(py: Python<'py>, buf: &mut [u8], write: bool) -> PyResult<Bound<'py
     }
 }
 
-/// What made the native read leave asyncio's path, for the error's traceback.
-enum Failed {
-    /// An exception asyncio's `_do_read` catches (`Exception`): raised by the app protocol,
-    /// by the `SSLObject`'s `read`, or after both.
-    Read(PyErr, &'static str),
-    /// Anything else: it leaves `buffer_updated`.
-    Other(PyErr),
+/// An exception met on a record path, and where: the site (a key of `fdkit.aio._tls`'s
+/// chains) says which of asyncio's methods it would have passed through, so that it is handled
+/// where asyncio handles it, with asyncio's traceback entries (`_tls.failed`).
+struct Failed {
+    err: PyErr,
+    site: &'static str,
 }
 
-impl From<PyErr> for Failed {
-    fn from(e: PyErr) -> Self {
-        Failed::Other(e)
+/// Tags an error with its site.
+fn at(site: &'static str) -> impl Fn(PyErr) -> Failed {
+    move |err| Failed { err, site }
+}
+
+/// `_tls.failed(site, protocol, transport, exc)`: what asyncio does with the exception
+/// (`transport` None for a write): `Ok` once handled, `Err` for what leaves the loop (raised
+/// here, so that its traceback holds asyncio's entries and no frame of `failed`).
+fn handle(
+    py: Python<'_>,
+    f: Failed,
+    protocol: &Bound<'_, PyAny>,
+    transport: Option<&Bound<'_, PyAny>>,
+) -> PyResult<()> {
+    let leaving = errors(py)?.getattr(intern!(py, "failed"))?.call1((
+        f.site,
+        protocol,
+        transport,
+        f.err.into_value(py),
+    ))?;
+    if leaving.is_none() {
+        return Ok(());
     }
+    Err(PyErr::from_value(leaving))
 }
 
 /// The socket transport's `_read_ready__get_buffer` for transport `tr` (its socket's fd `fd`,
@@ -500,31 +519,14 @@ pub(super) fn read_ready(
     }
     // `buffer_updated(n)`: the bytes into the incoming BIO, then `_do_read` (the state was
     // WRAPPED before recv(2), which runs no Python).
-    let wrote = engine.feed(py, &mut buf[..n]);
-    let outcome = match wrote {
-        Ok(()) => do_read(py, tls, &p, &engine, &mut buf, size),
-        Err(e) => Err(Failed::Other(e)),
-    };
+    let outcome = engine
+        .feed(py, &mut buf[..n])
+        .map_err(at("feed"))
+        .and_then(|()| do_read(py, tls, &p, &engine, &mut buf, size));
     state.with(py, |s| s.recv_buf = buf);
     match outcome {
         Ok(()) => Ok(true),
-        Err(Failed::Read(e, where_)) => {
-            errors(py)?.getattr(intern!(py, "read_failed"))?.call1((
-                proto,
-                e.into_value(py),
-                where_,
-            ))?;
-            Ok(true)
-        }
-        Err(Failed::Other(e)) => {
-            if passes_through(py, &e) {
-                return Err(e);
-            }
-            errors(py)?
-                .getattr(intern!(py, "buffer_failed"))?
-                .call1((tr, e.into_value(py)))?;
-            Ok(true)
-        }
+        Err(f) => handle(py, f, proto, Some(tr)).map(|()| true),
     }
 }
 
@@ -545,16 +547,6 @@ fn recv_failed(py: Python<'_>, tr: &Bound<'_, PyAny>, e: PyErr) -> PyResult<()> 
         .map(drop)
 }
 
-/// An `Exception` (what asyncio's `except Exception` catches) as [`Failed::Read`], anything
-/// else as [`Failed::Other`].
-fn caught(py: Python<'_>, e: PyErr, where_: &'static str) -> Failed {
-    if e.is_instance_of::<pyo3::exceptions::PyException>(py) {
-        Failed::Read(e, where_)
-    } else {
-        Failed::Other(e)
-    }
-}
-
 /// asyncio's `SSLProtocol._do_read` in state WRAPPED; `buf` is scratch space of at least
 /// `max` bytes, the protocol's `max_size`.
 fn do_read(
@@ -565,26 +557,24 @@ fn do_read(
     buf: &mut Vec<u8>,
     max: usize,
 ) -> Result<(), Failed> {
-    let paused = p.flag(F::AppReadingPaused).map_err(|x| caught(py, x, ""))?;
+    let paused = p.flag(F::AppReadingPaused).map_err(at("ssl_reading"))?;
     if !paused {
-        if p.flag(F::AppProtocolIsBuffer)
-            .map_err(|x| caught(py, x, ""))?
-        {
+        if p.flag(F::AppProtocolIsBuffer).map_err(at("buffered"))? {
             p.obj
                 .call_method0(intern!(py, "_do_read__buffered"))
-                .map_err(|x| caught(py, x, ""))?;
+                .map_err(at("buffered"))?;
         } else {
             read_copied(py, tls, p, e, buf, max)?;
         }
-        if p.flag(F::WriteBacklog).map_err(|x| caught(py, x, ""))? {
+        if p.flag(F::WriteBacklog).map_err(at("do_write"))? {
             p.obj
                 .call_method0(intern!(py, "_do_write"))
-                .map_err(|x| caught(py, x, ""))?;
+                .map_err(at("do_write"))?;
         } else {
-            process_outgoing(py, p, e).map_err(|x| caught(py, x, ""))?;
+            process_outgoing(py, p, e, "")?;
         }
     }
-    control_ssl_reading(py, p, e).map_err(|x| caught(py, x, ""))
+    control_ssl_reading(py, p, e).map_err(at("ssl_reading"))
 }
 
 /// asyncio's `SSLProtocol._do_read__copied`: every record the incoming BIO holds, read into
@@ -603,13 +593,13 @@ fn read_copied(
     let mut closed = false;
     // `read` raises SSLWantReadError exactly when no byte is left to it: none in the incoming
     // BIO and none decrypted in the SSLObject; asking is cheaper than the read.
-    while e.readable(py).map_err(|x| caught(py, x, "read"))? {
+    while e.readable(py).map_err(at("read"))? {
         if buf.len() < filled + max {
             buf.resize(filled + max, 0);
         }
         match e
             .read(py, tls, &mut buf[filled..filled + max])
-            .map_err(|x| caught(py, x, "read"))?
+            .map_err(at("read"))?
         {
             Got::Data(n) => filled += n,
             Got::Again => break,
@@ -619,44 +609,62 @@ fn read_copied(
             }
         }
     }
-    let app = p.get(F::AppProtocol).map_err(|x| caught(py, x, ""))?;
+    let app = p.get(F::AppProtocol).map_err(at("protocol"))?;
     let data = (filled > 0).then(|| PyBytes::new(py, &buf[..filled]));
     if let Some(data) = data {
         app.call_method1(intern!(py, "data_received"), (data,))
-            .map_err(|x| caught(py, x, "protocol"))?;
+            .map_err(at("protocol"))?;
     }
     if closed {
         p.obj
             .call_method0(intern!(py, "_call_eof_received"))
-            .map_err(|x| caught(py, x, ""))?;
+            .map_err(at("eof"))?;
         p.obj
             .call_method0(intern!(py, "_start_shutdown"))
-            .map_err(|x| caught(py, x, ""))?;
+            .map_err(at("shutdown"))?;
     }
     Ok(())
 }
 
 /// asyncio's `SSLProtocol._process_outgoing`: the outgoing BIO to the socket transport (unless
 /// it paused the protocol), then `_control_app_writing`.
-fn process_outgoing(py: Python<'_>, p: &Proto<'_>, e: &Engine<'_>) -> PyResult<()> {
+///
+/// `caller` is `""` when `_do_read` calls it, `"w_"` when the app transport's `write` does:
+/// the prefix of its errors' sites.
+fn process_outgoing(
+    py: Python<'_>,
+    p: &Proto<'_>,
+    e: &Engine<'_>,
+    caller: &'static str,
+) -> Result<(), Failed> {
+    let (outgoing, app_writing) = if caller.is_empty() {
+        ("outgoing", "app_writing")
+    } else {
+        ("w_outgoing", "w_app_writing")
+    };
     let mut drained = false;
-    if !p.flag(F::SslWritingPaused)? {
+    if !p.flag(F::SslWritingPaused).map_err(at(outgoing))? {
         // `read()` takes every byte the BIO holds; none is added unless the socket
         // transport's `write` is a program's (which could write into it).
-        drained = true;
-        if let Some(data) = e.drain(py)? {
+        let written = e.drain(py).and_then(|data| {
+            let Some(data) = data else {
+                return Ok(true);
+            };
             let tr = p.get(F::Transport)?;
             let native = match data.cast_exact::<PyBytes>() {
                 Ok(b) => super::socket_transport::write_bytes(py, &tr, b)?.is_ok(),
                 Err(_) => false,
             };
-            if !native {
-                drained = is_native_transport(py, &tr)?;
-                tr.call_method1(intern!(py, "write"), (data,))?;
+            if native {
+                return Ok(true);
             }
-        }
+            let still = is_native_transport(py, &tr)?;
+            tr.call_method1(intern!(py, "write"), (data,))?;
+            Ok(still)
+        });
+        drained = written.map_err(at(outgoing))?;
     }
-    control_app_writing(py, p, e, drained)
+    control_app_writing(py, p, e, drained).map_err(at(app_writing))
 }
 
 /// Whether `tr` is exactly fdkit's socket transport (whose `write` runs no program code).
@@ -764,26 +772,17 @@ fn app_write(
         )),
         Err(x) if tls.is_again(py, &x) => Some((data.clone(), len)),
         Err(x) => {
+            // Still in the backlog, as asyncio's `_do_write` leaves it.
             backlog(py, &p, data, len)?;
-            if !x.is_instance_of::<pyo3::exceptions::PyException>(py) {
-                return Err(x);
-            }
-            errors(py)?
-                .getattr(intern!(py, "write_failed"))?
-                .call1((&p.obj, x.into_value(py)))?;
+            handle(py, at("w_write")(x), &p.obj, None)?;
             return Ok(Some(()));
         }
     };
     if let Some((rest, n)) = left {
         backlog(py, &p, &rest, n)?;
     }
-    if let Err(x) = process_outgoing(py, &p, &e) {
-        if !x.is_instance_of::<pyo3::exceptions::PyException>(py) {
-            return Err(x);
-        }
-        errors(py)?
-            .getattr(intern!(py, "write_failed"))?
-            .call1((&p.obj, x.into_value(py)))?;
+    if let Err(f) = process_outgoing(py, &p, &e, "w_") {
+        handle(py, f, &p.obj, None)?;
     }
     Ok(Some(()))
 }
