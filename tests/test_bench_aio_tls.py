@@ -151,11 +151,18 @@ def _record(ran: list[str], name: str) -> Callable[..., list[Result]]:
     return called
 
 
+def every_contender_here(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every loop counts as installed (uvloop is a bench requirement, not a test one), so that
+    a test of another missing piece sees that piece's skip alone."""
+    monkeypatch.setattr(aio, "missing", lambda names: [])
+
+
 def test_aio_tls_without_wrk_skips_the_hello_rows(monkeypatch: pytest.MonkeyPatch) -> None:
     """Without wrk (and not at smoke size, where a Python load replaces it) the hello rows are
     skipped, saying how to add wrk; the other workloads need no wrk."""
     monkeypatch.delenv(TINY_ENV, raising=False)
     monkeypatch.setattr(aio_tls, "_which", lambda name: None)
+    every_contender_here(monkeypatch)
     ran: list[str] = []
     for workload in aio_tls.WORKLOADS:
         monkeypatch.setattr(aio_tls, f"{workload}_workload", _record(ran, workload))
@@ -170,6 +177,7 @@ def test_aio_tls_without_wrk_skips_the_hello_rows(monkeypatch: pytest.MonkeyPatc
 def test_aio_tls_without_a_certificate_skips_every_row(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(aio_tls, "_openssl_cert", lambda where: None)
     monkeypatch.setattr(aio_tls, "_trustme_cert", lambda where: None)
+    every_contender_here(monkeypatch)
     no_subprocess(monkeypatch)
     _common.take_skipped()
     assert aio_tls.run(quick=True) == []
