@@ -282,8 +282,10 @@ def install_tls(
     proto: type,
     native_ok: Callable[[], bool],
     read_ready_buffer: Callable[..., object],
-    probe: tuple[str, Any, Any, Any, Any] | None = None,
-) -> bool: ...
+) -> None: ...
+
+# Proves OpenSSL's direct calls for the TLS record path on a probe (private to fdkit.aio._tls).
+def load_direct(probe: tuple[str, Any, Any, Any, Any] | None = None) -> bool: ...
 
 # The core's io_uring op table (fdkit::ring_ops!), one entry per Ring op: its name, its
 # positional parameters (user_data last), its keyword parameters with their defaults, and

@@ -70,7 +70,9 @@ mod _fdkit {
     };
 
     #[pymodule_export]
-    use crate::aio::{install_loop_methods, install_tls, install_write, LoopCore, PyReactor};
+    use crate::aio::{
+        install_loop_methods, install_tls, install_write, load_direct, LoopCore, PyReactor,
+    };
 
     #[pymodule_export]
     use crate::atomic_pipe::{AtomicPipe, AtomicPipeEnds, ProtocolError};

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import _ssl
 import collections
-import hashlib
 import inspect
 import ssl
 import textwrap
@@ -36,7 +35,7 @@ from asyncio import selector_events, sslproto
 from types import FrameType, TracebackType
 from typing import Any
 
-from fdkit._fdkit import install_tls
+from fdkit._fdkit import install_tls, load_direct
 from fdkit.aio._native import _handled
 
 
@@ -106,6 +105,8 @@ _seen: dict[int, tuple[Any, bool]] = {}
 
 
 def _fingerprint(func: Any) -> str | None:
+    import hashlib  # on the first TLS connection: an import need not load OpenSSL's digests
+
     try:
         source = textwrap.dedent(inspect.getsource(func))
     except (OSError, TypeError):
@@ -147,6 +148,9 @@ def adopt(app_transport: Any) -> Any:
     unless its SSL context has a message callback (``_msg_callback``, which OpenSSL calls for
     every record: the record path then leaves the connection to ``_ssl``'s methods and
     asyncio's Python); an object of any other class is left alone. Returns it."""
+    global DIRECT
+    if DIRECT is None:
+        DIRECT = load_direct(_probe())
     if type(app_transport) is sslproto._SSLProtocolTransport:
         context = getattr(app_transport._ssl_protocol, "_sslcontext", None)
         if getattr(context, "_msg_callback", None) is None:
@@ -334,7 +338,11 @@ def _write_chain(site: str) -> list[Entry] | None:
 
 
 class _Sock:
+    fail = False
+
     def recv_into(self, buf: Any) -> int:
+        if self.fail:
+            raise _Marker
         return 1
 
 
@@ -362,6 +370,23 @@ def _buffer_prefix(site: str) -> list[Entry] | None:
     incoming BIO's write, else the call of ``_do_read``)."""
     tr = _SockTransport(site)
     return _entries(lambda: _get_buffer_read(tr), _get_buffer_read, _SSLProtocol.buffer_updated)
+
+
+def _recv_chains() -> dict[str, list[Entry]]:
+    """The entries of an exception from ``recv_into``: caught by ``_read_ready__get_buffer``
+    (key ``ssl``), or leaving the loop through ``_read_ready`` (key ``exit``)."""
+    got: dict[str, list[Entry]] = {}
+    for how, call, functions in (
+        ("ssl", _get_buffer_read, (_get_buffer_read,)),
+        ("exit", _read_ready, (_read_ready, _get_buffer_read)),
+    ):
+        tr = _SockTransport("recv")
+        tr._sock = _Sock()
+        tr._sock.fail = True
+        entries = _entries(lambda c=call, t=tr: c(t), *functions)
+        if entries is not None:
+            got[how] = entries
+    return got
 
 
 def _ready_prefix(site: str) -> list[Entry] | None:
@@ -397,6 +422,8 @@ def _chains() -> dict[tuple[str, str], list[Entry]]:
             got["buffer", site] = buffer_site + inner
         if ready_site is not None:
             got["exit", site] = ready_site + inner
+    for how, entries in _recv_chains().items():
+        got[how, "recv"] = entries
     write = _write_prefix()
     for site in _WRITE_CHAINS:
         inner = _write_chain(site)
@@ -408,7 +435,8 @@ def _chains() -> dict[tuple[str, str], list[Entry]]:
     return got
 
 
-_CHAINS = _chains()
+# Captured on the first error (errors are rare; an import need not pay for them).
+_CHAINS: dict[tuple[str, str], list[Entry]] | None = None
 
 
 def _with_entries(exc: BaseException, entries: list[Entry]) -> None:
@@ -432,6 +460,9 @@ def failed(site: str, protocol: Any, transport: Any, exc: BaseException) -> Base
         how = "ssl"
     else:
         how = "exit" if transport is None else "buffer"
+    global _CHAINS
+    if _CHAINS is None:
+        _CHAINS = _chains()
     entries = _CHAINS.get((how, site))
     if entries is not None:
         _with_entries(exc, entries)
@@ -445,9 +476,22 @@ def failed(site: str, protocol: Any, transport: Any, exc: BaseException) -> Base
     return None
 
 
-def recv_failed(transport: Any, exc: BaseException) -> None:
-    """asyncio's ``_read_ready__get_buffer`` on ``exc`` from ``recv_into``."""
+def recv_failed(transport: Any, exc: BaseException) -> BaseException | None:
+    """asyncio's ``_read_ready__get_buffer`` on ``exc`` from ``recv_into``: the socket
+    transport's ``_fatal_error``, or, for SystemExit and KeyboardInterrupt (a signal handler's,
+    run when recv(2) was interrupted), the exception to raise out of the loop; its traceback
+    with asyncio's entries."""
+    global _CHAINS
+    if _CHAINS is None:
+        _CHAINS = _chains()
+    leaving = isinstance(exc, (SystemExit, KeyboardInterrupt))
+    entries = _CHAINS.get(("exit" if leaving else "ssl", "recv"))
+    if entries is not None:
+        _with_entries(exc, entries)
+    if leaving:
+        return exc
     _handled(exc, transport._fatal_error, exc, "Fatal read error on socket transport")
+    return None
 
 
 def _probe() -> tuple[str, ssl.SSLObject, ssl.MemoryBIO, ssl.MemoryBIO, ssl.MemoryBIO] | None:
@@ -464,11 +508,12 @@ def _probe() -> tuple[str, ssl.SSLObject, ssl.MemoryBIO, ssl.MemoryBIO, ssl.Memo
     return path, sslobject, incoming, outgoing, eof
 
 
-#: Whether the record path calls OpenSSL directly (else ``_ssl``'s methods).
-DIRECT = install_tls(
+install_tls(
     _SSLProtocolTransport,
     SSLProtocol,
     native_ok,
     selector_events._SelectorSocketTransport._read_ready__get_buffer,  # type: ignore[attr-defined]
-    _probe(),
 )
+#: Whether the record path calls OpenSSL directly (else ``_ssl``'s methods): None until the
+#: first TLS connection proves it (:func:`adopt`).
+DIRECT: bool | None = None

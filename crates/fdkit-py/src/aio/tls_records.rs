@@ -19,7 +19,7 @@
 //! protocol with `get_buffer`, a class of a program's, a method patched ([`TlsClasses::native`]).
 
 use super::gil_cell::GilCell;
-use super::loop_core::{passes_through, truthy, State};
+use super::loop_core::{truthy, State};
 use super::openssl::{Direct, ReadOutcome};
 use crate::errors::os_error;
 use pyo3::exceptions::PyValueError;
@@ -59,7 +59,7 @@ pub(super) struct TlsClasses {
     /// `fdkit.aio._tls.native_ok`.
     native_ok: Py<PyAny>,
     /// OpenSSL's own functions, where `_ssl`'s layout and library were proven (see `openssl`).
-    direct: Option<Direct>,
+    direct: PyOnceLock<Option<Direct>>,
     /// The version tags of `proto`, `slotted`, `app` and `sslobject` when `native_ok` last
     /// answered, and its answer: CPython retags a class whenever it or a base changes.
     rule: GilCell<Option<([u32; 4], bool)>>,
@@ -279,7 +279,7 @@ impl<'py> Engine<'py> {
         // OpenSSL directly only for a connection whose app transport fdkit adopted (its
         // context had no message callback when it was made: see `fdkit.aio._tls.adopt`).
         let mut direct = None;
-        if let Some(d) = tls.direct.as_ref() {
+        if let Some(d) = tls.direct.get(py).and_then(Option::as_ref) {
             let adopted = p.get(F::AppTransport)?.get_type().is(tls.app.bind(py));
             if adopted {
                 if let (Some(ssl), Some(i), Some(o)) =
@@ -537,14 +537,16 @@ fn errors(py: Python<'_>) -> PyResult<Bound<'_, PyModule>> {
     py.import(intern!(py, "fdkit.aio._tls"))
 }
 
+/// `_tls.recv_failed`: asyncio's handling of an exception from `recv_into`, `Err` for what
+/// leaves the loop (raised here, with asyncio's traceback entries).
 fn recv_failed(py: Python<'_>, tr: &Bound<'_, PyAny>, e: PyErr) -> PyResult<()> {
-    if passes_through(py, &e) {
-        return Err(e);
-    }
-    errors(py)?
+    let leaving = errors(py)?
         .getattr(intern!(py, "recv_failed"))?
-        .call1((tr, e.into_value(py)))
-        .map(drop)
+        .call1((tr, e.into_value(py)))?;
+    if leaving.is_none() {
+        return Ok(());
+    }
+    Err(PyErr::from_value(leaving))
 }
 
 /// asyncio's `SSLProtocol._do_read` in state WRAPPED; `buf` is scratch space of at least
@@ -886,7 +888,7 @@ unsafe fn write_method(
         .map(Bound::into_ptr)
 }
 
-/// What [`install_tls`] proves OpenSSL's direct calls on.
+/// What [`load_direct`] proves OpenSSL's direct calls on.
 type Probe<'py> = (
     String,
     Bound<'py, PyAny>,
@@ -897,21 +899,15 @@ type Probe<'py> = (
 
 /// Installs the native TLS paths: `app` (fdkit's subclass of asyncio's `_SSLProtocolTransport`)
 /// gets the native `write`; `native_ok` is asked whether they may stand for asyncio's methods;
-/// `read_ready_buffer` is asyncio's `_SelectorSocketTransport._read_ready__get_buffer`.
-///
-/// `probe` is `None` (the native path calls `_ssl`'s methods) or `(ssl_so, sslobject, incoming,
-/// outgoing, eof_bio)`: `_ssl.__file__`, a client `SSLObject` over the two new `MemoryBIO`s,
-/// and a `MemoryBIO` whose EOF was written, on which [`Direct::load`] proves OpenSSL's direct
-/// calls. Returns whether it did.
+/// `read_ready_buffer` is asyncio's `_SelectorSocketTransport._read_ready__get_buffer`. The
+/// record paths call `_ssl`'s methods until [`load_direct`] proves OpenSSL's own calls.
 #[pyfunction]
-#[pyo3(signature = (app, proto, native_ok, read_ready_buffer, probe=None))]
 pub fn install_tls(
     app: &Bound<'_, PyType>,
     proto: &Bound<'_, PyType>,
     native_ok: &Bound<'_, PyAny>,
     read_ready_buffer: &Bound<'_, PyAny>,
-    probe: Option<Probe<'_>>,
-) -> PyResult<bool> {
+) -> PyResult<()> {
     let py = app.py();
     let sslproto = py.import("asyncio.sslproto")?;
     let ssl = py.import("ssl")?;
@@ -945,19 +941,33 @@ pub fn install_tls(
             .unbind(),
         read_ready_buffer: read_ready_buffer.clone().unbind(),
         native_ok: native_ok.clone().unbind(),
-        direct: match &probe {
-            Some((so, obj, incoming, outgoing, eof)) => {
-                Direct::load(so, obj, incoming, outgoing, eof)?
-            }
-            None => None,
-        },
+        direct: PyOnceLock::new(),
         rule: GilCell::new(None),
     };
-    let direct = classes.direct.is_some();
     if TLS.set(py, classes).is_err() {
         return Err(PyValueError::new_err(
             "the native TLS paths are installed once",
         ));
     }
-    Ok(direct)
+    Ok(())
+}
+
+/// Proves OpenSSL's direct calls once, on `probe`: `None` (the record paths keep calling
+/// `_ssl`'s methods) or `(ssl_so, sslobject, incoming, outgoing, eof_bio)`: `_ssl.__file__`, a
+/// client `SSLObject` over the two new `MemoryBIO`s, and a `MemoryBIO` whose EOF was written
+/// (see [`Direct::load`]). Returns whether the record paths call OpenSSL directly. Made on the
+/// first TLS connection, not at import: an `SSLContext` costs milliseconds.
+#[pyfunction]
+#[pyo3(signature = (probe=None))]
+pub fn load_direct(py: Python<'_>, probe: Option<Probe<'_>>) -> PyResult<bool> {
+    let Some(tls) = classes(py) else {
+        return Err(PyValueError::new_err(
+            "the native TLS paths are not installed",
+        ));
+    };
+    let direct = tls.direct.get_or_try_init(py, || match &probe {
+        Some((so, obj, incoming, outgoing, eof)) => Direct::load(so, obj, incoming, outgoing, eof),
+        None => Ok(None),
+    })?;
+    Ok(direct.is_some())
 }
