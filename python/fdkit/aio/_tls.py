@@ -2,8 +2,10 @@
 
 A TLS connection on an fdkit loop is asyncio's: ``asyncio.sslproto.SSLProtocol`` over fdkit's
 socket transport, the program's protocol given asyncio's app transport. What asyncio runs in
-Python for every record, fdkit's core runs on those same objects, calling the ``ssl.SSLObject``
-and its two ``ssl.MemoryBIO`` through their C methods:
+Python for every record, fdkit's core runs on those same objects, driving the ``ssl.SSLObject``
+and its two ``ssl.MemoryBIO`` through OpenSSL's own calls on TLS 1.3 where the first TLS
+connection's probe proved where ``_ssl`` keeps them (:func:`adopt`), else through their C
+methods; an error is raised by ``_ssl`` itself either way (see ``openssl.rs``):
 
 - reading (``SSLProtocol.buffer_updated`` while the connection is up): recv(2) into the
   incoming BIO, ``read`` the records into the app protocol's ``data_received``, then the
@@ -14,14 +16,15 @@ and its two ``ssl.MemoryBIO`` through their C methods:
 
 The native path reads and sets the attributes asyncio's methods read and set, and stands for
 asyncio's own methods only: :func:`native_ok` holds while each method it replaces resolves on
-its class to a function whose source is one this file knows (CPython 3.11 to 3.13's, and any
-later version whose source is the same). A class patched, a subclass of ``SSLProtocol`` or of
+its class to a function whose source is one this file knows (CPython 3.11 to 3.15 share it). A class patched, a subclass of ``SSLProtocol`` or of
 ``SSLObject`` (``SSLContext.sslobject_class``), an app protocol that reads into its own buffer,
 a connection in its handshake or its shutdown: asyncio's Python runs, as on asyncio's loop.
 
 The app transport's class is a subclass of asyncio's ``_SSLProtocolTransport`` adding only the
-native ``write``; it carries asyncio's module and name, so its repr is asyncio's (as fdkit's
-socket transport carries ``_SelectorSocketTransport``'s).
+native ``write``, and connections fdkit makes get :class:`SSLProtocol`, a subclass keeping the
+record state in slots; both carry asyncio's module and name, so their reprs are asyncio's (as
+fdkit's socket transport carries ``_SelectorSocketTransport``'s). An exception met on a native
+path gets asyncio's traceback entries (:func:`failed`).
 """
 
 from __future__ import annotations
@@ -79,7 +82,7 @@ class SSLProtocol(sslproto.SSLProtocol):
 SSLProtocol.__module__ = sslproto.__name__
 
 # The methods the native path stands for, with the SHA-256 (first 16 hex digits) of the source
-# of the version it follows: the same in CPython 3.11, 3.12 and 3.13.
+# of the version it follows: the same in CPython 3.11 to 3.15.
 _KNOWN: dict[tuple[type, str], str] = {
     (sslproto.SSLProtocol, "get_buffer"): "25cc435d7aeb2b8b",
     (sslproto.SSLProtocol, "buffer_updated"): "24ff23a9a0895527",

@@ -1,5 +1,6 @@
 //! TLS records on fdkit's loops: what asyncio's `sslproto.SSLProtocol` runs in Python for
-//! every record, run here on asyncio's own objects (CPython 3.11-3.13's `sslproto.py`).
+//! every record, run here on asyncio's own objects (`sslproto.py` of CPython 3.11-3.15, whose
+//! methods taken here have one source).
 //!
 //! - [`read_ready`]: the socket transport's `_read_ready__get_buffer` for an `SSLProtocol`
 //!   whose connection is up (`SSLProtocolState.WRAPPED`): recv(2), the bytes into the incoming
@@ -8,8 +9,10 @@
 //! - the app transport's `write` (a method descriptor on fdkit's subclass of asyncio's
 //!   `_SSLProtocolTransport`): `_write_appdata` and `_do_write` while the backlog is empty.
 //!
-//! The `SSLObject` and the BIOs are driven through their C methods (`_ssl._SSLSocket.read`,
-//! `.write`, `.pending`, `MemoryBIO.write`, `.read`, `.pending`): no Python frame per record.
+//! The `SSLObject` and the BIOs are driven through OpenSSL's own calls where `openssl` proved
+//! them (TLS 1.3), else through their C methods (`_ssl._SSLSocket.read`, `.write`, `.pending`,
+//! `MemoryBIO.write`, `.read`, `.pending`): no Python frame per record either way. An error is
+//! handled where asyncio handles it, with asyncio's traceback entries ([`Failed`]).
 //! One thing differs from asyncio's code, invisibly: where asyncio calls `read` until it raises
 //! `SSLWantReadError` (an exception built and caught per record), this path stops when neither
 //! the incoming BIO nor the `SSLObject` holds a byte, which is when `read` would raise it.
