@@ -16,9 +16,10 @@ methods; an error is raised by ``_ssl`` itself either way (see ``openssl.rs``):
 
 The native path reads and sets the attributes asyncio's methods read and set, and stands for
 asyncio's own methods only: :func:`native_ok` holds while each method it replaces resolves on
-its class to a function whose source is one this file knows (CPython 3.11 to 3.15 share it). A class patched, a subclass of ``SSLProtocol`` or of
-``SSLObject`` (``SSLContext.sslobject_class``), an app protocol that reads into its own buffer,
-a connection in its handshake or its shutdown: asyncio's Python runs, as on asyncio's loop.
+its class to a function whose source is one this file knows (CPython 3.11 to 3.15 share it). A
+class patched, a subclass of ``SSLProtocol`` or of ``SSLObject``
+(``SSLContext.sslobject_class``), an app protocol that reads into its own buffer, a connection
+in its handshake or its shutdown: asyncio's Python runs, as on asyncio's loop.
 
 The app transport's class is a subclass of asyncio's ``_SSLProtocolTransport`` adding only the
 native ``write``, and connections fdkit makes get :class:`SSLProtocol`, a subclass keeping the
@@ -130,10 +131,13 @@ def native_ok() -> bool:
     classes changed (CPython retags a class when it or a base changes)."""
     for (cls, name), digest in _KNOWN.items():
         if cls is sslproto._SSLProtocolTransport:
-            func = _behind_write()  # what the native write stands for
+            funcs = [_behind_write()]  # what the native write stands for
+        elif cls is sslproto.SSLProtocol:
+            # asyncio's class, and fdkit's slotted subclass as it resolves the name
+            funcs = [getattr(cls, name, None), getattr(SSLProtocol, name, None)]
         else:
-            func = getattr(cls, name, None)
-        if func is None or not _is_known(func, digest):
+            funcs = [getattr(cls, name, None)]
+        if any(f is None or not _is_known(f, digest) for f in funcs):
             return False
     return True
 
