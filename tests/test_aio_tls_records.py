@@ -480,3 +480,52 @@ def test_system_exit_leaves_with_asyncios_entries(engine: FdkitEngine, transport
         else ["_do_read__copied", "data_received"]
     )
     assert got == oracle
+
+
+SUBCLASS_PATCH_PROGRAM = (
+    TLS_PRELUDE
+    + """
+from fdkit.aio import _tls
+
+class Echo(asyncio.Protocol):
+    def connection_made(self, tr):
+        self.tr = tr
+    def data_received(self, data):
+        self.tr.write(data)
+
+calls = []
+original = _tls.SSLProtocol._do_read
+
+def _do_read(self):
+    calls.append(type(self).__name__)
+    return original(self)
+
+async def main():
+    client = Collect()
+    srv, tr, pr = await tls_pair(Echo, lambda: client)
+    _tls.SSLProtocol._do_read = _do_read  # on fdkit's subclass, after the connection exists
+    try:
+        tr.write(b"ping")
+        while bytes(client.data) != b"ping":
+            await asyncio.sleep(0.005)
+    finally:
+        del _tls.SSLProtocol._do_read
+    tr.close()
+    await client.done
+    srv.close()
+
+loop.run_until_complete(asyncio.wait_for(main(), 10))
+emit({"patched ran": sorted(set(calls)), "native after": _tls.native_ok()})
+"""
+)
+
+
+def test_tls_patch_on_fdkits_subclass_runs(engine: FdkitEngine) -> None:
+    """A method set on fdkit's own ``SSLProtocol`` subclass (the class fdkit's connections
+    have) runs for each record, as one set on asyncio's class does; deleted, the native path
+    stands for asyncio's methods again."""
+    got = record(fdkit_kind(engine), SUBCLASS_PATCH_PROGRAM)
+    if got["native after"] is False:
+        assert sys.version_info >= (3, 14)
+        pytest.skip("asyncio.sslproto's methods here are not the source fdkit.aio follows")
+    assert got == {"patched ran": ["SSLProtocol"], "native after": True}
