@@ -13,6 +13,7 @@
 
 use super::asyncio_objects::AsyncioObjects;
 use super::asyncio_objects::{TransportAttr as A, TransportAttrs, TransportClass};
+use super::fastcall;
 use super::gil_cell::GilCell;
 use super::loop_core::State;
 use super::loop_core::{passes_through, truthy};
@@ -20,9 +21,8 @@ use crate::errors::os_error;
 use pyo3::exceptions::PyValueError;
 use pyo3::ffi;
 use pyo3::intern;
-use pyo3::panic::PanicException;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyTuple, PyType};
+use pyo3::types::{PyBytes, PyType};
 use rustix::io::Errno;
 use rustix::net::{RecvFlags, SendFlags};
 use std::cell::UnsafeCell;
@@ -253,13 +253,7 @@ pub(super) fn write_bytes(
 }
 
 /// The `PyMethodDef` of the `write` built-in each native transport gets.
-struct MethodDef(UnsafeCell<ffi::PyMethodDef>);
-
-// SAFETY: CPython only reads the definition; it is never written after its static
-// initialisation.
-unsafe impl Sync for MethodDef {}
-
-static WRITE_DEF: MethodDef = MethodDef(UnsafeCell::new(ffi::PyMethodDef {
+static WRITE_DEF: fastcall::MethodDef = fastcall::MethodDef(UnsafeCell::new(ffi::PyMethodDef {
     ml_name: c"write".as_ptr() as *const c_char,
     ml_meth: ffi::PyMethodDefPointer {
         PyCFunctionFastWithKeywords: write_trampoline,
@@ -273,29 +267,22 @@ static WRITE_DEF: MethodDef = MethodDef(UnsafeCell::new(ffi::PyMethodDef {
 /// `write(*args, **kwargs)` of transport `slf` (the descriptor checked its class): the native
 /// path for one positional `bytes` while the `write` behind the native one is asyncio's own;
 /// that `write` (asyncio's, or what a program put on asyncio's class) for every other call.
-///
-/// Entered with `assume_attached`, not pyo3's trampoline (which also flushes pyo3's queue of
-/// deferred releases on entry): this path drops no `Py`, only `Bound`s, which release at once.
 unsafe extern "C" fn write_trampoline(
     slf: *mut ffi::PyObject,
     args: *const *mut ffi::PyObject,
     nargs: ffi::Py_ssize_t,
     kwnames: *mut ffi::PyObject,
 ) -> *mut ffi::PyObject {
-    // SAFETY: CPython calls a METH_FASTCALL function with the GIL held.
-    let py = unsafe { Python::assume_attached() };
     // SAFETY: CPython's METH_FASTCALL | METH_KEYWORDS contract, passed on.
-    let run = || unsafe { write_method(py, slf, args, nargs, kwnames) };
-    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(run)) {
-        Ok(Ok(obj)) => obj,
-        Ok(Err(e)) => {
-            e.restore(py);
-            std::ptr::null_mut()
-        }
-        Err(_) => {
-            PanicException::new_err("fdkit's transport write panicked").restore(py);
-            std::ptr::null_mut()
-        }
+    unsafe {
+        fastcall::enter(
+            slf,
+            args,
+            nargs,
+            kwnames,
+            write_method,
+            "fdkit's transport write",
+        )
     }
 }
 
@@ -331,37 +318,15 @@ unsafe fn write_method(
         Some(f) => f,
         None => o.transport_write.bind(py).clone(),
     };
-    // SAFETY: CPython's contract: `kwnames` is a tuple or null; `args` holds `nargs` values
-    // then one per keyword name.
-    let (kwnames, args) = unsafe {
-        let kwnames = (!kwnames.is_null())
-            .then(|| Bound::from_borrowed_ptr(py, kwnames).cast_into_unchecked::<PyTuple>());
-        let n = nargs as usize + kwnames.as_ref().map_or(0, |k| k.len());
-        let args: &[*mut ffi::PyObject] = if n == 0 {
-            &[]
-        } else {
-            std::slice::from_raw_parts(args, n)
-        };
-        (kwnames, args)
-    };
-    super::attrs::call_as_method(&tr, &func, args, nargs as usize, kwnames.as_ref())
-        .map(Bound::into_ptr)
+    // SAFETY: CPython's METH_FASTCALL | METH_KEYWORDS contract, passed on.
+    unsafe { fastcall::call_behind(&tr, &func, args, nargs, kwnames) }
 }
 
-/// Makes ``cls.write`` the native write: a method descriptor, as ``list.append`` is, so that
-/// ``transport.write(data)`` is one C call and the transport holds no reference to itself.
+/// Makes ``cls.write`` the native write (see `fastcall::install`).
 #[pyfunction]
 pub fn install_write(cls: &Bound<'_, PyType>) -> PyResult<()> {
     let py = cls.py();
-    // SAFETY: WRITE_DEF is a static, valid for the life of the process; `cls` is a type, which
-    // the descriptor keeps a reference to and checks each `self` against.
-    let descr = unsafe {
-        Bound::from_owned_ptr_or_err(
-            py,
-            ffi::PyDescr_NewMethod(cls.as_type_ptr(), WRITE_DEF.0.get()),
-        )?
-    };
-    cls.setattr(intern!(py, "write"), descr)?;
+    fastcall::install(cls, intern!(py, "write"), &WRITE_DEF)?;
     let o = super::asyncio_objects::objects(py)?;
     let class = TransportClass::new(cls, &o.names)?;
     if o.transport_class.set(py, class).is_err() {

@@ -21,6 +21,7 @@
 //! the objects as they are: a connection in its handshake or shutdown, a backlog, an app
 //! protocol with `get_buffer`, a class of a program's, a method patched ([`TlsClasses::native`]).
 
+use super::fastcall;
 use super::gil_cell::GilCell;
 use super::loop_core::{truthy, State};
 use super::openssl::{Direct, ReadOutcome};
@@ -28,7 +29,6 @@ use crate::errors::os_error;
 use pyo3::exceptions::PyValueError;
 use pyo3::ffi;
 use pyo3::intern;
-use pyo3::panic::PanicException;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyByteArray, PyBytes, PyDict, PyInt, PyString, PyTuple, PyType};
@@ -801,13 +801,7 @@ fn backlog(py: Python<'_>, p: &Proto<'_>, data: &Bound<'_, PyAny>, n: usize) -> 
 }
 
 /// The `PyMethodDef` of the app transport's native `write`.
-struct MethodDef(UnsafeCell<ffi::PyMethodDef>);
-
-// SAFETY: CPython only reads the definition; it is never written after its static
-// initialisation.
-unsafe impl Sync for MethodDef {}
-
-static WRITE_DEF: MethodDef = MethodDef(UnsafeCell::new(ffi::PyMethodDef {
+static WRITE_DEF: fastcall::MethodDef = fastcall::MethodDef(UnsafeCell::new(ffi::PyMethodDef {
     ml_name: c"write".as_ptr() as *const c_char,
     ml_meth: ffi::PyMethodDefPointer {
         PyCFunctionFastWithKeywords: write_trampoline,
@@ -827,20 +821,16 @@ unsafe extern "C" fn write_trampoline(
     nargs: ffi::Py_ssize_t,
     kwnames: *mut ffi::PyObject,
 ) -> *mut ffi::PyObject {
-    // SAFETY: CPython calls a METH_FASTCALL function with the GIL held.
-    let py = unsafe { Python::assume_attached() };
     // SAFETY: CPython's METH_FASTCALL | METH_KEYWORDS contract, passed on.
-    let run = || unsafe { write_method(py, slf, args, nargs, kwnames) };
-    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(run)) {
-        Ok(Ok(obj)) => obj,
-        Ok(Err(e)) => {
-            e.restore(py);
-            std::ptr::null_mut()
-        }
-        Err(_) => {
-            PanicException::new_err("fdkit's TLS transport write panicked").restore(py);
-            std::ptr::null_mut()
-        }
+    unsafe {
+        fastcall::enter(
+            slf,
+            args,
+            nargs,
+            kwnames,
+            write_method,
+            "fdkit's TLS transport write",
+        )
     }
 }
 
@@ -874,21 +864,8 @@ unsafe fn write_method(
     let Some(func) = super::attrs::after_in_mro(&tr.get_type(), app, intern!(py, "write"))? else {
         return Err(pyo3::exceptions::PyAttributeError::new_err("write"));
     };
-    // SAFETY: CPython's contract: `kwnames` is a tuple or null; `args` holds `nargs` values
-    // then one per keyword name.
-    let (kwnames, args) = unsafe {
-        let kwnames = (!kwnames.is_null())
-            .then(|| Bound::from_borrowed_ptr(py, kwnames).cast_into_unchecked::<PyTuple>());
-        let n = nargs as usize + kwnames.as_ref().map_or(0, |k| k.len());
-        let args: &[*mut ffi::PyObject] = if n == 0 {
-            &[]
-        } else {
-            std::slice::from_raw_parts(args, n)
-        };
-        (kwnames, args)
-    };
-    super::attrs::call_as_method(&tr, &func, args, nargs as usize, kwnames.as_ref())
-        .map(Bound::into_ptr)
+    // SAFETY: CPython's METH_FASTCALL | METH_KEYWORDS contract, passed on.
+    unsafe { fastcall::call_behind(&tr, &func, args, nargs, kwnames) }
 }
 
 /// What [`load_direct`] proves OpenSSL's direct calls on.
@@ -914,15 +891,7 @@ pub fn install_tls(
     let py = app.py();
     let sslproto = py.import("asyncio.sslproto")?;
     let ssl = py.import("ssl")?;
-    // SAFETY: WRITE_DEF is a static, valid for the life of the process; `app` is a type, which
-    // the descriptor keeps a reference to and checks each `self` against.
-    let descr = unsafe {
-        Bound::from_owned_ptr_or_err(
-            py,
-            ffi::PyDescr_NewMethod(app.as_type_ptr(), WRITE_DEF.0.get()),
-        )?
-    };
-    app.setattr(intern!(py, "write"), descr)?;
+    fastcall::install(app, intern!(py, "write"), &WRITE_DEF)?;
     let classes = TlsClasses {
         proto: sslproto
             .getattr("SSLProtocol")?
