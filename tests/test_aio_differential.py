@@ -79,6 +79,7 @@ from helpers.aio_fuzz import (
     run_program,
 )
 from helpers.aio_parity import ASYNCIO, FdkitEngine, Kind, each_engine, fdkit_kind
+from helpers.fuzz_traces import assert_same_traces
 
 #: Programs per test: a few dozen in ``make test``, thousands in ``make fuzz-aio``.
 EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES") or 40)
@@ -287,23 +288,9 @@ def _run(kind: Kind, program: Program) -> Trace:
     return run_program(new_loop(kind), program)
 
 
-def _first_difference(oracle: Trace, got: Trace) -> str:
-    for a, b in zip(oracle, got, strict=False):
-        if a != b:
-            return f"step {a[0]!r}"
-    return f"the end: {len(oracle)} steps against {len(got)}"
-
-
 def _assert_same(oracle_name: str, oracle: Trace, name: str, got: Trace) -> None:
-    both = f"--- {oracle_name}\n{format_trace(oracle)}\n--- {name}\n{format_trace(got)}"
-    stuck = hung(oracle)
-    if stuck is not None:  # the driver's own fault: asyncio's loop must never be stuck
-        raise AssertionError(f"{oracle_name}: {stuck}\n{both}")
-    if got == oracle:
-        return
-    stuck = hung(got)
-    said = f"{name}: {stuck}; " if stuck is not None else ""
-    raise AssertionError(f"{said}the traces part at {_first_difference(oracle, got)}\n{both}")
+    assert_same_traces(oracle_name, oracle, name, got, format_trace=format_trace, hung=hung,
+                       unit="steps")  # fmt: skip
 
 
 @SETTINGS
