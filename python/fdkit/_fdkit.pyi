@@ -284,6 +284,9 @@ def install_tls(
     read_ready_buffer: Callable[..., object],
 ) -> None: ...
 
+# The SSLProtocol attributes fdkit.aio's TLS record path reads by offset (its subclass's slots).
+TLS_RECORD_FIELDS: tuple[str, ...]
+
 # Proves OpenSSL's direct calls for the TLS record path on a probe (private to fdkit.aio._tls).
 def load_direct(probe: tuple[str, Any, Any, Any, Any] | None = None) -> bool: ...
 

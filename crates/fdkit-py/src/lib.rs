@@ -101,6 +101,14 @@ mod _fdkit {
             crate::servers::static_files::engine_names_dict(m.py())?,
         )?;
         m.add("RING_OPS", crate::uring::ring_ops_table(m.py())?)?;
+        // Interned, as names in Python source are: the slots' names are the class's keys.
+        m.add(
+            "TLS_RECORD_FIELDS",
+            pyo3::types::PyTuple::new(
+                m.py(),
+                crate::aio::TLS_RECORD_FIELDS.map(|n| pyo3::types::PyString::intern(m.py(), n)),
+            )?,
+        )?;
         m.add("PipeSize", crate::pipe_size::pipe_size_type(m.py())?)?;
         m.add(
             "Decompressed",

@@ -39,7 +39,7 @@ from asyncio import selector_events, sslproto
 from types import FrameType, TracebackType
 from typing import Any
 
-from fdkit._fdkit import install_tls, load_direct
+from fdkit._fdkit import TLS_RECORD_FIELDS, install_tls, load_direct
 from fdkit.aio._native import _handled
 
 
@@ -57,27 +57,8 @@ class SSLProtocol(sslproto.SSLProtocol):
     code sets and reads them as before), which the core reads by offset instead of through the
     instance's dict. fdkit's loops make connections with it; ``start_tls`` makes asyncio's."""
 
-    __slots__ = (
-        "_app_protocol",
-        "_app_protocol_is_buffer",
-        "_app_reading_paused",
-        "_app_transport",
-        "_app_writing_paused",
-        "_incoming",
-        "_incoming_high_water",
-        "_incoming_low_water",
-        "_outgoing",
-        "_outgoing_high_water",
-        "_outgoing_low_water",
-        "_ssl_buffer",
-        "_ssl_reading_paused",
-        "_ssl_writing_paused",
-        "_sslobj",
-        "_state",
-        "_transport",
-        "_write_backlog",
-        "_write_buffer_size",
-    )
+    # The names the core reads by offset, from the core itself.
+    __slots__ = TLS_RECORD_FIELDS
 
 
 SSLProtocol.__module__ = sslproto.__name__

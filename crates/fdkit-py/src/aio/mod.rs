@@ -21,4 +21,4 @@ pub use loop_core::LoopCore;
 pub use loop_methods::install_loop_methods;
 pub use reactor::{defaults_dict as reactor_defaults_dict, PyReactor};
 pub use socket_transport::install_write;
-pub use tls_records::{install_tls, load_direct};
+pub use tls_records::{install_tls, load_direct, FIELD_NAMES as TLS_RECORD_FIELDS};

@@ -142,7 +142,8 @@ enum F {
     WriteBufferSize,
 }
 
-const FIELD_NAMES: [&str; 19] = [
+/// fdkit's `SSLProtocol` subclass takes these as its `__slots__` (`_fdkit.TLS_RECORD_FIELDS`).
+pub const FIELD_NAMES: [&str; 19] = [
     "_app_protocol",
     "_app_protocol_is_buffer",
     "_app_reading_paused",
