@@ -236,28 +236,51 @@ def _read_frames() -> dict[bool, tuple[FrameType, int, int]]:
 _READ_FRAMES = _read_frames()
 
 
-class _Leaving(SystemExit):
-    """Raised by a stand-in where the entries of an exception leaving the loop are wanted."""
+Entry = tuple[FrameType, int, int]
 
 
-def _leaving_frames() -> dict[bool, list[tuple[FrameType, int, int]]]:
+class Marker(SystemExit):
+    """Raised by a stand-in at the site whose traceback entries are wanted: asyncio's code lets
+    SystemExit through everywhere."""
+
+
+def entries_of(call: Callable[[], object], *functions: Any) -> list[Entry] | None:
+    """The traceback entries of ``functions`` (each calling the next) in the traceback of the
+    :class:`Marker` that ``call()`` raises, their frames cleared; None when they are not
+    exactly those (another asyncio)."""
+    try:
+        call()
+    except Marker as exc:
+        tb = exc.__traceback__
+    else:
+        return None
+    codes = [f.__code__ for f in functions]
+    got: list[Entry] = []
+    while tb is not None:
+        if tb.tb_frame.f_code in codes:
+            tb.tb_frame.clear()
+            got.append((tb.tb_frame, tb.tb_lasti, tb.tb_lineno))
+        tb = tb.tb_next
+    return got if [e[0].f_code for e in got] == codes else None
+
+
+def _leaving_frames() -> dict[bool, list[Entry]]:
     """The entries of asyncio's ``_read_ready`` and ``_read_ready__data_received`` in the
     traceback of a SystemExit raised by ``recv`` (key True) or by ``data_received`` (key
     False): what it carries out of the loop, under ``Handle._run``'s."""
-    got: dict[bool, list[tuple[FrameType, int, int]]] = {}
+    got: dict[bool, list[Entry]] = {}
     cls = selector_events._SelectorSocketTransport  # type: ignore[attr-defined]
-    codes = [cls._read_ready.__code__, cls._read_ready__data_received.__code__]
     for failing_recv in (True, False):
 
         class _Sock:
             def recv(self, n: int, fail: bool = failing_recv) -> bytes:
                 if fail:
-                    raise _Leaving
+                    raise Marker
                 return b"x"
 
         class _Protocol:
             def data_received(self, data: bytes) -> None:
-                raise _Leaving
+                raise Marker
 
         class _Transport:
             _conn_lost = 0
@@ -268,19 +291,9 @@ def _leaving_frames() -> dict[bool, list[tuple[FrameType, int, int]]]:
             def __init__(self) -> None:
                 self._read_ready_cb = lambda: cls._read_ready__data_received(self)
 
-        try:
-            cls._read_ready(_Transport())
-        except _Leaving as exc:
-            tb = exc.__traceback__
-        else:
-            continue
-        entries = []
-        while tb is not None:
-            if tb.tb_frame.f_code in codes:
-                tb.tb_frame.clear()
-                entries.append((tb.tb_frame, tb.tb_lasti, tb.tb_lineno))
-            tb = tb.tb_next
-        if [e[0].f_code for e in entries] == codes:
+        entries = entries_of(lambda: cls._read_ready(_Transport()), cls._read_ready,
+                             cls._read_ready__data_received)  # fmt: skip
+        if entries is not None:
             got[failing_recv] = entries
     return got
 
@@ -288,14 +301,19 @@ def _leaving_frames() -> dict[bool, list[tuple[FrameType, int, int]]]:
 _LEAVING_FRAMES = _leaving_frames()
 
 
+def with_entries(exc: BaseException, entries: list[Entry]) -> None:
+    """Puts ``entries`` before those of ``exc``'s traceback."""
+    tb = exc.__traceback__
+    for frame, lasti, lineno in reversed(entries):
+        tb = TracebackType(tb, frame, lasti, lineno)
+    exc.__traceback__ = tb
+
+
 def leaving_read(exc: BaseException, in_recv: bool) -> BaseException:
     """``exc`` (SystemExit or KeyboardInterrupt from recv(2)'s signal handlers when
     ``in_recv``, else from ``data_received``) with the entries asyncio's read methods give it
     on its way out of the loop; the core raises it."""
-    tb = exc.__traceback__
-    for frame, lasti, lineno in reversed(_LEAVING_FRAMES.get(in_recv, [])):
-        tb = TracebackType(tb, frame, lasti, lineno)
-    exc.__traceback__ = tb
+    with_entries(exc, _LEAVING_FRAMES.get(in_recv, []))
     return exc
 
 

@@ -32,15 +32,15 @@ from __future__ import annotations
 
 import _ssl
 import collections
+import functools
 import inspect
 import ssl
 import textwrap
 from asyncio import selector_events, sslproto
-from types import FrameType, TracebackType
 from typing import Any
 
 from fdkit._fdkit import TLS_RECORD_FIELDS, install_tls, load_direct
-from fdkit.aio._native import _handled
+from fdkit.aio._native import Entry, Marker, _handled, entries_of, with_entries
 
 
 class _SSLProtocolTransport(sslproto._SSLProtocolTransport):
@@ -153,7 +153,6 @@ def adopt(app_transport: Any) -> Any:
 # chain below is captured once by running asyncio's own functions on stand-ins, the innermost
 # raising at the site, so every entry has asyncio's code, line and instruction.
 
-Entry = tuple[FrameType, int, int]
 # asyncio's SSL protocol class, whose private methods typeshed does not declare.
 _SSLProtocol: Any = sslproto.SSLProtocol
 _AppTransport: Any = sslproto._SSLProtocolTransport
@@ -162,32 +161,8 @@ _get_buffer_read: Any = selector_events._SelectorSocketTransport._read_ready__ge
 _WRAPPED = sslproto.SSLProtocolState.WRAPPED
 
 
-class _Marker(SystemExit):
-    """Raised by a stand-in at the site whose entries are wanted: asyncio's code lets
-    SystemExit through everywhere."""
-
-
-def _entries(call: Any, *functions: Any) -> list[Entry] | None:
-    """The entries of ``functions`` (each calling the next) in the traceback of the
-    :class:`_Marker` that ``call()`` raises; None when they are not exactly those."""
-    try:
-        call()
-    except _Marker as exc:
-        tb = exc.__traceback__
-    else:
-        return None
-    codes = [f.__code__ for f in functions]
-    got: list[Entry] = []
-    while tb is not None:
-        if tb.tb_frame.f_code in codes:
-            tb.tb_frame.clear()
-            got.append((tb.tb_frame, tb.tb_lasti, tb.tb_lineno))
-        tb = tb.tb_next
-    return got if [e[0].f_code for e in got] == codes else None
-
-
 def _raise(*args: Any) -> Any:
-    raise _Marker
+    raise Marker
 
 
 class _Proto:
@@ -217,7 +192,7 @@ class _Proto:
             def read(self, n: int, buf: Any = None) -> bytes:
                 self.calls += 1
                 if site == "read":
-                    raise _Marker
+                    raise Marker
                 if site in ("eof", "shutdown") or self.calls > 1:
                     if self.calls > 1 and site not in ("eof", "shutdown"):
                         raise ssl.SSLWantReadError
@@ -226,7 +201,7 @@ class _Proto:
 
             def write(self, data: bytes) -> int:
                 if site == "w_write":
-                    raise _Marker
+                    raise Marker
                 return len(data)
 
         class _BIO:
@@ -234,7 +209,7 @@ class _Proto:
 
             def write(self, data: Any) -> int:
                 if site == "feed":
-                    raise _Marker
+                    raise Marker
                 return len(data)
 
             def read(self) -> bytes:
@@ -243,12 +218,12 @@ class _Proto:
         class _App:
             def data_received(self, data: bytes) -> None:
                 if site == "protocol":
-                    raise _Marker
+                    raise Marker
 
         class _Tr:
             def write(self, data: bytes) -> None:
                 if site in ("outgoing", "w_outgoing"):
-                    raise _Marker
+                    raise Marker
 
         self._sslobj = _SSLObj()
         self._incoming = self._outgoing = _BIO()
@@ -265,26 +240,26 @@ class _Proto:
 
     def _do_read__buffered(self) -> None:
         if self.site == "buffered":
-            raise _Marker
+            raise Marker
 
     def _call_eof_received(self) -> None:
         if self.site == "eof":
-            raise _Marker
+            raise Marker
 
     def _start_shutdown(self) -> None:
         if self.site == "shutdown":
-            raise _Marker
+            raise Marker
 
     def _control_app_writing(self) -> None:
         if self.site in ("app_writing", "w_app_writing"):
-            raise _Marker
+            raise Marker
 
     def _control_ssl_reading(self) -> None:
         if self.site == "ssl_reading":
-            raise _Marker
+            raise Marker
 
     def _do_read_raising(self) -> None:
-        raise _Marker
+        raise Marker
 
     def _fatal_error(self, exc: BaseException, message: str = "") -> None:
         raise AssertionError("no stand-in reaches _fatal_error") from exc
@@ -317,11 +292,11 @@ def _read_chain(site: str) -> list[Entry] | None:
     functions = _READ_CHAINS[site]
     if not functions:
         return []
-    return _entries(lambda: _SSLProtocol._do_read(_Proto(site)), *functions)
+    return entries_of(lambda: _SSLProtocol._do_read(_Proto(site)), *functions)
 
 
 def _write_chain(site: str) -> list[Entry] | None:
-    return _entries(lambda: _SSLProtocol._write_appdata(_Proto(site), (b"x",)),
+    return entries_of(lambda: _SSLProtocol._write_appdata(_Proto(site), (b"x",)),
                     *_WRITE_CHAINS[site])  # fmt: skip
 
 
@@ -330,7 +305,7 @@ class _Sock:
 
     def recv_into(self, buf: Any) -> int:
         if self.fail:
-            raise _Marker
+            raise Marker
         return 1
 
 
@@ -357,7 +332,7 @@ def _buffer_prefix(site: str) -> list[Entry] | None:
     """``_read_ready__get_buffer`` and ``buffer_updated`` down to the site (``feed``: the
     incoming BIO's write, else the call of ``_do_read``)."""
     tr = _SockTransport(site)
-    return _entries(lambda: _get_buffer_read(tr), _get_buffer_read, _SSLProtocol.buffer_updated)
+    return entries_of(lambda: _get_buffer_read(tr), _get_buffer_read, _SSLProtocol.buffer_updated)
 
 
 def _recv_chains() -> dict[str, list[Entry]]:
@@ -371,7 +346,7 @@ def _recv_chains() -> dict[str, list[Entry]]:
         tr = _SockTransport("recv")
         tr._sock = _Sock()
         tr._sock.fail = True
-        entries = _entries(lambda c=call, t=tr: c(t), *functions)
+        entries = entries_of(functools.partial(call, tr), *functions)
         if entries is not None:
             got[how] = entries
     return got
@@ -380,8 +355,8 @@ def _recv_chains() -> dict[str, list[Entry]]:
 def _ready_prefix(site: str) -> list[Entry] | None:
     """The same from ``_read_ready``, which a SystemExit leaves through."""
     tr = _SockTransport(site)
-    return _entries(lambda: _read_ready(tr), _read_ready, _get_buffer_read,
-                    _SSLProtocol.buffer_updated)  # fmt: skip
+    return entries_of(lambda: _read_ready(tr), _read_ready, _get_buffer_read,
+                      _SSLProtocol.buffer_updated)  # fmt: skip
 
 
 def _write_prefix() -> list[Entry] | None:
@@ -391,7 +366,7 @@ def _write_prefix() -> list[Entry] | None:
         _ssl_protocol = _Proto("w_write")
 
     _App._ssl_protocol._write_appdata = _raise
-    return _entries(lambda: _AppTransport.write(_App(), b"x"), _AppTransport.write)
+    return entries_of(lambda: _AppTransport.write(_App(), b"x"), _AppTransport.write)
 
 
 def _chains() -> dict[tuple[str, str], list[Entry]]:
@@ -427,11 +402,12 @@ def _chains() -> dict[tuple[str, str], list[Entry]]:
 _CHAINS: dict[tuple[str, str], list[Entry]] | None = None
 
 
-def _with_entries(exc: BaseException, entries: list[Entry]) -> None:
-    tb = exc.__traceback__
-    for frame, lasti, lineno in reversed(entries):
-        tb = TracebackType(tb, frame, lasti, lineno)
-    exc.__traceback__ = tb
+def _chain(how: str, site: str) -> list[Entry] | None:
+    """The entries of ``(how, site)`` (see :func:`_chains`), None when not captured."""
+    global _CHAINS
+    if _CHAINS is None:
+        _CHAINS = _chains()
+    return _CHAINS.get((how, site))
 
 
 def failed(site: str, protocol: Any, transport: Any, exc: BaseException) -> BaseException | None:
@@ -448,12 +424,9 @@ def failed(site: str, protocol: Any, transport: Any, exc: BaseException) -> Base
         how = "ssl"
     else:
         how = "exit" if transport is None else "buffer"
-    global _CHAINS
-    if _CHAINS is None:
-        _CHAINS = _chains()
-    entries = _CHAINS.get((how, site))
+    entries = _chain(how, site)
     if entries is not None:
-        _with_entries(exc, entries)
+        with_entries(exc, entries)
     if how == "exit":
         return exc
     if how == "ssl":
@@ -469,13 +442,10 @@ def recv_failed(transport: Any, exc: BaseException) -> BaseException | None:
     transport's ``_fatal_error``, or, for SystemExit and KeyboardInterrupt (a signal handler's,
     run when recv(2) was interrupted), the exception to raise out of the loop; its traceback
     with asyncio's entries."""
-    global _CHAINS
-    if _CHAINS is None:
-        _CHAINS = _chains()
     leaving = isinstance(exc, (SystemExit, KeyboardInterrupt))
-    entries = _CHAINS.get(("exit" if leaving else "ssl", "recv"))
+    entries = _chain("exit" if leaving else "ssl", "recv")
     if entries is not None:
-        _with_entries(exc, entries)
+        with_entries(exc, entries)
     if leaving:
         return exc
     _handled(exc, transport._fatal_error, exc, "Fatal read error on socket transport")
