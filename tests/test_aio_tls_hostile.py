@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import re
 from typing import Any
 
 import pytest
@@ -454,10 +455,12 @@ def test_tls_corrupted_record(engine: FdkitEngine, case: str) -> None:
     assert lost[0] == "lost"
     assert lost[1][0] == "SSLError"
     assert "_ssl.c:" in lost[1][1]
+    # OpenSSL 3.0 names the record's fault; 3.6 (Debian's, for CPython 3.14 and 3.15) names
+    # the record layer's failure that it caused.
     if case == "plaintext alert":
-        assert "BAD_RECORD_TYPE" in lost[1][1]
+        assert re.search("BAD_RECORD_TYPE|RECORD_LAYER_FAILURE", lost[1][1])
     elif case != "corrupt version":
-        assert "BAD_RECORD_MAC" in lost[1][1]
+        assert re.search("BAD_RECORD_MAC|RECORD_LAYER_FAILURE", lost[1][1])
     if case == "corrupt, same segment":
         assert oracle["data"] == ""
     else:
@@ -1132,9 +1135,12 @@ class Raises(Collect):
         super().pause_writing()
         raise EXC("from pause_writing")
 
+servers = []
+
 class Lazy(Collect):  # reads nothing: the client's writes fill the socket's buffers
     def connection_made(self, tr):
         super().connection_made(tr)
+        servers.append(self)
         tr.pause_reading()
 
 async def main():
@@ -1153,6 +1159,10 @@ async def main():
     tr.abort()
     await asyncio.wait_for(client.done, 10)
     out["events after"] = client.events
+    # Paused, the server's side never sees the abort: from 3.12 ``wait_closed`` waits for it.
+    for server in servers:
+        server.transport.abort()
+        await asyncio.wait_for(server.done, 10)
     srv.close()
     await srv.wait_closed()
 
