@@ -25,17 +25,22 @@ The app transport's class is a subclass of asyncio's ``_SSLProtocolTransport`` a
 native ``write``, and connections fdkit makes get :class:`SSLProtocol`, a subclass keeping the
 record state in slots; both carry asyncio's module and name, so their reprs are asyncio's (as
 fdkit's socket transport carries ``_SelectorSocketTransport``'s). An exception met on a native
-path gets asyncio's traceback entries (:func:`failed`).
+path gets asyncio's traceback entries (:func:`failed`). Its ``__init__`` is asyncio's own code,
+but the 256 KiB receive buffer asyncio zeroes for each connection is one per thread
+(:func:`_thread_buffer`): a connection costs a tenth of the memory, and less CPU to make.
 """
 
 from __future__ import annotations
 
 import _ssl
+import builtins
 import collections
 import functools
 import inspect
 import ssl
 import textwrap
+import threading
+import types
 from asyncio import selector_events, sslproto
 from typing import Any
 
@@ -52,6 +57,53 @@ class _SSLProtocolTransport(sslproto._SSLProtocolTransport):
 _SSLProtocolTransport.__module__ = sslproto.__name__
 
 
+class _ThreadBuffers(threading.local):
+    def __init__(self) -> None:
+        self.by_size: dict[int, bytearray] = {}
+
+
+_buffers = _ThreadBuffers()
+
+
+def _thread_buffer(size: Any) -> bytearray:
+    """What ``bytearray(self.max_size)`` gives asyncio's ``SSLProtocol.__init__`` on fdkit's
+    loops: one buffer of that size per thread instead of a zeroed one per connection.
+
+    asyncio uses ``_ssl_buffer`` only between ``get_buffer`` and ``buffer_updated``, which the
+    socket transport calls back to back in one thread (``recv_into`` between them), and
+    ``buffer_updated`` copies what arrived into the incoming BIO first. So the connections of
+    one thread can share it; threads cannot (``recv_into`` lets go of the GIL)."""
+    if type(size) is not int:
+        return bytearray(size)  # asyncio's error, from asyncio's line
+    by_size = _buffers.by_size
+    buf = by_size.get(size)
+    if buf is None:
+        buf = by_size[size] = bytearray(size)
+    return buf
+
+
+class _InitGlobals(dict):  # type: ignore[type-arg]
+    # Globals that read through to asyncio's module as it is at the time of the call (a
+    # patched ``sslproto.ssl`` is seen), ``bytearray`` apart. A name neither holds raises
+    # KeyError here and is then looked up in the builtins, as for any function.
+    __missing__ = sslproto.__dict__.__getitem__
+
+
+def _sharing_init(init: Any) -> Any:
+    """asyncio's ``SSLProtocol.__init__``, the same code object (so the same lines in a
+    traceback, and whatever this Python's version of it does), with ``bytearray`` bound to
+    :func:`_thread_buffer`."""
+    names = _InitGlobals(__builtins__=builtins.__dict__, __name__=sslproto.__name__,
+                         __file__=sslproto.__file__, bytearray=_thread_buffer)  # fmt: skip
+    func = types.FunctionType(init.__code__, names, init.__name__, init.__defaults__,
+                              init.__closure__)  # fmt: skip
+    func.__kwdefaults__ = init.__kwdefaults__
+    func.__qualname__ = init.__qualname__
+    func.__module__ = init.__module__
+    func.__doc__ = init.__doc__
+    return func
+
+
 class SSLProtocol(sslproto.SSLProtocol):
     """asyncio's SSL protocol, the attributes its per-record methods read kept in slots (its
     code sets and reads them as before), which the core reads by offset instead of through the
@@ -60,8 +112,23 @@ class SSLProtocol(sslproto.SSLProtocol):
     # The names the core reads by offset, from the core itself.
     __slots__ = TLS_RECORD_FIELDS
 
+    __init__ = _sharing_init(sslproto.SSLProtocol.__init__)
+
 
 SSLProtocol.__module__ = sslproto.__name__
+
+# The ``__init__`` the sharing one copies, and the SHA-256 (first 16 hex digits) of the source
+# it knows calls ``bytearray`` for ``_ssl_buffer`` alone: the same in CPython 3.11 to 3.15.
+_ASYNCIO_INIT = sslproto.SSLProtocol.__init__
+_INIT_DIGEST = "62951f2a7675781f"
+
+
+def init_shares_buffer() -> bool:
+    """Whether :class:`SSLProtocol`'s own ``__init__`` may run: asyncio's ``__init__`` is the
+    one it copies (a program may have patched it since) and of a source this file knows. When
+    not, ``_make_ssl_transport`` calls asyncio's ``__init__`` as it is now."""
+    return sslproto.SSLProtocol.__init__ is _ASYNCIO_INIT and _is_known(_ASYNCIO_INIT, _INIT_DIGEST)
+
 
 # The methods the native path stands for, with the SHA-256 (first 16 hex digits) of the source
 # of the version it follows: the same in CPython 3.11 to 3.15.
