@@ -307,13 +307,27 @@ impl Direct {
         if avail == 0 {
             return Ok(None);
         }
-        let mut got: c_long = 0;
-        let bytes = pyo3::types::PyBytes::new_with(py, avail, |buf| {
-            // SAFETY: `bio` is a live memory BIO; `buf` is writable for `avail` bytes.
-            got = unsafe { (self.bio_read)(bio, buf.as_mut_ptr().cast(), avail as c_int) }.into();
-            Ok(())
-        })?;
-        // A memory BIO gives every pending byte at once.
+        // A `bytes` object left uninitialised (pyo3's `PyBytes::new_with` zeroes it first: a
+        // memset of every outgoing byte), filled by the BIO before anything can read it.
+        // SAFETY: with a NULL source, `PyBytes_FromStringAndSize` allocates `avail` bytes.
+        let raw =
+            unsafe { ffi::PyBytes_FromStringAndSize(std::ptr::null(), avail as ffi::Py_ssize_t) };
+        // SAFETY: `raw` is a new reference or NULL with an exception set.
+        let bytes = unsafe { Bound::from_owned_ptr_or_err(py, raw) }?
+            .cast_into::<pyo3::types::PyBytes>()
+            .map_err(PyErr::from)?;
+        // SAFETY: `bio` is a live memory BIO; the object's buffer is writable for `avail`
+        // bytes and no other code holds the object yet.
+        let got: c_long = unsafe {
+            (self.bio_read)(
+                bio,
+                ffi::PyBytes_AsString(bytes.as_ptr()).cast(),
+                avail as c_int,
+            )
+        }
+        .into();
+        // A memory BIO gives every pending byte at once; an object it did not fill is dropped
+        // unread.
         if got != avail as c_long {
             return Err(pyo3::exceptions::PyRuntimeError::new_err(
                 "a memory BIO gave fewer bytes than it held",
