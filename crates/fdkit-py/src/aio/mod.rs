@@ -5,6 +5,7 @@
 
 mod asyncio_objects;
 mod attrs;
+mod bytes_out;
 mod fastcall;
 mod gil_cell;
 mod loop_core;

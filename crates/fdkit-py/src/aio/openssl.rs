@@ -19,7 +19,7 @@
 
 use pyo3::ffi;
 use pyo3::prelude::*;
-use std::ffi::{c_char, c_int, c_long, c_void, CString};
+use std::ffi::{c_char, c_int, c_void, CString};
 
 type SslReadEx = unsafe extern "C" fn(*mut c_void, *mut c_void, usize, *mut usize) -> c_int;
 type SslWriteEx = unsafe extern "C" fn(*mut c_void, *const c_void, usize, *mut usize) -> c_int;
@@ -307,32 +307,17 @@ impl Direct {
         if avail == 0 {
             return Ok(None);
         }
-        // A `bytes` object left uninitialised (pyo3's `PyBytes::new_with` zeroes it first: a
-        // memset of every outgoing byte), filled by the BIO before anything can read it.
-        // SAFETY: with a NULL source, `PyBytes_FromStringAndSize` allocates `avail` bytes.
-        let raw =
-            unsafe { ffi::PyBytes_FromStringAndSize(std::ptr::null(), avail as ffi::Py_ssize_t) };
-        // SAFETY: `raw` is a new reference or NULL with an exception set.
-        let bytes = unsafe { Bound::from_owned_ptr_or_err(py, raw) }?
-            .cast_into::<pyo3::types::PyBytes>()
-            .map_err(PyErr::from)?;
-        // SAFETY: `bio` is a live memory BIO; the object's buffer is writable for `avail`
-        // bytes and no other code holds the object yet.
-        let got: c_long = unsafe {
-            (self.bio_read)(
-                bio,
-                ffi::PyBytes_AsString(bytes.as_ptr()).cast(),
-                avail as c_int,
-            )
-        }
-        .into();
-        // A memory BIO gives every pending byte at once; an object it did not fill is dropped
-        // unread.
-        if got != avail as c_long {
+        // Read into the object's own storage (pyo3's `PyBytes::new_with` would zero it first).
+        let mut out = super::bytes_out::BytesOut::new(py, avail)?;
+        let room = out.room(avail)?;
+        // SAFETY: `bio` is a live memory BIO; `room` is writable for `avail` bytes.
+        let got = unsafe { (self.bio_read)(bio, room.as_mut_ptr().cast(), avail as c_int) };
+        // A memory BIO gives every pending byte at once.
+        if got != avail as c_int {
             return Err(pyo3::exceptions::PyRuntimeError::new_err(
                 "a memory BIO gave fewer bytes than it held",
             ));
         }
-        Ok(Some(bytes))
+        out.finish(avail)
     }
 }

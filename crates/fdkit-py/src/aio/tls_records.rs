@@ -21,6 +21,7 @@
 //! the objects as they are: a connection in its handshake or shutdown, a backlog, an app
 //! protocol with `get_buffer`, a class of a program's, a method patched ([`TlsClasses::native`]).
 
+use super::bytes_out::BytesOut;
 use super::fastcall;
 use super::gil_cell::GilCell;
 use super::loop_core::{truthy, State};
@@ -355,6 +356,17 @@ impl<'py> Engine<'py> {
         Ok(small_int(&self.sslsock.call_method0(intern!(py, "pending"))?).is_some_and(|n| n > 0))
     }
 
+    /// At least as many bytes as the reads to come can give (before more is fed): what the
+    /// incoming BIO holds (a record's plaintext is no longer than the record, unless
+    /// compressed: then a read's buffer grows) and what the `SSLObject` decrypted already.
+    fn plain_bound(&self, py: Python<'py>) -> PyResult<usize> {
+        let decrypted = match self.direct {
+            Some((d, ptrs)) => i64::from(d.ssl_pending(ptrs.ssl)),
+            None => small_int(&self.sslsock.call_method0(intern!(py, "pending"))?).unwrap_or(0),
+        };
+        Ok((self.pending_in()?.max(0) + decrypted.max(0)) as usize)
+    }
+
     /// `sslobj.read(len(buf), buf)`, `SSLAgainErrors` as [`Got::Again`].
     fn read(&self, py: Python<'py>, tls: &TlsClasses, buf: &mut [u8]) -> PyResult<Got> {
         if let Some((d, ptrs)) = self.direct {
@@ -526,7 +538,7 @@ pub(super) fn read_ready(
     let outcome = engine
         .feed(py, &mut buf[..n])
         .map_err(at("feed"))
-        .and_then(|()| do_read(py, tls, &p, &engine, &mut buf, size));
+        .and_then(|()| do_read(py, tls, &p, &engine, size));
     state.with(py, |s| s.recv_buf = buf);
     match outcome {
         Ok(()) => Ok(true),
@@ -553,14 +565,12 @@ fn recv_failed(py: Python<'_>, tr: &Bound<'_, PyAny>, e: PyErr) -> PyResult<()> 
     Err(PyErr::from_value(leaving))
 }
 
-/// asyncio's `SSLProtocol._do_read` in state WRAPPED; `buf` is scratch space of at least
-/// `max` bytes, the protocol's `max_size`.
+/// asyncio's `SSLProtocol._do_read` in state WRAPPED; `max` is the protocol's `max_size`.
 fn do_read(
     py: Python<'_>,
     tls: &'static TlsClasses,
     p: &Proto<'_>,
     e: &Engine<'_>,
-    buf: &mut Vec<u8>,
     max: usize,
 ) -> Result<(), Failed> {
     let paused = p.flag(F::AppReadingPaused).map_err(at("ssl_reading"))?;
@@ -570,7 +580,7 @@ fn do_read(
                 .call_method0(intern!(py, "_do_read__buffered"))
                 .map_err(at("buffered"))?;
         } else {
-            read_copied(py, tls, p, e, buf, max)?;
+            read_copied(py, tls, p, e, max)?;
         }
         if p.flag(F::WriteBacklog).map_err(at("do_write"))? {
             p.obj
@@ -585,26 +595,33 @@ fn do_read(
 
 /// asyncio's `SSLProtocol._do_read__copied`: every record the incoming BIO holds, read into
 /// one `data_received` call; at close_notify the app protocol's EOF and the shutdown. Each
-/// read takes up to `max` bytes, as asyncio's `read(self.max_size)`, into `buf` after what the
-/// reads before it took (`buf` grows as needed): the bytes asyncio joins are one copy here.
+/// read takes up to `max` bytes, as asyncio's `read(self.max_size)`, straight into the `bytes`
+/// object `data_received` gets (sized for what the BIO holds): the bytes asyncio joins are
+/// decrypted in place here.
 fn read_copied(
     py: Python<'_>,
     tls: &'static TlsClasses,
     p: &Proto<'_>,
     e: &Engine<'_>,
-    buf: &mut Vec<u8>,
     max: usize,
 ) -> Result<(), Failed> {
+    let mut out = e
+        .plain_bound(py)
+        .and_then(|n| BytesOut::new(py, n))
+        .map_err(at("read"))?;
     let mut filled = 0;
     let mut closed = false;
     // `read` raises SSLWantReadError exactly when no byte is left to it: none in the incoming
     // BIO and none decrypted in the SSLObject; asking is cheaper than the read.
     while e.readable(py).map_err(at("read"))? {
-        if buf.len() < filled + max {
-            buf.resize(filled + max, 0);
-        }
+        // Up to `max`, within the object while it has room (its size is a bound, not a count).
+        let want = match out.capacity() - filled {
+            0 => max,
+            room => room.min(max),
+        };
+        let room = out.room(filled + want).map_err(at("read"))?;
         match e
-            .read(py, tls, &mut buf[filled..filled + max])
+            .read(py, tls, &mut room[filled..filled + want])
             .map_err(at("read"))?
         {
             Got::Data(n) => filled += n,
@@ -616,8 +633,7 @@ fn read_copied(
         }
     }
     let app = p.get(F::AppProtocol).map_err(at("protocol"))?;
-    let data = (filled > 0).then(|| PyBytes::new(py, &buf[..filled]));
-    if let Some(data) = data {
+    if let Some(data) = out.finish(filled).map_err(at("read"))? {
         app.call_method1(intern!(py, "data_received"), (data,))
             .map_err(at("protocol"))?;
     }
