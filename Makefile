@@ -89,7 +89,7 @@ bench-tools: ## install wrk, nginx, h2o (serve and aio benches) and valgrind (ai
 	       && $$sudo apt-get install -y -qq --no-install-recommends $$missing >/dev/null; } \
 	  || echo "bench-tools: apt-get could not install$$missing; the bench skips their rows"
 
-# The tests' reference tools, Debian packages: socat (tests/test_cli_proxy.py runs the same relay
+# The tests' reference tools, Debian packages: socat (tests/test_cli_proxy_vs_socat.py runs the same relay
 # through socat and through `fdkit proxy` and compares what a client sees) and strace
 # (tests/test_aio_ring_wait.py counts the aio engines' wait syscalls). Installed the way
 # bench-tools installs its own: only what is missing, with apt-get as root or through passwordless
@@ -409,10 +409,12 @@ WHEEL_AARCH64_STAMPS := $(foreach v,$(WHEEL_AARCH64_PYTHONS),$(WHEEL_DIR)/.built
 # kills it with SIGPIPE that CPython ignores natively; it answers getsockopt(TCP_INFO) with 4
 # bytes (the accept-queue test reads tcpi_unacked at byte 24).
 AARCH64_TEST_TIMEOUT := 600
-AARCH64_TESTS := test_package test_binding_module test_errors test_fd_files test_fd_sockets \
-	test_fd_splice test_zerocopy_transfer test_zerocopy_pipe test_atomic_pipe_wire \
+AARCH64_TESTS := test_package test_binding_module test_errors_causes test_errors_bad_arguments \
+	test_fd_files test_fd_sockets test_fd_splice test_zerocopy_transfer_counts \
+	test_zerocopy_transfer_peers test_zerocopy_transfer_fallbacks test_zerocopy_pipe \
+	test_atomic_pipe_wire \
 	test_atomic_pipe_vectors test_atomic_pipe_api test_aio_engine test_uring_ring test_cli
-AARCH64_QEMU_DESELECT := test_errors.py::test_einval_socket_state \
+AARCH64_QEMU_DESELECT := test_errors_causes.py::test_einval_socket_state \
 	test_fd_splice.py::test_ioctl_int_requests \
 	test_aio_engine.py::test_without_io_uring_the_loop_runs_on_epoll_and_says_why \
 	test_cli.py::test_closed_stdout_after_help_is_quiet \

@@ -117,7 +117,7 @@ FLOOR_SOURCE = "epoll_hello"
 WORKLOADS = ("hello", "hello_c1", "uvicorn", "streams", "sendfile")
 HELLOS = ("hello", "hello_c1")  # the asyncio.Protocol hello server, under 64 and 1 connections
 CONTENDED = "_contended"  # the suffix of every row id of a --contended run
-# (row id, goal): the ratios the io_uring engine sets out to reach (issue 23's table); the
+# (row id, goal): the ratios the io_uring engine sets out to reach; the
 # epoll engine's rows (aio_epoll_...) have the same goals 0.05 lower
 URING_GOALS = {
     "aio_hello_user_vs_uvloop": 1.25,

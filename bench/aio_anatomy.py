@@ -26,8 +26,8 @@ Rows, one pair per loop L (``aio``, ``aio_epoll``, ``asyncio``, ``uvloop``, ``rl
 ``L_hello_py_frames_per_req`` (the calls of Python functions only: the frames run). In each,
 ``fdkit`` is loop L's figure (the column of the loop measured, whichever it is), ``baseline``
 the protocol's own share of it, so ``ratio`` = own ÷ all (1.0: the loop made no call of its
-own). The calls rows of fdkit.aio's two engines carry goal 1.0 (issue 23: no Python call of
-the loop's beside the protocol's own); the others are figures. The loop's busiest functions
+own). The calls rows of fdkit.aio's two engines carry goal 1.0 (no Python call of the
+loop's beside the protocol's own); the others are figures. The loop's busiest functions
 are on stderr.
 
 Then the same ``hello`` server, without the hook, under callgrind: the instructions its

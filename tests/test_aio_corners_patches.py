@@ -1,4 +1,4 @@
-"""fdkit.aio in the corners (issue 32), part two: what programs and tools change in asyncio's
+"""fdkit.aio in the corners, part two: what programs and tools change in asyncio's
 loop class and how they make loops. Each scenario is a program run in a child Python of its own
 on asyncio's ``SelectorEventLoop`` (epoll; the oracle) and on ``fdkit.aio.EventLoop`` with each
 engine, and what the program observed is compared: fdkit's record must equal asyncio's.

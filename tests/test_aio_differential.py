@@ -14,7 +14,7 @@ what the kernel's timing decides (how received bytes are chunked, how much send(
 a timer fires against I/O), so that two runs on asyncio's loop give the same trace: the first
 test checks that, or a difference with fdkit would mean nothing.
 
-Programs also go into the corners (issue 32) where programs and tools change or stretch the
+Programs also go into the corners where programs and tools change or stretch the
 loop: a loop subclass overriding asyncio's hooks (``time``, ``_run_once``,
 ``_process_events``, ``_add_callback``, ``call_soon``, ``call_at``, ``_check_closed``,
 ``get_debug``, ``create_task``: the trace says which were called in each step, and what
@@ -26,7 +26,7 @@ ran, what the loop's runs raised), odd ``transport.max_size`` values, exception 
 log with ``logging.exception`` (the traceback logged, and whether ``sys.exc_info()`` was set in
 the handler) or raise, and SIGUSR1 raised mid-batch by a callback (the Python handler's record
 among the batch's). Each run of the loop is bounded: a loop that hangs (a NaN timer or a
-subclass's ``time`` on fdkit's loop before issue 32) fails the test with "the loop hung at
+subclass's ``time`` once hung fdkit's loop) fails the test with "the loop hung at
 step ..." after a few seconds; a program a loop may abort the process on (``max_size`` of
 ``1 << 40``) runs in a forked child.
 
@@ -157,8 +157,8 @@ _RAISING = Sched(
     )
 )
 
-#: Programs of each corner of issue 32, run every time: a loop subclass overriding each hook
-#: (on fdkit's loop before issue 32, one overriding time, _run_once, _process_events or
+#: Programs of each corner, run every time: a loop subclass overriding each hook
+#: (on fdkit's loop once, one overriding time, _run_once, _process_events or
 #: _add_callback hung at the first due timer); class patches made mid-run; NaN and -inf
 #: timers (fdkit: hung), infinite and huge ones, non-float ones (int, Fraction, Decimal, an int
 #: too big for a float); odd max_size values (negative, a float, 0, 1 << 40, 1 << 24);

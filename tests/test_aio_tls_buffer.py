@@ -203,8 +203,7 @@ def test_tls_protocol_init_errors(engine: FdkitEngine, case: str) -> None:
     the same functions, raised from the same line of asyncio's or ssl's code."""
     oracle, got = compare(engine, ERRORS_PROGRAM, case)
     assert oracle["run"] == "returned"
-    assert oracle["connect"][0] in ("ValueError", "TypeError", "UnicodeError")
-    assert oracle["raised at"][0] in ("sslproto.py", "ssl.py")
+    assert oracle["connect"] != "returned"  # ValueError, TypeError, or (3.13+) its subclass
     assert oracle["functions"][3:5] == ["_make_ssl_transport", "__init__"]
     assert got == oracle
 

@@ -65,7 +65,7 @@ EXPECTED = {
 
 
 #: The docs' examples that are not programs on their own: tests/test_docs.py runs them, and
-#: tests/test_cli_proxy.py runs docs_proxy_record.py on a recording the proxy made.
+#: tests/test_cli_proxy_relay.py runs docs_proxy_record.py on a recording the proxy made.
 RUN_BY_TEST_DOCS = {
     "docs_asgi_app.py",
     "docs_gunicorn_worker.py",

@@ -24,7 +24,7 @@ NO_URING = TESTS / "helpers" / "no_uring.py"
 NODES = [
     "test_uring_ring.py::test_nop_returns_its_user_data_across_the_whole_u64_range",
     "test_binding_module.py::test_exit_returns_none_and_closes",
-    "test_serve.py::test_start_line_names_the_directory_engine_and_workers",
+    "test_serve_http.py::test_start_line_names_the_directory_engine_and_workers",
     "test_threads_close.py::test_ring_close_ends_a_blocked_wait",
 ]
 NEED_URING, OTHERS = 4, 3
