@@ -88,6 +88,34 @@ pub(super) unsafe fn call_behind(
         .map(Bound::into_ptr)
 }
 
+/// Defines `$def`, the `MethodDef` of a built-in `write(data)` whose docstring is `$doc`, and
+/// `$trampoline`, its C entry, which runs `$body` (a [`Body`]) through [`enter`], a panic
+/// named after `$what`.
+macro_rules! write_method_def {
+    ($def:ident, $trampoline:ident, $body:path, $what:literal, $doc:expr) => {
+        static $def: $crate::aio::fastcall::MethodDef =
+            $crate::aio::fastcall::MethodDef(std::cell::UnsafeCell::new(pyo3::ffi::PyMethodDef {
+                ml_name: c"write".as_ptr() as *const std::os::raw::c_char,
+                ml_meth: pyo3::ffi::PyMethodDefPointer {
+                    PyCFunctionFastWithKeywords: $trampoline,
+                },
+                ml_flags: pyo3::ffi::METH_FASTCALL | pyo3::ffi::METH_KEYWORDS,
+                ml_doc: $doc.as_ptr() as *const std::os::raw::c_char,
+            }));
+
+        unsafe extern "C" fn $trampoline(
+            slf: *mut pyo3::ffi::PyObject,
+            args: *const *mut pyo3::ffi::PyObject,
+            nargs: pyo3::ffi::Py_ssize_t,
+            kwnames: *mut pyo3::ffi::PyObject,
+        ) -> *mut pyo3::ffi::PyObject {
+            // SAFETY: CPython's METH_FASTCALL | METH_KEYWORDS contract, passed on.
+            unsafe { $crate::aio::fastcall::enter(slf, args, nargs, kwnames, $body, $what) }
+        }
+    };
+}
+pub(super) use write_method_def;
+
 /// Makes `cls.<name>` the built-in `def` defines: a method descriptor, as `list.append` is, so
 /// that `obj.name(...)` is one C call and the object holds no reference to itself.
 pub(super) fn install(

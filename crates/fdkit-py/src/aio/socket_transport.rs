@@ -25,9 +25,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyType};
 use rustix::io::Errno;
 use rustix::net::{RecvFlags, SendFlags};
-use std::cell::UnsafeCell;
 use std::os::fd::BorrowedFd;
-use std::os::raw::c_char;
 
 /// asyncio's handling of an exception from send(2) in `write` (`fdkit.aio._native.write_error`:
 /// the transport's `_fatal_error`, the traceback as asyncio's); `Err` for what asyncio lets
@@ -252,39 +250,16 @@ pub(super) fn write_bytes(
     Ok(write(py, o, tr, data.as_any())?.ok_or(()))
 }
 
-/// The `PyMethodDef` of the `write` built-in each native transport gets.
-static WRITE_DEF: fastcall::MethodDef = fastcall::MethodDef(UnsafeCell::new(ffi::PyMethodDef {
-    ml_name: c"write".as_ptr() as *const c_char,
-    ml_meth: ffi::PyMethodDefPointer {
-        PyCFunctionFastWithKeywords: write_trampoline,
-    },
-    ml_flags: ffi::METH_FASTCALL | ffi::METH_KEYWORDS,
-    ml_doc:
-        c"write(data)\n--\n\nasyncio's Transport.write: send data (bytes-like) on the transport."
-            .as_ptr() as *const c_char,
-}));
-
-/// `write(*args, **kwargs)` of transport `slf` (the descriptor checked its class): the native
-/// path for one positional `bytes` while the `write` behind the native one is asyncio's own;
-/// that `write` (asyncio's, or what a program put on asyncio's class) for every other call.
-unsafe extern "C" fn write_trampoline(
-    slf: *mut ffi::PyObject,
-    args: *const *mut ffi::PyObject,
-    nargs: ffi::Py_ssize_t,
-    kwnames: *mut ffi::PyObject,
-) -> *mut ffi::PyObject {
-    // SAFETY: CPython's METH_FASTCALL | METH_KEYWORDS contract, passed on.
-    unsafe {
-        fastcall::enter(
-            slf,
-            args,
-            nargs,
-            kwnames,
-            write_method,
-            "fdkit's transport write",
-        )
-    }
-}
+// `write(*args, **kwargs)` of a transport (the descriptor checked its class): the native path
+// for one positional `bytes` while the `write` behind the native one is asyncio's own; that
+// `write` (asyncio's, or what a program put on asyncio's class) for every other call.
+fastcall::write_method_def!(
+    WRITE_DEF,
+    write_trampoline,
+    write_method,
+    "fdkit's transport write",
+    c"write(data)\n--\n\nasyncio's Transport.write: send data (bytes-like) on the transport."
+);
 
 /// The write of [`write_trampoline`].
 ///

@@ -35,7 +35,6 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyByteArray, PyBytes, PyDict, PyInt, PyString, PyTuple, PyType};
 use rustix::io::Errno;
 use rustix::net::RecvFlags;
-use std::cell::UnsafeCell;
 use std::ffi::c_void;
 use std::os::fd::{BorrowedFd, RawFd};
 use std::os::raw::c_char;
@@ -817,39 +816,17 @@ fn backlog(py: Python<'_>, p: &Proto<'_>, data: &Bound<'_, PyAny>, n: usize) -> 
     p.set(F::WriteBufferSize, size)
 }
 
-/// The `PyMethodDef` of the app transport's native `write`.
-static WRITE_DEF: fastcall::MethodDef = fastcall::MethodDef(UnsafeCell::new(ffi::PyMethodDef {
-    ml_name: c"write".as_ptr() as *const c_char,
-    ml_meth: ffi::PyMethodDefPointer {
-        PyCFunctionFastWithKeywords: write_trampoline,
-    },
-    ml_flags: ffi::METH_FASTCALL | ffi::METH_KEYWORDS,
-    ml_doc: c"write(data)\n--\n\nWrite some data bytes to the transport.\n\nThis does not \
+// `write(*args, **kwargs)` of app transport (the descriptor checked its class): the native
+// path for one positional `bytes`; the `write` behind it (asyncio's, or what a program put on
+// asyncio's class) for every other call.
+fastcall::write_method_def!(
+    WRITE_DEF,
+    write_trampoline,
+    write_method,
+    "fdkit's TLS transport write",
+    c"write(data)\n--\n\nWrite some data bytes to the transport.\n\nThis does not \
 block; it buffers the data and arranges for it\nto be sent out asynchronously."
-        .as_ptr() as *const c_char,
-}));
-
-/// `write(*args, **kwargs)` of app transport `slf` (the descriptor checked its class): the
-/// native path for one positional `bytes`; the `write` behind it (asyncio's, or what a program
-/// put on asyncio's class) for every other call.
-unsafe extern "C" fn write_trampoline(
-    slf: *mut ffi::PyObject,
-    args: *const *mut ffi::PyObject,
-    nargs: ffi::Py_ssize_t,
-    kwnames: *mut ffi::PyObject,
-) -> *mut ffi::PyObject {
-    // SAFETY: CPython's METH_FASTCALL | METH_KEYWORDS contract, passed on.
-    unsafe {
-        fastcall::enter(
-            slf,
-            args,
-            nargs,
-            kwnames,
-            write_method,
-            "fdkit's TLS transport write",
-        )
-    }
-}
+);
 
 /// The write of [`write_trampoline`].
 ///

@@ -258,24 +258,25 @@ impl Decoder {
 
     fn step_normal(&mut self) -> Step {
         let at = self.pos;
-        let Some(head) = self.buf.get(at..at + HEADER_LEN) else {
+        let Some(header) = self.header_at(at) else {
             return Step::NeedMore;
         };
-        let header = Header::from_bytes(head.try_into().expect("16 bytes"));
-        let size = header.size as usize;
-        if size > MAX_PAYLOAD {
-            let kind = ProtocolErrorKind::ChunkTooLarge {
-                size: header.size,
-                max: MAX_PAYLOAD,
-            };
+        if let Some(kind) = too_large(&header, MAX_PAYLOAD) {
             let e = ProtocolError::new(kind, self.stream_offset(at), Some(header.writer), true);
             return Step::Error(e);
         }
+        let size = header.size as usize;
         let end = at + HEADER_LEN + size;
         if self.buf.len() < end {
             return Step::NeedMore;
         }
         self.chunk(header, at + HEADER_LEN..end, at, end)
+    }
+
+    /// The chunk header at `at` in the buffer, or None while fewer than its 16 bytes are there.
+    pub(crate) fn header_at(&self, at: usize) -> Option<Header> {
+        let head = self.buf.get(at..at + HEADER_LEN)?;
+        Some(Header::from_bytes(head.try_into().expect("16 bytes")))
     }
 
     /// Hands a complete chunk (`start..end` in the buffer) to reassembly.
@@ -391,4 +392,12 @@ impl Iterator for Events<'_> {
             }
         }
     }
+}
+
+/// `ChunkTooLarge` when `header` announces more than `max` payload bytes (the mode's limit).
+pub(crate) fn too_large(header: &Header, max: usize) -> Option<ProtocolErrorKind> {
+    (header.size as usize > max).then_some(ProtocolErrorKind::ChunkTooLarge {
+        size: header.size,
+        max,
+    })
 }

@@ -7,10 +7,10 @@
 //! preceded it in the same read), and a burst longer than any atomic write is reported as
 //! garbage instead of being waited for.
 
-use super::decoder::{Decoder, Event, Step};
+use super::decoder::{too_large, Decoder, Event, Step};
 use super::protocol_error::{ProtocolError, ProtocolErrorKind};
 use super::wire::{
-    Header, Mode, Writer, FRAME_END, FRAME_START, HEADER_LEN, MESSAGE_KEY, MIXED_MAX_PAYLOAD,
+    Mode, Writer, FRAME_END, FRAME_START, HEADER_LEN, MESSAGE_KEY, MIXED_MAX_PAYLOAD,
 };
 use super::zstd_frame::{zstd_frame_len, FrameScan};
 
@@ -57,18 +57,13 @@ impl Decoder {
     fn mixed_chunk(&mut self) -> Step {
         let at = self.pos;
         let head_at = at + 2;
-        let Some(head) = self.buf.get(head_at..head_at + HEADER_LEN) else {
+        let Some(header) = self.header_at(head_at) else {
             return Step::NeedMore;
         };
-        let header = Header::from_bytes(head.try_into().expect("16 bytes"));
-        let size = header.size as usize;
-        if size > MIXED_MAX_PAYLOAD {
-            let kind = ProtocolErrorKind::ChunkTooLarge {
-                size: header.size,
-                max: MIXED_MAX_PAYLOAD,
-            };
+        if let Some(kind) = too_large(&header, MIXED_MAX_PAYLOAD) {
             return self.resync(kind, Some(header.writer));
         }
+        let size = header.size as usize;
         let end = head_at + HEADER_LEN + size + 1;
         let Some(&last) = self.buf.get(end - 1) else {
             return Step::NeedMore;

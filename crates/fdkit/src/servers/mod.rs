@@ -65,6 +65,7 @@
 //!  - [splice(2)](https://man7.org/linux/man-pages/man2/splice.2.html),
 //!    [sendfile(2)](https://man7.org/linux/man-pages/man2/sendfile.2.html)
 
+mod listen_epoll;
 mod nofile;
 pub mod proxy;
 pub mod static_files;

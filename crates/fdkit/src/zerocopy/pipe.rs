@@ -135,70 +135,28 @@ impl Pipe {
     pub fn read_from_cancellable(
         &self,
         fd: BorrowedFd<'_>,
-        mut offset: Option<&mut u64>,
+        offset: Option<&mut u64>,
         n: usize,
         flags: SpliceFlags,
         cancel: &[&AtomicBool],
         checkpoint: &mut dyn FnMut() -> Result<(), Errno>,
     ) -> Result<usize, Errno> {
-        let sides = [
-            Side {
-                fd,
-                want: Want::Read,
-            },
-            Side {
-                fd: self.write.as_fd(),
-                want: Want::Write,
-            },
-        ];
-        if n == 0 {
-            return self.read_from(fd, offset, 0, flags); // never waits
-        }
-        splice_cancellable(sides, cancel, checkpoint, || {
-            splice(
-                fd,
-                offset.as_deref_mut(),
-                &self.write,
-                None,
-                n,
-                flags | SpliceFlags::NONBLOCK,
-            )
-        })
+        let ends = [(fd, offset), (self.write.as_fd(), None)];
+        splice_waiting(ends, n, flags, cancel, checkpoint)
     }
 
     /// [`write_to`](Self::write_to), cancellable.
     pub fn write_to_cancellable(
         &self,
         fd: BorrowedFd<'_>,
-        mut offset: Option<&mut u64>,
+        offset: Option<&mut u64>,
         n: usize,
         flags: SpliceFlags,
         cancel: &[&AtomicBool],
         checkpoint: &mut dyn FnMut() -> Result<(), Errno>,
     ) -> Result<usize, Errno> {
-        let sides = [
-            Side {
-                fd: self.read.as_fd(),
-                want: Want::Read,
-            },
-            Side {
-                fd,
-                want: Want::Write,
-            },
-        ];
-        if n == 0 {
-            return self.write_to(fd, offset, 0, flags); // never waits
-        }
-        splice_cancellable(sides, cancel, checkpoint, || {
-            splice(
-                &self.read,
-                None,
-                fd,
-                offset.as_deref_mut(),
-                n,
-                flags | SpliceFlags::NONBLOCK,
-            )
-        })
+        let ends = [(self.read.as_fd(), None), (fd, offset)];
+        splice_waiting(ends, n, flags, cancel, checkpoint)
     }
 
     /// [`tee`](Self::tee), cancellable.
@@ -227,4 +185,40 @@ impl Pipe {
             tee(&self.read, &other.write, n, flags | SpliceFlags::NONBLOCK)
         })
     }
+}
+
+/// splice(2) of up to `n` bytes from `ends[0]` to `ends[1]` (each an fd and the offset to read
+/// or write it at, which advances), waiting in cancellable poll(2) slices while a side is not
+/// ready. `n == 0` never waits: it is the plain call.
+fn splice_waiting(
+    ends: [(BorrowedFd<'_>, Option<&mut u64>); 2],
+    n: usize,
+    flags: SpliceFlags,
+    cancel: &[&AtomicBool],
+    checkpoint: &mut dyn FnMut() -> Result<(), Errno>,
+) -> Result<usize, Errno> {
+    let [(from, mut from_off), (to, mut to_off)] = ends;
+    if n == 0 {
+        return splice(from, from_off, to, to_off, 0, flags);
+    }
+    let sides = [
+        Side {
+            fd: from,
+            want: Want::Read,
+        },
+        Side {
+            fd: to,
+            want: Want::Write,
+        },
+    ];
+    splice_cancellable(sides, cancel, checkpoint, || {
+        splice(
+            from,
+            from_off.as_deref_mut(),
+            to,
+            to_off.as_deref_mut(),
+            n,
+            flags | SpliceFlags::NONBLOCK,
+        )
+    })
 }

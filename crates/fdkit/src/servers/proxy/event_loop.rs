@@ -13,10 +13,11 @@ use super::resolve::{Resolver, Update};
 use super::{ProxyConfig, ProxyStats};
 use crate::error::strerror;
 use crate::fd::{set_linger_zero, SigpipeGuard};
+use crate::servers::listen_epoll::{epoll_with_listener, LISTENER};
 use crate::servers::nofile::NofileGuard;
 use crate::zerocopy::RESET_DRAIN_STALL;
 use rustix::buffer::spare_capacity;
-use rustix::event::epoll::{self, CreateFlags, EventData, EventFlags};
+use rustix::event::epoll::{self, EventData, EventFlags};
 use rustix::event::Timespec;
 use rustix::io::Errno;
 use rustix::net::{sockopt, AddressFamily, SocketAddrAny, SocketFlags, SocketType};
@@ -52,8 +53,6 @@ const RETRY: Duration = Duration::from_millis(5);
 const ACK_POLL: Duration = Duration::from_millis(5);
 /// Events taken from one `epoll_wait`.
 const EVENTS: usize = 1024;
-/// The listener's epoll token (no connection token can be all ones: the index is < 2^31).
-const LISTENER: u64 = u64::MAX;
 /// What every connection socket is registered for, once.
 const SOCKET_EVENTS: EventFlags = EventFlags::IN
     .union(EventFlags::OUT)
@@ -141,13 +140,7 @@ impl<'a> EventLoop<'a> {
             }
             _ => None,
         };
-        let epoll = epoll::create(CreateFlags::CLOEXEC)?;
-        epoll::add(
-            &epoll,
-            &listener,
-            EventData::new_u64(LISTENER),
-            EventFlags::IN | EventFlags::ET,
-        )?;
+        let epoll = epoll_with_listener(&listener)?;
         let now = Instant::now();
         Ok(EventLoop {
             epoll,

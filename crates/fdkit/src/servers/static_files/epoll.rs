@@ -12,7 +12,8 @@ use super::respond::Ctx;
 use super::send::{send_out, Sent};
 use super::slab::Slab;
 use super::{ServeStats, Shared};
-use rustix::event::epoll::{self, CreateFlags, EventData, EventFlags};
+use crate::servers::listen_epoll::{epoll_with_listener, LISTENER};
+use rustix::event::epoll::{self, EventData, EventFlags};
 use rustix::event::Timespec;
 use rustix::io::Errno;
 use rustix::net::{sockopt, RecvFlags, Shutdown, SocketFlags};
@@ -21,7 +22,6 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::time::{Duration, Instant};
 
 const TICK: Duration = Duration::from_millis(100);
-const LISTENER: u64 = u64::MAX;
 const EVENTS: usize = 512;
 
 fn token(idx: usize, gen: u32) -> u64 {
@@ -49,13 +49,7 @@ pub(super) fn run(
     shared: Shared<'_>,
     checkpoint: &mut dyn FnMut() -> Result<(), Errno>,
 ) -> io::Result<ServeStats> {
-    let epoll = epoll::create(CreateFlags::CLOEXEC)?;
-    epoll::add(
-        &epoll,
-        &listener,
-        EventData::new_u64(LISTENER),
-        EventFlags::IN | EventFlags::ET,
-    )?;
+    let epoll = epoll_with_listener(&listener)?;
     let mut e = Epoll {
         epoll,
         listener: Some(listener),
