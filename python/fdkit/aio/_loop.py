@@ -326,7 +326,7 @@ class EpollEventLoop(EventLoop):
         if engine_name(engine) not in (None, "epoll"):
             raise ValueError(f"an EpollEventLoop runs on epoll, not {engine!r}")
         super().__init__(selectors.EpollSelector() if selector is None else selector)
-        _native.install(self)
+        _native.install(self, EventLoop)
         if self.engine_reason is None:
             self.engine_reason = "EpollEventLoop was asked for"
 
@@ -360,7 +360,7 @@ class UringEventLoop(EventLoop):
             reactor.close()
             self._reactor = None
             super().__init__(selector)
-            _native.install(self)
+            _native.install(self, EventLoop)
             return
         from fdkit.aio._selector import RingSelector
 
@@ -371,7 +371,7 @@ class UringEventLoop(EventLoop):
             reactor.close()
             raise
         super().__init__(selector)
-        _native.install(self, reactor)
+        _native.install(self, EventLoop, reactor)
 
     @property
     def ring_wait(self) -> str | None:

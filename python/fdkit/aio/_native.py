@@ -73,13 +73,12 @@ def _selects(selector: Any, ring: Any) -> list[tuple[type, Any]]:
     return [(type(selector), RingSelector.select), (selectors.EpollSelector, _EPOLL_SELECT)]
 
 
-def install(loop: Any, ring: Any = None) -> LoopCore:
-    """Gives ``loop`` (an fdkit EventLoop, after asyncio's ``__init__``) its native core."""
-    from fdkit.aio._loop import EventLoop
-
+def install(loop: Any, loop_class: type, ring: Any = None) -> LoopCore:
+    """Gives ``loop`` (an fdkit EventLoop, after asyncio's ``__init__``) its native core;
+    ``loop_class`` is fdkit's ``EventLoop``, the class whose methods the core stands for."""
     selector = loop._selector
     core = LoopCore(
-        loop, selector, ring, sys.modules[__name__], EventLoop, _selects(selector, ring)
+        loop, selector, ring, sys.modules[__name__], loop_class, _selects(selector, ring)
     )
     loop._core = core
     return core

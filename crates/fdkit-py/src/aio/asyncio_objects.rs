@@ -9,6 +9,7 @@
 //! by calling the class, as asyncio does, at Python's speed.
 
 use super::attrs::Names;
+pub use super::attrs::{set_slot, slot};
 use super::gil_cell::GilCell;
 use pyo3::ffi;
 use pyo3::prelude::*;
@@ -284,32 +285,6 @@ fn read_slots(handle: &Bound<'_, PyType>, timer: &Bound<'_, PyType>) -> PyResult
         scheduled: got[7],
         when: got[8],
     }))
-}
-
-/// The object in slot `offset` of `obj` (a borrowed pointer; null when the slot is unset).
-///
-/// # Safety
-/// `obj` is an instance of a class whose `T_OBJECT_EX` member lives at `offset`.
-pub unsafe fn slot(obj: *mut ffi::PyObject, offset: isize) -> *mut ffi::PyObject {
-    // SAFETY: the caller's contract: the member is a `PyObject *` at that offset.
-    unsafe { *obj.cast::<u8>().offset(offset).cast::<*mut ffi::PyObject>() }
-}
-
-/// Stores `value` (a new reference is taken) in slot `offset` of `obj`, releasing the old one,
-/// as a `T_OBJECT_EX` member's setter does.
-///
-/// # Safety
-/// As [`slot`]; the GIL is held.
-pub unsafe fn set_slot(obj: *mut ffi::PyObject, offset: isize, value: *mut ffi::PyObject) {
-    // SAFETY: the caller's contract; the old value is released after the new one is in place,
-    // so a finalizer it runs sees the object already updated.
-    unsafe {
-        let field = obj.cast::<u8>().offset(offset).cast::<*mut ffi::PyObject>();
-        let old = *field;
-        ffi::Py_INCREF(value);
-        *field = value;
-        ffi::Py_XDECREF(old);
-    }
 }
 
 /// The largest `max_size` the native read takes: asyncio's default (`256 * 1024`). A larger

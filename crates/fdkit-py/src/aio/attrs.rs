@@ -194,7 +194,7 @@ pub fn slot_attr<'py>(
     // SAFETY: the caller proved (slot_offsets, and `obj`'s class) that a `PyObject *` member
     // lives at `offset`; the value is taken as a new reference.
     unsafe {
-        let v = super::asyncio_objects::slot(obj.as_ptr(), offset);
+        let v = slot(obj.as_ptr(), offset);
         if !v.is_null() {
             return Ok(Bound::from_borrowed_ptr(obj.py(), v));
         }
@@ -267,5 +267,31 @@ pub fn call_as_method<'py>(
             ffi::PyObject_Vectorcall(bound.as_ptr(), args.as_ptr(), nargs, kwnames)
         };
         Bound::from_owned_ptr_or_err(py, result)
+    }
+}
+
+/// The object in slot `offset` of `obj` (a borrowed pointer; null when the slot is unset).
+///
+/// # Safety
+/// `obj` is an instance of a class whose `T_OBJECT_EX` member lives at `offset`.
+pub unsafe fn slot(obj: *mut ffi::PyObject, offset: isize) -> *mut ffi::PyObject {
+    // SAFETY: the caller's contract: the member is a `PyObject *` at that offset.
+    unsafe { *obj.cast::<u8>().offset(offset).cast::<*mut ffi::PyObject>() }
+}
+
+/// Stores `value` (a new reference is taken) in slot `offset` of `obj`, releasing the old one,
+/// as a `T_OBJECT_EX` member's setter does.
+///
+/// # Safety
+/// As [`slot`]; the GIL is held.
+pub unsafe fn set_slot(obj: *mut ffi::PyObject, offset: isize, value: *mut ffi::PyObject) {
+    // SAFETY: the caller's contract; the old value is released after the new one is in place,
+    // so a finalizer it runs sees the object already updated.
+    unsafe {
+        let field = obj.cast::<u8>().offset(offset).cast::<*mut ffi::PyObject>();
+        let old = *field;
+        ffi::Py_INCREF(value);
+        *field = value;
+        ffi::Py_XDECREF(old);
     }
 }
