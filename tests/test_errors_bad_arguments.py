@@ -25,42 +25,19 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fdkit import fd
-from helpers import Fds
+from helpers import CALLS_ON_AN_FD, Fds
 
 # ---------------------------------------------------------------------------------------------
 # Bad arguments: fds
 
 FD_CALLS: dict[str, Callable[[Any], object]] = {
-    "read": lambda n: fd.read(n, 1),
-    "readinto": lambda n: fd.readinto(n, bytearray(1)),
-    "write": lambda n: fd.write(n, b"x"),
-    "pread": lambda n: fd.pread(n, 1, 0),
-    "pwrite": lambda n: fd.pwrite(n, b"x", 0),
-    "lseek": lambda n: fd.lseek(n, 0),
-    "close": fd.close,
-    "dup": fd.dup,
+    **CALLS_ON_AN_FD,
     "dup2_src": lambda n: fd.dup2(n, 2**31 - 1),
     "dup2_dst": lambda n: fd.dup2(0, n),
-    "fcntl": lambda n: fd.fcntl(n, fcntl.F_GETFL),
-    "get_blocking": fd.get_blocking,
     "set_blocking": lambda n: fd.set_blocking(n, True),
-    "get_cloexec": fd.get_cloexec,
-    "set_cloexec": fd.set_cloexec,
-    "fstat": fd.fstat,
-    "bind": lambda n: fd.bind(n, ("127.0.0.1", 0)),
-    "listen": fd.listen,
-    "accept": fd.accept,
-    "accept4": fd.accept4,
-    "accept_many": fd.accept_many,
-    "connect": lambda n: fd.connect(n, ("127.0.0.1", 9)),
     "shutdown": lambda n: fd.shutdown(n, 0),
-    "getsockname": fd.getsockname,
-    "getpeername": fd.getpeername,
     "getsockopt": lambda n: fd.getsockopt(n, 1, 1),
     "setsockopt": lambda n: fd.setsockopt(n, 1, 2, 1),
-    "recv": lambda n: fd.recv(n, 1),
-    "recv_into": lambda n: fd.recv_into(n, bytearray(1)),
-    "send": lambda n: fd.send(n, b"x"),
     "sendfile_out": lambda n: fd.sendfile(n, 2**31 - 1),
     "sendfile_in": lambda n: fd.sendfile(2**31 - 1, n),
     "poll": lambda n: fd.poll([(n, select.POLLIN)], 0),

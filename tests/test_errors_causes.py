@@ -27,7 +27,7 @@ import pytest
 
 from fdkit import fd
 from fdkit.types import InetAddress
-from helpers import Fds, is_open
+from helpers import CALLS_ON_AN_FD, Fds, is_open
 
 
 def raises_errno(exc_type: type[OSError], code: int, call: Callable[[], object]) -> OSError:
@@ -57,36 +57,13 @@ def closed_fd() -> int:
 
 
 EBADF_CALLS: dict[str, Callable[[int], object]] = {
-    "read": lambda n: fd.read(n, 1),
-    "readinto": lambda n: fd.readinto(n, bytearray(1)),
-    "write": lambda n: fd.write(n, b"x"),
-    "pread": lambda n: fd.pread(n, 1, 0),
-    "pwrite": lambda n: fd.pwrite(n, b"x", 0),
-    "lseek": lambda n: fd.lseek(n, 0),
-    "close": fd.close,
-    "dup": fd.dup,
+    **CALLS_ON_AN_FD,
     "dup2": lambda n: fd.dup2(n, n),
-    "fcntl": lambda n: fd.fcntl(n, fcntl.F_GETFL),
-    "get_blocking": fd.get_blocking,
     "set_blocking": lambda n: fd.set_blocking(n, False),
-    "get_cloexec": fd.get_cloexec,
-    "set_cloexec": fd.set_cloexec,
-    "fstat": fd.fstat,
-    "bind": lambda n: fd.bind(n, ("127.0.0.1", 0)),
-    "listen": fd.listen,
-    "accept": fd.accept,
-    "accept4": fd.accept4,
-    "accept_many": fd.accept_many,
-    "connect": lambda n: fd.connect(n, ("127.0.0.1", 9)),
     "shutdown": lambda n: fd.shutdown(n, fd.SHUT_RDWR),
-    "getsockname": fd.getsockname,
-    "getpeername": fd.getpeername,
     "getsockopt": lambda n: fd.getsockopt(n, socket.SOL_SOCKET, socket.SO_TYPE),
     "getsockopt_bytes": lambda n: fd.getsockopt(n, socket.SOL_SOCKET, socket.SO_LINGER, 8),
     "setsockopt": lambda n: fd.setsockopt(n, socket.SOL_SOCKET, socket.SO_REUSEADDR, 1),
-    "recv": lambda n: fd.recv(n, 1),
-    "recv_into": lambda n: fd.recv_into(n, bytearray(1)),
-    "send": lambda n: fd.send(n, b"x"),
     "sendfile_out": lambda n: fd.sendfile(n, 0, 0, 1),
     "sendfile_in": lambda n: fd.sendfile(1, n, 0, 1),
 }

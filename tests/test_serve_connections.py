@@ -7,11 +7,9 @@ A server that answers every single request right can still hang, cut or leak con
 these tests hold the connections open, slow them down or end them early to see that it does
 not.
 
-Every server is started with ``--port 0``; its port comes from the start line it prints on
-stderr, and it is stopped by its pid in a ``finally`` (its workers too). Beside the served
-directory lies ``secret.txt``: no answer may ever contain its content. Most tests run against
-both engines (``--engine epoll`` and ``--engine uring``; the latter skipped with the reason
-``fdkit.uring.available()`` gives). The server, the site and the response reader are in
+Most tests run against both engines (``--engine uring`` skipped where io_uring is not
+available). The server (``--port 0``, stopped by pid with its workers), the site (with
+``secret.txt`` beside it, which no answer may contain) and the response reader are in
 ``helpers/serve.py``.
 """
 

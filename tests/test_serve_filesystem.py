@@ -7,12 +7,9 @@ during requests is never answered with bytes that are not the file's.
 An inotify watch on the files beside the served directory sees every open of them, so a
 request that made the server look outside its root fails even when its answer hid it.
 
-Every server is started with ``--port 0``; its port comes from the start line it prints on
-stderr, and it is stopped by its pid in a ``finally`` (its workers too). Beside the served
-directory lies ``secret.txt``: no answer may ever contain its content. Most tests run against
-both engines (``--engine epoll`` and ``--engine uring``; the latter skipped with the reason
-``fdkit.uring.available()`` gives). The server, the site and the response reader are in
-``helpers/serve.py``.
+Like every file of serve tests, this one runs most tests against both engines, and takes its
+server (``--port 0``, stopped by pid with its workers), its site (with ``secret.txt`` beside it,
+which no answer may contain) and its response reader from ``helpers/serve.py``.
 """
 
 from __future__ import annotations

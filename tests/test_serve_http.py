@@ -8,12 +8,10 @@ on loopback (``http.client``, raw sockets, ``curl``); how connections live and e
 tests/test_serve_connections.py, what a request may reach on disk in
 tests/test_serve_filesystem.py.
 
-Every server is started with ``--port 0``; its port comes from the start line it prints on
-stderr, and it is stopped by its pid in a ``finally`` (its workers too). Beside the served
-directory lies ``secret.txt``: no answer may ever contain its content. Most tests run against
-both engines (``--engine epoll`` and ``--engine uring``; the latter skipped with the reason
-``fdkit.uring.available()`` gives). The server, the site and the response reader are in
-``helpers/serve.py``.
+The server (``--port 0``, stopped by pid with its workers), the site (with ``secret.txt``
+beside it, which no answer may contain) and the response reader are in ``helpers/serve.py``;
+most tests run against both engines, ``--engine uring`` skipped where io_uring is not
+available.
 """
 
 from __future__ import annotations

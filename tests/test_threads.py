@@ -8,7 +8,6 @@ on its assertions instead of hanging.
 from __future__ import annotations
 
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -23,8 +22,10 @@ import pytest
 from fdkit import fd
 from fdkit.types import InetAddress
 from helpers import (
+    CHILD_CALL_TAIL,
     Fds,
     interrupt_expecting_keyboard_interrupt,
+    ready_child,
     syscall_numbers,
     syscall_of,
     wait_for,
@@ -321,16 +322,6 @@ call = lambda: fd.connect(c, addr)
 """,
 }
 
-CHILD_TAIL = """
-try:
-    call()
-except KeyboardInterrupt:
-    print("KeyboardInterrupt", flush=True)
-    sys.exit(42)
-print("returned", flush=True)
-sys.exit(0)
-"""
-
 SYSCALL_OF_BLOCKER = {
     "accept": "accept",
     "accept4": "accept",
@@ -347,20 +338,8 @@ SYSCALL_OF_BLOCKER = {
 
 @pytest.mark.parametrize("blocker", sorted(CHILD_BLOCKERS))
 def test_ctrl_c_interrupts_blocking_call(blocker: str) -> None:
-    code = CHILD_PRELUDE + textwrap.dedent(CHILD_BLOCKERS[blocker]) + CHILD_TAIL
-    child = subprocess.Popen(
-        [sys.executable, "-c", code],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert child.stdout is not None
-        ready = fd.poll([(child.stdout.fileno(), fd.POLLIN)], 20)
-        assert ready, "the child never reported ready"
-        line = child.stdout.readline().split()
-        assert line[:1] == ["ready"], line
-        pid = int(line[1])
+    code = CHILD_PRELUDE + textwrap.dedent(CHILD_BLOCKERS[blocker]) + CHILD_CALL_TAIL
+    with ready_child(code) as (child, pid):
         names = syscall_numbers(SYSCALL_OF_BLOCKER[blocker])
         # Signal only once the child is inside the syscall, so the test measures interruption
         # of a blocked call (a signal before it would be handled by Python on its own).
@@ -368,10 +347,6 @@ def test_ctrl_c_interrupts_blocking_call(blocker: str) -> None:
         time.sleep(0.05)
         out = interrupt_expecting_keyboard_interrupt(child, pid, blocker)
         assert out.strip() == "KeyboardInterrupt"
-    finally:
-        if child.poll() is None:
-            os.kill(child.pid, signal.SIGKILL)
-        child.communicate(timeout=10)
 
 
 def test_connect_finishes_after_harmless_signal() -> None:

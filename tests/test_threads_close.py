@@ -98,6 +98,39 @@ def report(what: str, close_took: float) -> None:
     print(f"\n{what}: close() from another thread returned in {close_took * 1e3:.1f} ms")
 
 
+def start_blocked(t: Call, made: threading.Event | None = None) -> None:
+    """Starts ``t`` (after ``made``, when given, says it built what it waits on) and checks
+    that it is still blocked once it had the time to reach its wait."""
+    t.start()
+    if made is not None:
+        assert made.wait(5)
+    time.sleep(SETTLE)
+    assert t.is_alive(), t.error
+
+
+def closed_promptly(
+    obj: Closable, t: Call, rescue: Callable[[], object], what: str, name: str | None = None
+) -> float:
+    """``obj.close()`` from another thread returns within LIMIT (reported under ``name``, when
+    given) and ends the blocked call ``t`` with ValueError; returns when ``t`` ended."""
+    took = close_from_thread(obj, rescue=rescue)
+    ended = ended_closed(t, what)
+    if name is not None:
+        report(name, took)
+    assert took < LIMIT
+    return ended
+
+
+def unblock(t: Call, rescue: Callable[[], object], *owned: Closable) -> None:
+    """After the test: frees ``t`` with ``rescue`` when it is still blocked, then closes
+    ``owned``."""
+    if t.is_alive():
+        rescue()
+        t.join(5)
+    for o in owned:
+        o.close()
+
+
 # ---------------------------------------------------------------------------------------------
 # AtomicPipe
 
@@ -106,25 +139,17 @@ def test_atomic_pipe_close_ends_a_blocked_read_message() -> None:
     r, w = AtomicPipe.pair()
     t = Call(r.read_message)
     try:
-        t.start()
-        time.sleep(SETTLE)
-        assert t.is_alive()
+        start_blocked(t)
         start = time.monotonic()
-        took = close_from_thread(r, rescue=lambda: w.write_message(b"rescue"))
-        ended = ended_closed(t, "read_message()")
-        report("AtomicPipe reader", took)
+        rescue = functools.partial(w.write_message, b"rescue")
+        ended = closed_promptly(r, t, rescue, "read_message()", "AtomicPipe reader")
         print(f"read_message() ended {(ended - start) * 1e3:.1f} ms after close() began")
-        assert took < LIMIT
         assert r.closed
         assert r.fileno() == -1
         with pytest.raises(ValueError, match="closed"):
             r.read_message(timeout=0)
     finally:
-        if t.is_alive():
-            w.write_message(b"rescue")
-            t.join(5)
-        w.close()
-        r.close()
+        unblock(t, lambda: w.write_message(b"rescue"), w, r)
 
 
 def _fill(w: AtomicPipe, stop: threading.Event) -> int:
@@ -147,13 +172,8 @@ def test_atomic_pipe_close_ends_a_writer_blocked_on_a_full_pipe() -> None:
             r.read_messages(timeout=0.05)
 
     try:
-        t.start()
-        time.sleep(SETTLE)
-        assert t.is_alive(), t.error
-        took = close_from_thread(w, rescue=rescue)
-        ended_closed(t, "write_message() on a full pipe")
-        report("AtomicPipe writer", took)
-        assert took < LIMIT
+        start_blocked(t)
+        closed_promptly(w, t, rescue, "write_message() on a full pipe", "AtomicPipe writer")
         assert w.closed
         # The reader sees the end of the stream: the write end really was closed.
         got = []
@@ -167,11 +187,7 @@ def test_atomic_pipe_close_ends_a_writer_blocked_on_a_full_pipe() -> None:
         raise
     finally:
         stop.set()
-        if t.is_alive():
-            rescue()
-            t.join(5)
-        r.close()
-        w.close()
+        unblock(t, rescue, r, w)
 
 
 def test_atomic_pipe_close_ends_a_blocked_flush() -> None:
@@ -188,18 +204,11 @@ def test_atomic_pipe_close_ends_a_blocked_flush() -> None:
             r.read_messages(timeout=0.05)
 
     try:
-        t.start()
-        time.sleep(SETTLE)
-        assert t.is_alive()
-        took = close_from_thread(w, rescue=rescue)
-        ended_closed(t, "flush()")
-        assert took < LIMIT
+        start_blocked(t)
+        closed_promptly(w, t, rescue, "flush()")
         assert w.closed
     finally:
-        if t.is_alive():
-            rescue()
-        r.close()
-        w.close()
+        unblock(t, rescue, r, w)
 
 
 def test_atomic_pipe_close_ends_a_reader_waiting_for_the_lock() -> None:
@@ -392,13 +401,8 @@ def test_pipe_close_ends_a_blocked_read_from() -> None:
     p = Pipe()
     t = Call(lambda: p.read_from(a.fileno(), 1000))
     try:
-        t.start()
-        time.sleep(SETTLE)
-        assert t.is_alive(), t.error
-        took = close_from_thread(p, rescue=lambda: b.send(b"rescue"))
-        ended_closed(t, "Pipe.read_from()")
-        report("Pipe.read_from", took)
-        assert took < LIMIT
+        start_blocked(t)
+        closed_promptly(p, t, lambda: b.send(b"rescue"), "Pipe.read_from()", "Pipe.read_from")
         assert p.closed
         with pytest.raises(ValueError, match="closed"):
             p.fds  # noqa: B018
@@ -406,12 +410,7 @@ def test_pipe_close_ends_a_blocked_read_from() -> None:
         b.send(b"later")
         assert a.recv(100) == b"later"
     finally:
-        if t.is_alive():
-            b.send(b"rescue")
-            t.join(5)
-        p.close()
-        a.close()
-        b.close()
+        unblock(t, lambda: b.send(b"rescue"), p, a, b)
 
 
 def test_pipe_close_ends_a_blocked_write_to() -> None:
@@ -424,20 +423,10 @@ def test_pipe_close_ends_a_blocked_write_to() -> None:
             os.write(p.fds[1], b"rescue")
 
     try:
-        t.start()
-        time.sleep(SETTLE)
-        assert t.is_alive(), t.error
-        took = close_from_thread(p, rescue=rescue)
-        ended_closed(t, "Pipe.write_to() on an empty pipe")
-        report("Pipe.write_to", took)
-        assert took < LIMIT
+        start_blocked(t)
+        closed_promptly(p, t, rescue, "Pipe.write_to() on an empty pipe", "Pipe.write_to")
     finally:
-        if t.is_alive():
-            rescue()
-            t.join(5)
-        p.close()
-        a.close()
-        b.close()
+        unblock(t, rescue, p, a, b)
 
 
 def test_pipe_close_ends_a_read_from_waiting_for_room() -> None:
@@ -454,20 +443,11 @@ def test_pipe_close_ends_a_read_from_waiting_for_room() -> None:
             os.read(p.fds[0], room)
 
     try:
-        t.start()
-        time.sleep(SETTLE)
-        assert t.is_alive(), t.error
-        took = close_from_thread(p, rescue=rescue)
-        ended_closed(t, "Pipe.read_from() into a full pipe")
-        assert took < LIMIT
+        start_blocked(t)
+        closed_promptly(p, t, rescue, "Pipe.read_from() into a full pipe")
         assert a.recv(1000) == b"y" * 100
     finally:
-        if t.is_alive():
-            rescue()
-            t.join(5)
-        p.close()
-        a.close()
-        b.close()
+        unblock(t, rescue, p, a, b)
 
 
 def test_pipe_nonblocking_still_raises_blocking_io_error() -> None:
@@ -555,27 +535,15 @@ def test_ring_close_ends_a_blocked_wait() -> None:
 
     t = Call(waiter)
     try:
-        t.start()
-        assert made.wait(5)
-        time.sleep(SETTLE)
-        assert t.is_alive(), t.error
+        start_blocked(t, made)
         ring = holder[0]
-        took = close_from_thread(ring, rescue=lambda: b.send(b"rescue"))
-        ended_closed(t, "Ring.wait()")
-        report("Ring.wait", took)
-        assert took < LIMIT
+        closed_promptly(ring, t, lambda: b.send(b"rescue"), "Ring.wait()", "Ring.wait")
         assert ring.closed
         # Nothing was received from the socket by the closed ring.
         b.send(b"later")
         assert a.recv(100) == b"later"
     finally:
-        if t.is_alive():
-            b.send(b"rescue")
-            t.join(5)
-        for ring in holder:
-            ring.close()
-        a.close()
-        b.close()
+        unblock(t, lambda: b.send(b"rescue"), *holder, a, b)
 
 
 @needs_uring

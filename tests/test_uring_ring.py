@@ -11,8 +11,6 @@ import os
 import select
 import signal
 import socket
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -27,6 +25,7 @@ from helpers import (
     interrupt_expecting_keyboard_interrupt,
     is_open,
     payload,
+    ready_child,
     syscall_of,
     wait_for,
 )
@@ -563,22 +562,10 @@ sys.exit(0)
 
 
 def test_ctrl_c_interrupts_a_blocked_wait() -> None:
-    child = subprocess.Popen(
-        [sys.executable, "-c", CHILD], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
-    try:
-        assert child.stdout is not None
-        assert fd.poll([(child.stdout.fileno(), fd.POLLIN)], 20), "the child never got ready"
-        line = child.stdout.readline().split()
-        assert line[:1] == ["ready"], line
-        pid = int(line[1])
+    with ready_child(CHILD) as (child, pid):
         wait_for(lambda: syscall_of(pid, pid) == IO_URING_ENTER, 10, "the child to block")
         out = interrupt_expecting_keyboard_interrupt(child, pid, "Ring.wait")
         assert "KeyboardInterrupt" in out
-    finally:
-        if child.poll() is None:
-            child.kill()
-        child.communicate(timeout=10)
 
 
 # -- misuse -------------------------------------------------------------------------------

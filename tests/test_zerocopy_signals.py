@@ -9,7 +9,6 @@ anything goes wrong.
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 import textwrap
@@ -20,10 +19,12 @@ import pytest
 
 from fdkit import fd, zerocopy
 from helpers import (
+    CHILD_CALL_TAIL,
     Fds,
     bounded,
     interrupt_expecting_keyboard_interrupt,
     payload,
+    ready_child,
     syscall_of,
     wait_for,
 )
@@ -76,6 +77,13 @@ def tcp_pair():
     s, _ = l.accept()
     l.close()
     return c, s
+def quietly(f):  # f() in a thread, until the far end goes away
+    def run():
+        try:
+            f()
+        except OSError:
+            pass
+    threading.Thread(target=run, daemon=True).start()
 def full_unix_pair():
     a, b = socket.socketpair()
     a.setblocking(False)
@@ -155,30 +163,12 @@ call = lambda: p.tee(q, 1000)
 """,
 }
 
-TAIL = """
-try:
-    call()
-except KeyboardInterrupt:
-    print("KeyboardInterrupt", flush=True)
-    sys.exit(42)
-print("returned", flush=True)
-sys.exit(0)
-"""
-
 
 @pytest.mark.parametrize("blocker", sorted(BLOCKERS))
 def test_ctrl_c_interrupts(blocker: str) -> None:
     names = numbers()
-    code = PRELUDE + textwrap.dedent(BLOCKERS[blocker]) + TAIL
-    child = subprocess.Popen(
-        [sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
-    try:
-        assert child.stdout is not None
-        assert fd.poll([(child.stdout.fileno(), fd.POLLIN)], 20), "the child never got ready"
-        line = child.stdout.readline().split()
-        assert line[:1] == ["ready"], (line, child.stderr.read() if child.stderr else "")
-        pid = int(line[1])
+    code = PRELUDE + textwrap.dedent(BLOCKERS[blocker]) + CHILD_CALL_TAIL
+    with ready_child(code) as (child, pid):
         wait_for(lambda: syscall_of(pid, pid) in names, 10, f"the child to block in {blocker}")
         # Waits wake every 10-20 ms to look at a closing flag (crates/fdkit-py/src/closable.rs):
         # a sample may catch that moment, so a spinner is told apart by most samples.
@@ -189,10 +179,6 @@ def test_ctrl_c_interrupts(blocker: str) -> None:
         assert sum(samples) >= 8, f"the child is spinning, not blocked: {samples}"
         out = interrupt_expecting_keyboard_interrupt(child, pid, blocker)
         assert out.strip() == "KeyboardInterrupt"
-    finally:
-        if child.poll() is None:
-            os.kill(child.pid, signal.SIGKILL)
-        child.communicate(timeout=10)
 
 
 BUSY = {
@@ -213,13 +199,6 @@ call = lambda: zerocopy.transfer(z, w, 10**15)
     "proxy_saturated": """
 client, a = socket.socketpair(); b, server = socket.socketpair()
 z = os.open("/dev/zero", os.O_RDONLY); n = os.open("/dev/null", os.O_WRONLY)
-def quietly(f):
-    def run():
-        try:
-            f()
-        except OSError:
-            pass
-    threading.Thread(target=run, daemon=True).start()
 quietly(lambda: zerocopy.transfer(z, client.fileno(), 10**15))
 quietly(lambda: zerocopy.transfer(server.fileno(), n))
 report()
@@ -228,13 +207,6 @@ call = lambda: zerocopy.proxy(a.fileno(), b.fileno())
     "relay_saturated": """
 src_far, src = socket.socketpair(); dst, dst_far = socket.socketpair()
 z = os.open("/dev/zero", os.O_RDONLY); n = os.open("/dev/null", os.O_WRONLY)
-def quietly(f):
-    def run():
-        try:
-            f()
-        except OSError:
-            pass
-    threading.Thread(target=run, daemon=True).start()
 quietly(lambda: zerocopy.transfer(z, src_far.fileno(), 10**15))
 quietly(lambda: zerocopy.transfer(dst_far.fileno(), n))
 report()
@@ -255,21 +227,10 @@ def test_ctrl_c_interrupts_a_transfer_that_never_blocks(busy: str) -> None:
     """A transfer that always has data and room (gigabytes per second, no EINTR, no short
     count, no wait) must still notice Ctrl-C: "The GIL is released for the whole transfer;
     Ctrl-C interrupts it"."""
-    code = PRELUDE + textwrap.dedent(BUSY[busy]) + TAIL
-    child = subprocess.Popen(
-        [sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
-    try:
-        assert child.stdout is not None
-        assert fd.poll([(child.stdout.fileno(), fd.POLLIN)], 20), "the child never got ready"
-        line = child.stdout.readline().split()
-        assert line[:1] == ["ready"], line
+    code = PRELUDE + textwrap.dedent(BUSY[busy]) + CHILD_CALL_TAIL
+    with ready_child(code) as (child, pid):
         time.sleep(0.3)
-        interrupt_expecting_keyboard_interrupt(child, int(line[1]), busy, within=3)
-    finally:
-        if child.poll() is None:
-            os.kill(child.pid, signal.SIGKILL)
-        child.communicate(timeout=10)
+        interrupt_expecting_keyboard_interrupt(child, pid, busy, within=3)
 
 
 def test_transfer_releases_the_gil(fds: Fds) -> None:

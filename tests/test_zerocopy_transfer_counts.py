@@ -29,16 +29,16 @@ from typing import Any
 import pytest
 
 from fdkit import fd, zerocopy
-from helpers import (
-    Fds,
-    Feeder,
-    Sink,
-    bounded,
-    is_open,
-    payload,
-    unix_stream_pair,
+from helpers import Fds, bounded, is_open, payload
+from helpers.zerocopy_transfer import (
+    devnull,
+    drained_dst,
+    dst_file,
+    fed_stream,
+    src_file,
+    sunk,
+    transfer_with_stats,
 )
-from helpers.zerocopy_transfer import dst_file, sockpair, src_file, transfer_with_stats
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -49,10 +49,6 @@ def read_all(n: int) -> bytes:
     while chunk := fd.read(n, 1 << 20):
         out += chunk
     return bytes(out)
-
-
-def devnull(fds: Fds) -> int:
-    return fds.own(fd.open("/dev/null", fd.O_WRONLY))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -66,19 +62,7 @@ def test_count_smaller_than_the_file_then_the_rest(
 ) -> None:
     data = payload(200_000, seed=1)
     src = src_file(tmp_path, data, fds)
-    sink: Sink | None = None
-    if dst_kind == "file":
-        dst, path = dst_file(tmp_path, fds)
-    elif dst_kind == "null":
-        dst = devnull(fds)
-    elif dst_kind == "pipe":
-        r, dst = fds.pipe()
-        sink = Sink(r, keep=True)
-    else:
-        dst, far = fds.connected()
-        sink = Sink(far, keep=True)
-    if sink:
-        sink.start()
+    dst, path, sink = drained_dst(dst_kind, fds, tmp_path)
     first = zerocopy.transfer(src, dst, count)
     assert first == count
     assert fd.lseek(src, 0, os.SEEK_CUR) == count
@@ -86,14 +70,10 @@ def test_count_smaller_than_the_file_then_the_rest(
     assert rest == len(data) - count
     assert fd.lseek(src, 0, os.SEEK_CUR) == len(data)
     assert zerocopy.transfer(src, dst) == 0, "a second transfer at EOF moves nothing"
-    if dst_kind == "file":
+    if path is not None:
         assert path.read_bytes() == data
     elif sink is not None:
-        if dst_kind == "pipe":
-            fds.close(dst)
-        else:
-            fd.shutdown(dst, socket.SHUT_WR)
-        assert bytes(sink.finish().kept) == data
+        assert sunk(dst_kind, dst, sink, fds) == data
 
 
 @pytest.mark.parametrize("count", [5000, 70_000], ids=["small", "large"])
@@ -105,20 +85,9 @@ def test_count_smaller_than_a_stream_takes_no_more(
     """A stream source keeps every byte past ``count``: nothing is read ahead into the
     internal pipe or a buffer and lost."""
     data = payload(200_000, seed=2)
-    if src_kind == "pipe":
-        src, w = fds.pipe()
-        feeder = Feeder(w, data, then=lambda: fds.close(w))
-    else:
-        far, src = fds.connected() if src_kind == "tcp" else unix_stream_pair(fds)
-        feeder = Feeder(far, data, then=lambda: fd.shutdown(far, socket.SHUT_WR))
+    src, feeder = fed_stream(src_kind, data, fds)
     feeder.start()
-    sink: Sink | None = None
-    if dst_kind == "file":
-        dst, path = dst_file(tmp_path, fds)
-    else:
-        r, dst = fds.pipe()
-        sink = Sink(r, keep=True)
-        sink.start()
+    dst, path, sink = drained_dst(dst_kind, fds, tmp_path)
     try:
         # Let the whole stream arrive first (up to the socket/pipe buffer), so that an
         # over-read would have something to take.
@@ -133,9 +102,9 @@ def test_count_smaller_than_a_stream_takes_no_more(
     feeder.finish()
     assert rest == data[count:], "bytes past the count were consumed from the source"
     if sink is not None:
-        fds.close(dst)
-        assert bytes(sink.finish().kept) == data[:count]
+        assert sunk(dst_kind, dst, sink, fds) == data[:count]
     else:
+        assert path is not None
         assert path.read_bytes() == data[:count]
 
 
@@ -147,26 +116,13 @@ def test_count_beyond_the_end_of_a_file_returns_what_was_there(
     size = min(count, 100_000) - 1 if count < 10**9 else 100_000
     data = payload(size, seed=3)
     src = src_file(tmp_path, data, fds)
-    sink: Sink | None = None
-    if dst_kind == "file":
-        dst, path = dst_file(tmp_path, fds)
-    elif dst_kind == "null":
-        dst = devnull(fds)
-    elif dst_kind == "pipe":
-        r, dst = fds.pipe()
-        sink = Sink(r, keep=True)
-    else:
-        dst, far = fds.connected()
-        sink = Sink(far, keep=True)
-    if sink:
-        sink.start()
+    dst, path, sink = drained_dst(dst_kind, fds, tmp_path)
     n, stats = transfer_with_stats(src, dst, count)
     assert n == size == stats["bytes"]
-    if dst_kind == "file":
+    if path is not None:
         assert path.read_bytes() == data
     elif sink is not None:
-        fds.close(dst) if dst_kind == "pipe" else fd.shutdown(dst, socket.SHUT_WR)
-        assert bytes(sink.finish().kept) == data
+        assert sunk(dst_kind, dst, sink, fds) == data
 
 
 @pytest.mark.parametrize("count", [10_000, 10**9], ids=["small", "large"])
@@ -175,12 +131,7 @@ def test_stream_ending_before_the_count(
     count: int, src_kind: str, fds: Fds, tmp_path: Path
 ) -> None:
     data = payload(3000 if count == 10_000 else 300_000, seed=4)
-    if src_kind == "pipe":
-        src, w = fds.pipe()
-        feeder = Feeder(w, data, then=lambda: fds.close(w), chunk=1000)
-    else:
-        far, src = fds.connected() if src_kind == "tcp" else sockpair(fds)
-        feeder = Feeder(far, data, then=lambda: fd.shutdown(far, socket.SHUT_WR), chunk=1000)
+    src, feeder = fed_stream(src_kind, data, fds, chunk=1000)
     dst, path = dst_file(tmp_path, fds)
     feeder.start()
     out = bounded(lambda: zerocopy.transfer(src, dst, count))
@@ -236,24 +187,13 @@ def test_src_offset_to_streams(count: int | None, dst_kind: str, fds: Fds, tmp_p
     data = payload(200_000, seed=7)
     src = src_file(tmp_path, data, fds)
     fd.lseek(src, 3, os.SEEK_SET)
-    sink: Sink | None = None
-    if dst_kind == "null":
-        dst = devnull(fds)
-    elif dst_kind == "pipe":
-        r, dst = fds.pipe()
-        sink = Sink(r, keep=True)
-    else:
-        dst, far = fds.connected()
-        sink = Sink(far, keep=True)
-    if sink:
-        sink.start()
+    dst, _, sink = drained_dst(dst_kind, fds)
     n = zerocopy.transfer(src, dst, count, src_offset=777)
     expect = data[777:] if count is None else data[777 : 777 + count]
     assert n == len(expect)
     assert fd.lseek(src, 0, os.SEEK_CUR) == 3
     if sink is not None:
-        fds.close(dst) if dst_kind == "pipe" else fd.shutdown(dst, socket.SHUT_WR)
-        assert bytes(sink.finish().kept) == expect
+        assert sunk(dst_kind, dst, sink, fds) == expect
 
 
 @pytest.mark.parametrize("count", [1000, 300_000], ids=["small", "large"])
@@ -262,12 +202,7 @@ def test_dst_offset_from_streams(count: int, src_kind: str, fds: Fds, tmp_path: 
     """splice (pipe → file) and splice through the internal pipe (socket → file) write at the
     offset, leaving the file position alone."""
     data = payload(count, seed=8)
-    if src_kind == "pipe":
-        src, w = fds.pipe()
-        feeder = Feeder(w, data, then=lambda: fds.close(w))
-    else:
-        far, src = fds.connected()
-        feeder = Feeder(far, data, then=lambda: fd.shutdown(far, socket.SHUT_WR))
+    src, feeder = fed_stream(src_kind, data, fds)
     dst, path = dst_file(tmp_path, fds)
     fd.write(dst, b"head")
     feeder.start()

@@ -16,21 +16,15 @@ from __future__ import annotations
 
 import errno
 import os
-import socket
 from pathlib import Path
 
 import pytest
 
 from fdkit import fd
 from fdkit.types import TransferStats
-from helpers import (
-    Fds,
-    Feeder,
-    Sink,
-    bounded,
-    payload,
-)
-from helpers.zerocopy_transfer import dst_file, sockpair, src_file, transfer_with_stats
+from helpers import Fds, Feeder, bounded, payload
+from helpers import zerocopy_transfer as zt
+from helpers.zerocopy_transfer import dst_file, src_file, transfer_with_stats
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -61,12 +55,8 @@ def test_append_only_destination(
         src = src_file(tmp_path if src_kind == "file" else shm_dir, data, fds)
     elif src_kind == "zero":
         src = fds.own(fd.open("/dev/zero", fd.O_RDONLY))
-    elif src_kind == "pipe":
-        src, w = fds.pipe()
-        feeder = Feeder(w, data, then=lambda: fds.close(w))
     else:
-        far, src = fds.connected()
-        feeder = Feeder(far, data, then=lambda: fd.shutdown(far, socket.SHUT_WR))
+        src, feeder = zt.fed_stream(src_kind, data, fds)
     (tmp_path / "log").write_bytes(b"existing\n")
     dst = fds.own(fd.open(tmp_path / "log", fd.O_WRONLY | fd.O_APPEND))
     if feeder:
@@ -138,23 +128,16 @@ def test_proc_and_sys_sources(
     with open(path, "rb") as f:
         expect = f.read()
     src = fds.own(fd.open(path, fd.O_RDONLY))
-    sink: Sink | None = None
-    if dst_kind in ("file", "tmpfs"):
-        dst, out_path = dst_file(tmp_path if dst_kind == "file" else shm_dir, fds)
-    elif dst_kind == "pipe":
-        r, dst = fds.pipe()
-        sink = Sink(r, keep=True)
-    else:
-        dst, far = sockpair(fds)
-        sink = Sink(far, keep=True)
-    if sink:
-        sink.start()
+    on_disk = {"file": tmp_path, "tmpfs": shm_dir}
+    dst, out_path, sink = zt.drained_dst(
+        "file" if dst_kind in on_disk else dst_kind, fds, on_disk.get(dst_kind)
+    )
     out = bounded(lambda: transfer_with_stats(src, dst))
     n, stats = out.get()
     if sink is not None:
-        fds.close(dst) if dst_kind == "pipe" else fd.shutdown(dst, socket.SHUT_WR)
-        got = bytes(sink.finish().kept)
+        got = zt.sunk(dst_kind, dst, sink, fds)
     else:
+        assert out_path is not None
         got = out_path.read_bytes()
     assert got == expect, stats
     assert n == len(expect) == stats["bytes"]

@@ -2,8 +2,9 @@
 
 Each is run by its file path (``python bench/child/NAME.py ARGS``, see :func:`script`), so it
 does not depend on ``sys.path``, and imports only the standard library (and ``fdkit`` where it
-measures fdkit; ``aio_tls_servers`` also imports ``aio_servers``' hello server, putting the
-harness's root on ``sys.path`` first). Importing one runs nothing: the work is under
+measures fdkit; ``aio_tls_servers``, ``asyncio_servers`` and ``asyncio_proxy`` also import
+``aio_servers``' hello server or its stop on SIGTERM/SIGINT, putting the harness's root on
+``sys.path`` first). Importing one runs nothing: the work is under
 ``if __name__ == "__main__"``.
 """
 

@@ -93,6 +93,22 @@ def describe(loop: asyncio.AbstractEventLoop) -> str:
     return f"{kind.__module__}.{kind.__qualname__} {engine}"
 
 
+def stop_on_signals(
+    loop: asyncio.AbstractEventLoop,
+) -> tuple[asyncio.Future[None], Callable[[], None]]:
+    """A future that SIGTERM or SIGINT completes (a server runs until it is done), and the
+    function that completes it, for the other reasons to stop."""
+    stop: asyncio.Future[None] = loop.create_future()
+
+    def finish() -> None:
+        if not stop.done():
+            stop.set_result(None)
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, finish)
+    return stop, finish
+
+
 def say(line: str) -> None:
     sys.stdout.write(line + "\n")
     sys.stdout.flush()
@@ -187,14 +203,7 @@ async def serve(mode: str, host: str, port: int, counter: CallCounter | None = N
     serving (and serve until stdin closes too: see :func:`answer_calls`)."""
     loop = asyncio.get_running_loop()
     say(f"loop {describe(loop)}")
-    stop: asyncio.Future[None] = loop.create_future()
-
-    def finish() -> None:
-        if not stop.done():
-            stop.set_result(None)
-
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, finish)
+    stop, finish = stop_on_signals(loop)
     server: asyncio.Server | asyncio.AbstractServer
     if mode == "hello":
         server = await loop.create_server(Hello, host, port, backlog=4096, reuse_address=True)

@@ -40,7 +40,6 @@ import asyncio
 import contextlib
 import hashlib
 import os
-import signal
 import socket
 import ssl
 import sys
@@ -63,6 +62,7 @@ from bench.child.aio_servers import (
     describe,
     loop_factory,
     say,
+    stop_on_signals,
 )
 
 BLOCK = 256 * 1024  # the bulk client's write size
@@ -108,14 +108,7 @@ async def serve(mode: str, host: str, port: int, ctx: ssl.SSLContext) -> None:
     """Serve ``hello`` or ``handshake`` over TLS until SIGTERM."""
     loop = asyncio.get_running_loop()
     say(f"loop {describe(loop)}")
-    stop: asyncio.Future[None] = loop.create_future()
-
-    def finish() -> None:
-        if not stop.done():
-            stop.set_result(None)
-
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, finish)
+    stop, _ = stop_on_signals(loop)
     factory = Hello if mode == "hello" else OneReply
     server = await loop.create_server(factory, host, port, ssl=ctx, backlog=4096,
                                       reuse_address=True)  # fmt: skip

@@ -4,16 +4,24 @@
 
 A plain asyncio forwarding proxy: ``loop.sock_recv_into``/``loop.sock_sendall`` with a 64 KiB
 buffer per direction, half-close propagated. Prints ``asyncio proxy listening on HOST:PORT``
-once bound; stops on SIGTERM or SIGINT. Standard library only.
+once bound; stops on SIGTERM or SIGINT (``aio_servers``' stop on a signal). Standard library
+only.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import signal
 import socket
 import sys
+from pathlib import Path
+
+# Run by path, this program's directory is on sys.path and the harness's root is not: put it
+# there so that what it shares with the aio bench's programs is imported as the module it is.
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from bench.child.aio_servers import stop_on_signals
 
 BUF = 64 * 1024
 
@@ -55,14 +63,7 @@ async def main(argv: list[str]) -> None:
     """Proxy until SIGTERM or SIGINT (``argv`` as in the module docstring)."""
     lhost, lport, uhost, uport = argv[0], int(argv[1]), argv[2], int(argv[3])
     loop = asyncio.get_running_loop()
-    stop: asyncio.Future[None] = loop.create_future()
-
-    def finish() -> None:
-        if not stop.done():
-            stop.set_result(None)
-
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, finish)
+    stop, _ = stop_on_signals(loop)
     listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     listener.bind((lhost, lport))

@@ -9,27 +9,30 @@
     count the request terminators, one write per batch.
 
 Both print ``asyncio MODE server listening on HOST:PORT`` once bound, and stop on SIGTERM or
-SIGINT. Standard library only.
+SIGINT. Standard library only: the hello Protocol and the stop on a signal are
+``aio_servers``' (which imports nothing else at its top either).
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
-import signal
 import socket
 import sys
 import time
 from collections.abc import Callable
 from email.utils import formatdate
 from functools import partial
+from pathlib import Path
 from typing import cast
 
-TERM = b"\r\n\r\n"
-HELLO = (
-    b"HTTP/1.1 200 OK\r\nServer: fdkit-ring\r\nContent-Type: text/plain\r\n"
-    b"Content-Length: 6\r\nConnection: keep-alive\r\n\r\nhallo\n"
-)
+# Run by path, this program's directory is on sys.path and the harness's root is not: put it
+# there so that what it shares with the aio bench's programs is imported as the module it is.
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from bench.child.aio_servers import TERM, Hello, stop_on_signals
+
 TYPES = {".txt": "text/plain", ".html": "text/html", ".bin": "application/octet-stream"}
 NOT_FOUND = (
     b"HTTP/1.1 404 Not Found\r\nServer: asyncio\r\nContent-Length: 10\r\n"
@@ -163,29 +166,6 @@ class Static(asyncio.Protocol):
         self.process()
 
 
-class Hello(asyncio.Protocol):
-    """One keep-alive connection of the hello server: ``HELLO`` per request, batched."""
-
-    def __init__(self) -> None:
-        self.pending = b""
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.tr = cast(asyncio.Transport, transport)
-        sock = transport.get_extra_info("socket")
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-
-    def data_received(self, data: bytes) -> None:
-        head = self.pending + data
-        n = head.count(TERM)
-        if n:
-            self.pending = head[head.rfind(TERM) + 4 :]
-            self.tr.write(HELLO * n)
-        else:
-            self.pending = head
-        if len(self.pending) > 65536:
-            self.tr.close()
-
-
 async def main(argv: list[str]) -> None:
     """Serve until SIGTERM or SIGINT (``argv`` as in the module docstring)."""
     mode = argv[0]
@@ -199,14 +179,7 @@ async def main(argv: list[str]) -> None:
     else:
         raise SystemExit(f"unknown mode {mode!r} (static or hello)")
     loop = asyncio.get_running_loop()
-    stop: asyncio.Future[None] = loop.create_future()
-
-    def finish() -> None:
-        if not stop.done():
-            stop.set_result(None)
-
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, finish)
+    stop, _ = stop_on_signals(loop)
     server = await loop.create_server(make, host, port, backlog=4096, reuse_address=True)
     h, p = server.sockets[0].getsockname()[:2]
     print(f"asyncio {mode} server listening on {h}:{p}", flush=True)

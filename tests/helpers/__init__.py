@@ -1,7 +1,8 @@
 """Helpers the test modules share (imported as ``from helpers import ...``): fd
-bookkeeping, polling with a deadline, syscall numbers, payloads, the far ends of pipes and
-sockets, and bounded calls. Fixtures and hooks live in ``conftest.py``; helpers of one family
-live in the submodules (``helpers.wire``, ``helpers.serve``, ``helpers.terminal``).
+bookkeeping, polling with a deadline, syscall numbers, children to interrupt, payloads, the far
+ends of pipes and sockets, and bounded calls. Fixtures and hooks live in ``conftest.py``;
+helpers of one family live in the submodules (``helpers.wire``, ``helpers.serve``,
+``helpers.terminal``).
 
 Everything here uses the real kernel: real sockets on 127.0.0.1 / ::1, real pipes, real files.
 """
@@ -9,6 +10,7 @@ Everything here uses the real kernel: real sockets on 127.0.0.1 / ::1, real pipe
 from __future__ import annotations
 
 import errno
+import fcntl
 import functools
 import hashlib
 import os
@@ -20,7 +22,8 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +33,35 @@ from fdkit import fd
 from fdkit.types import Address
 
 PROC_FD = "/proc/self/fd"
+
+#: The calls of :mod:`fdkit.fd` that take an fd first, each given a number ``n`` and otherwise
+#: arguments that do not matter: what an fd that is out of range or closed must be refused by.
+CALLS_ON_AN_FD: dict[str, Callable[[int], object]] = {
+    "read": lambda n: fd.read(n, 1),
+    "readinto": lambda n: fd.readinto(n, bytearray(1)),
+    "write": lambda n: fd.write(n, b"x"),
+    "pread": lambda n: fd.pread(n, 1, 0),
+    "pwrite": lambda n: fd.pwrite(n, b"x", 0),
+    "lseek": lambda n: fd.lseek(n, 0),
+    "close": fd.close,
+    "dup": fd.dup,
+    "fcntl": lambda n: fd.fcntl(n, fcntl.F_GETFL),
+    "get_blocking": fd.get_blocking,
+    "get_cloexec": fd.get_cloexec,
+    "set_cloexec": fd.set_cloexec,
+    "fstat": fd.fstat,
+    "bind": lambda n: fd.bind(n, ("127.0.0.1", 0)),
+    "listen": fd.listen,
+    "accept": fd.accept,
+    "accept4": fd.accept4,
+    "accept_many": fd.accept_many,
+    "connect": lambda n: fd.connect(n, ("127.0.0.1", 9)),
+    "getsockname": fd.getsockname,
+    "getpeername": fd.getpeername,
+    "recv": lambda n: fd.recv(n, 1),
+    "recv_into": lambda n: fd.recv_into(n, bytearray(1)),
+    "send": lambda n: fd.send(n, b"x"),
+}
 
 #: The seccomp wrapper that runs a command where io_uring is denied (see its docstring).
 NO_URING = Path(__file__).with_name("no_uring.py")
@@ -166,6 +198,39 @@ def wait_for(cond: Callable[[], bool], timeout: float = 5.0, what: str = "condit
         if time.monotonic() > deadline:
             pytest.fail(f"timed out after {timeout}s waiting for {what}")
         time.sleep(0.005)
+
+
+#: The end of a child program (see :func:`ready_child`) that runs its ``call()``: it prints
+#: ``KeyboardInterrupt`` and exits 42 when Ctrl-C interrupts it, ``returned`` and 0 otherwise.
+CHILD_CALL_TAIL = """
+try:
+    call()
+except KeyboardInterrupt:
+    print("KeyboardInterrupt", flush=True)
+    sys.exit(42)
+print("returned", flush=True)
+sys.exit(0)
+"""
+
+
+@contextmanager
+def ready_child(code: str) -> Iterator[tuple[subprocess.Popen[str], int]]:
+    """``python -c code``, which prints ``ready <pid>`` once it is set up: yields the child and
+    that pid once the line came (within 20 s); kills the child if it still runs afterwards."""
+    child = subprocess.Popen(
+        [sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        assert child.stdout is not None
+        assert fd.poll([(child.stdout.fileno(), fd.POLLIN)], 20), "the child never got ready"
+        line = child.stdout.readline().split()
+        err = child.stderr.read() if child.poll() is not None and child.stderr else ""
+        assert line[:1] == ["ready"], (line, err)
+        yield child, int(line[1])
+    finally:
+        if child.poll() is None:
+            os.kill(child.pid, signal.SIGKILL)
+        child.communicate(timeout=10)
 
 
 def interrupt_expecting_keyboard_interrupt(
