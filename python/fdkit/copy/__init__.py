@@ -21,8 +21,24 @@ after it), each file here is copied by :func:`fdkit.zerocopy.transfer`'s paths:
 A destination that exists is written in place, as ``open(dst, "wb")`` writes it: its other
 hard links see the new bytes, its mode and owner stay (:func:`copy2` then gives it the
 source's). The ``fdkit copy`` command (GNU cp's options) runs on the same engine.
+
+That engine, cp's semantics as a library, is importable from here too (outside ``__all__``,
+which is shutil's six): ``Run(options, reporter).run(operands)`` copies as
+``cp [OPTION]... OPERANDS`` does and returns cp's exit status; ``Options`` holds cp's options
+once read (their ``Literal`` types: ``Backup``, ``Dereference``, ``Interactive``, ``Update``);
+``Reporter`` is where a run writes cp's ``-v`` lines, errors and prompts (a subclass adds
+progress, given each file's ``Copied``); ``UsageError`` is a command line cp refuses.
 """
 
+from fdkit.copy._backup import Backup as Backup
+from fdkit.copy._cp import Run as Run
+from fdkit.copy._cp import UsageError as UsageError
+from fdkit.copy._data import Copied as Copied
+from fdkit.copy._options import Dereference as Dereference
+from fdkit.copy._options import Interactive as Interactive
+from fdkit.copy._options import Options as Options
+from fdkit.copy._options import Reporter as Reporter
+from fdkit.copy._options import Update as Update
 from fdkit.copy._shutil import copy, copy2, copyfile, copymode, copystat, copytree
 
 __all__ = ["copy", "copy2", "copyfile", "copymode", "copystat", "copytree"]

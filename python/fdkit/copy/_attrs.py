@@ -1,6 +1,7 @@
 """A copy's attributes as cp keeps them: owner (``set_owner``), permissions with POSIX ACLs
-(``copy_acl``) and extended attributes (``copy_xattrs``). A target is an open fd or a path
-(never followed when it is a symlink's own attributes that are meant)."""
+(``copy_acl``) and extended attributes (``copy_xattrs``); the owner and the extended attributes
+in cp's order for ``-p``/``--preserve`` (``keep_owner_and_xattrs``). A target is an open fd or
+a path (never followed when it is a symlink's own attributes that are meant)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,9 @@ import fnmatch
 import os
 import stat
 from collections.abc import Callable
+
+from fdkit.copy._options import Options, Reporter
+from fdkit.copy._quote import quote
 
 Target = int | str
 
@@ -134,7 +138,6 @@ def copy_xattrs(
     message naming the attribute and file, quoted by the caller) unless ``report`` is None,
     or it means "not supported here" and ``report_unsupported`` is false. True when every
     attribute was copied."""
-    from fdkit.copy._quote import quote
 
     def failed(message: str, e: OSError) -> None:
         if report is not None and (report_unsupported or e.errno not in UNSUPPORTED):
@@ -167,3 +170,58 @@ def copy_xattrs(
             failed(f"setting attribute {quote(name)} for {quote(dst_name)}", e)
             ok = False
     return ok
+
+
+def keep_owner_and_xattrs(
+    o: Options,
+    report: Reporter,
+    src: Target,
+    dst: Target,
+    src_name: str,
+    dst_name: str,
+    src_st: os.stat_result,
+    dst_st: os.stat_result | None,
+    *,
+    new: bool,
+    chown: bool,
+    follow: bool,
+) -> tuple[int, bool] | None:
+    """``-p``/``--preserve``'s owner (when ``chown``) and then extended attributes, from ``src``
+    to ``dst`` (fds or paths; ``src_name`` and ``dst_name`` in the messages), as cp gives them
+    to a regular file (by its fds) and to what else it makes (by its name, ``follow`` false for
+    a symlink). ``dst_st``: the destination before, ``new``: made by this copy.
+
+    Returns None when a failure stops the copy (an owner ``-p`` requires), else the mode the
+    copy is to get (``src_st``'s, without the set-ID and sticky bits when the owner was not
+    kept) and whether the extended attributes that had to be copied were."""
+    src_mode = src_st.st_mode
+    if chown:
+        done = set_owner(
+            dst,
+            src_st,
+            new=new,
+            old=dst_st,
+            preserve_mode=o.preserve_mode,
+            report=lambda what, e: report.error(f"{what} {quote(dst_name)}: {e.strerror}"),
+            require=o.require_preserve,
+        )
+        if done < 0:
+            return None
+        if done == 0:
+            src_mode &= ~(stat.S_ISUID | stat.S_ISGID | stat.S_ISVTX)
+    if o.preserve_xattr:
+        everything = o.attributes_only or o.require_preserve_xattr
+        if (
+            not copy_xattrs(
+                src,
+                dst,
+                src_name,
+                dst_name,
+                follow=follow,
+                report=report.error if everything or not o.reduce_diagnostics else None,
+                report_unsupported=everything,
+            )
+            and o.require_preserve_xattr
+        ):
+            return src_mode, False
+    return src_mode, True

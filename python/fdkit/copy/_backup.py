@@ -1,5 +1,6 @@
 """Backups of a destination about to be replaced, named as GNU cp names them (``--backup``,
-``-b``, ``-S``; the ``VERSION_CONTROL`` and ``SIMPLE_BACKUP_SUFFIX`` variables).
+``-b``, ``-S``; the command line reads those and the ``VERSION_CONTROL`` and
+``SIMPLE_BACKUP_SUFFIX`` variables into :class:`~fdkit.copy._options.Options`).
 
 ``simple``: ``FILE~`` (or ``FILE`` and the suffix); ``numbered``: ``FILE.~N~``, one more than the
 highest number there; ``existing``: numbered when a numbered backup of FILE exists, else simple.
@@ -13,29 +14,6 @@ import re
 from typing import Literal
 
 Backup = Literal["none", "simple", "numbered", "existing"]
-
-#: The words ``--backup=CONTROL`` and ``VERSION_CONTROL`` take, in cp's order, and the kind each
-#: means.
-CONTROLS: dict[str, Backup] = {
-    "none": "none",
-    "off": "none",
-    "simple": "simple",
-    "never": "simple",
-    "existing": "existing",
-    "nil": "existing",
-    "numbered": "numbered",
-    "t": "numbered",
-}
-
-
-def simple_suffix(suffix: str | None) -> str:
-    """The suffix of a simple backup: ``suffix`` (``-S``), else ``SIMPLE_BACKUP_SUFFIX``, else
-    ``~``; one that is empty or holds a ``/`` is ``~``, as cp has it."""
-    if suffix is None:
-        suffix = os.environ.get("SIMPLE_BACKUP_SUFFIX")
-    if not suffix or "/" in suffix:
-        return "~"
-    return suffix
 
 
 def _highest(directory: str, base: str) -> int:

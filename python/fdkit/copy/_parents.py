@@ -8,13 +8,10 @@ import errno
 import os
 import stat
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from fdkit.copy._attrs import chown_failure_ok, copy_acl
+from fdkit.copy._options import Options, Reporter
 from fdkit.copy._quote import quote
-
-if TYPE_CHECKING:
-    from fdkit.copy._cp import Run
 
 
 @dataclass
@@ -27,12 +24,12 @@ class ParentDir:
     restore_mode: bool = False
 
 
-def make_parents(run: Run, dst: str, offset: int, arg: str) -> tuple[bool, list[ParentDir], bool]:
+def make_parents(
+    o: Options, report: Reporter, umask: int, dst: str, offset: int, arg: str
+) -> tuple[bool, list[ParentDir], bool]:
     """``--parents``: make the directories of ``arg`` under the target (cp's
     ``make_dir_parents_private``). Returns whether they exist now, those whose attributes
     are set after the copy, and whether the last one was made here."""
-    o = run.options
-    report = run.reporter
     made: list[ParentDir] = []
     new_dst = False
     parent = os.path.dirname(dst.rstrip("/"))
@@ -79,34 +76,8 @@ def make_parents(run: Run, dst: str, offset: int, arg: str) -> tuple[bool, list[
         if missing:
             assert entry is not None
             new_dst = True
-            mode = entry.st.st_mode
-            omit = mode & (0o077 if o.preserve_ownership else 0o022 if o.preserve_mode else 0)
-            mkdir_mode = 0o777 if o.explicit_no_preserve_mode else stat.S_IMODE(mode)
-            try:
-                os.mkdir(done, mkdir_mode & ~omit)
-            except OSError as e:
-                report.error(f"cannot make directory {quote(done)}: {e.strerror}")
+            if not _make_parent(o, report, umask, entry, src_dir):
                 return False, made, new_dst
-            if o.verbose:
-                report.say(f"{src_dir} -> {done}")
-            try:
-                now = os.lstat(done)
-            except OSError as e:
-                report.error(f"failed to get attributes of {quote(done)}: {e.strerror}")
-                return False, made, new_dst
-            if not o.preserve_mode:
-                if omit & ~now.st_mode:
-                    omit &= ~run.umask
-                if omit & ~now.st_mode or (now.st_mode & 0o700) != 0o700:
-                    entry.mode = now.st_mode | omit
-                    entry.restore_mode = True
-            accessible = now.st_mode | 0o700
-            if now.st_mode != accessible:
-                try:
-                    os.chmod(done, stat.S_IMODE(accessible))
-                except OSError as e:
-                    report.error(f"setting permissions for {quote(done)}: {e.strerror}")
-                    return False, made, new_dst
         elif dst_st is not None and not stat.S_ISDIR(dst_st.st_mode):
             report.error(f"{quote(done)} exists but is not a directory")
             return False, made, new_dst
@@ -115,10 +86,43 @@ def make_parents(run: Run, dst: str, offset: int, arg: str) -> tuple[bool, list[
     return True, made, new_dst
 
 
-def re_protect(run: Run, dst: str, made: list[ParentDir]) -> bool:
+def _make_parent(o: Options, report: Reporter, umask: int, entry: ParentDir, src_dir: str) -> bool:
+    """The missing directory ``entry.path``, made for the source directory ``src_dir`` with
+    u+rwx to be written into; the mode it is to get once the copy is in, in ``entry``."""
+    done = entry.path
+    mode = entry.st.st_mode
+    omit = mode & (0o077 if o.preserve_ownership else 0o022 if o.preserve_mode else 0)
+    mkdir_mode = 0o777 if o.explicit_no_preserve_mode else stat.S_IMODE(mode)
+    try:
+        os.mkdir(done, mkdir_mode & ~omit)
+    except OSError as e:
+        report.error(f"cannot make directory {quote(done)}: {e.strerror}")
+        return False
+    if o.verbose:
+        report.say(f"{src_dir} -> {done}")
+    try:
+        now = os.lstat(done)
+    except OSError as e:
+        report.error(f"failed to get attributes of {quote(done)}: {e.strerror}")
+        return False
+    if not o.preserve_mode:
+        if omit & ~now.st_mode:
+            omit &= ~umask
+        if omit & ~now.st_mode or (now.st_mode & 0o700) != 0o700:
+            entry.mode = now.st_mode | omit
+            entry.restore_mode = True
+    accessible = now.st_mode | 0o700
+    if now.st_mode != accessible:
+        try:
+            os.chmod(done, stat.S_IMODE(accessible))
+        except OSError as e:
+            report.error(f"setting permissions for {quote(done)}: {e.strerror}")
+            return False
+    return True
+
+
+def re_protect(o: Options, report: Reporter, made: list[ParentDir]) -> bool:
     """``--parents``: the attributes of the directories made, once the copy is in."""
-    o = run.options
-    report = run.reporter
     for entry in reversed(made):
         path = entry.path
         if o.preserve_timestamps:

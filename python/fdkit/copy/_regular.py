@@ -21,14 +21,12 @@ import errno
 import os
 import stat
 import tempfile
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
 
-from fdkit.copy._attrs import copy_acl, copy_xattrs, is_root, set_owner
+from fdkit.copy._attrs import copy_acl, is_root, keep_owner_and_xattrs
 from fdkit.copy._data import CLONE_FAILURE_ERRNOS, Copied, DataError, copy_data
+from fdkit.copy._options import Options, Reporter
 from fdkit.copy._quote import quote
-
-if TYPE_CHECKING:
-    from fdkit.copy._cp import Run
 
 
 class Stopped(Exception):
@@ -61,7 +59,7 @@ def _kind(st: os.stat_result | None, *, atomic: bool) -> str:
     return "not a regular file"
 
 
-def _open_existing(run: Run, dst: str, flags: int) -> int:
+def _open_existing(report: Reporter, dst: str, flags: int) -> int:
     """Open an existing destination for writing; a FIFO with no reader is waited for, with a
     notice first (cp waits there silently)."""
     try:
@@ -75,7 +73,7 @@ def _open_existing(run: Run, dst: str, flags: int) -> int:
     except OSError as e:
         if e.errno != errno.ENXIO:
             raise
-        run.reporter.notice(f"waiting for a reader on FIFO {dst!r} (Ctrl-C to stop)")
+        report.notice(f"waiting for a reader on FIFO {dst!r} (Ctrl-C to stop)")
         return os.open(dst, flags | os.O_NOCTTY)
     try:
         os.set_blocking(fd, True)
@@ -100,8 +98,30 @@ class _Temporary:
             os.unlink(self.path)
 
 
+@dataclass
+class _File:
+    """One regular file on its way: the source (its name, open fd and stat) and the destination
+    (its name; the mode it is to get; the bits left out of the mode it is made with, and those
+    added to it, u+w for the extended attributes; whether it is made anew; its open fd; what it
+    was before, for the log and ``--atomic``; ``--atomic``'s temporary file)."""
+
+    src: str
+    src_fd: int
+    src_st: os.stat_result
+    dst: str
+    dst_mode: int
+    omitted: int
+    new_dst: bool
+    extra: int = 0
+    dst_fd: int = -1
+    old_st: os.stat_result | None = None
+    temp: _Temporary | None = None
+
+
 def copy_reg(
-    run: Run,
+    o: Options,
+    report: Reporter,
+    umask: int,
     src: str,
     dst: str,
     dst_mode: int,
@@ -113,180 +133,152 @@ def copy_reg(
 ) -> tuple[bool, bool]:
     """Copy the regular file (or, read as one, the FIFO or device) ``src`` to ``dst``. Returns
     whether it succeeded (failures are reported) and whether ``dst`` was made anew."""
-    report = run.reporter
     try:
         src_fd = os.open(src, os.O_RDONLY | os.O_NOCTTY | (os.O_NOFOLLOW if nofollow else 0))
     except OSError as e:
         report.error(f"cannot open {quote(src)} for reading: {e.strerror}")
         return False, new_dst
+    f = _File(src, src_fd, src_st, dst, dst_mode, omitted, new_dst)
     try:
-        return _copy_open(run, src, src_fd, dst, dst_mode, omitted, new_dst, src_st)
+        return _copy_open(o, report, umask, f), f.new_dst
     finally:
         os.close(src_fd)
 
 
-def _copy_open(
-    run: Run,
-    src: str,
-    src_fd: int,
-    dst: str,
-    dst_mode: int,
-    omitted: int,
-    new_dst: bool,
-    src_st: os.stat_result,
-) -> tuple[bool, bool]:
-    o = run.options
-    report = run.reporter
+def _copy_open(o: Options, report: Reporter, umask: int, f: _File) -> bool:
     try:
-        open_st = os.fstat(src_fd)
+        open_st = os.fstat(f.src_fd)
     except OSError as e:
-        report.error(f"cannot fstat {quote(src)}: {e.strerror}")
-        return False, new_dst
-    if (open_st.st_dev, open_st.st_ino) != (src_st.st_dev, src_st.st_ino):
-        report.error(f"skipping file {quote(src)}, as it was replaced while being copied")
-        return False, new_dst
-
-    old_st: os.stat_result | None = None  # the destination replaced, for the log and --atomic
-    temp: _Temporary | None = None
-    dst_fd = -1
-    extra = 0
-    if not new_dst:
-        try:
-            old_st = os.stat(dst)
-        except OSError:
-            old_st = None
-        if o.atomic and old_st is not None and stat.S_ISREG(old_st.st_mode):
-            if not (is_root() or o.force or os.access(dst, os.W_OK)):
-                report.error(f"cannot create regular file {quote(dst)}: Permission denied")
-                return False, new_dst
-            try:
-                temp = _Temporary(os.path.realpath(dst))
-            except OSError as e:
-                report.error(f"cannot create regular file {quote(dst)}: {e.strerror}")
-                return False, new_dst
-            dst_fd = temp.fd
-            with contextlib.suppress(OSError):
-                os.fchown(dst_fd, old_st.st_uid, old_st.st_gid)
-            os.fchmod(dst_fd, stat.S_IMODE(old_st.st_mode))
-        else:
-            flags = os.O_WRONLY | (os.O_TRUNC if o.data_copy_required else 0)
-            dest_errno = 0
-            try:
-                dst_fd = _open_existing(run, dst, flags)
-            except OSError as e:
-                dest_errno = e.errno or 0
-                dest_error = e
-            if dst_fd < 0 and dest_errno != errno.ENOENT and o.force:
-                try:
-                    os.unlink(dst)
-                    if o.verbose:
-                        report.say(f"removed {quote(dst)}")
-                except OSError as e:
-                    if e.errno != errno.ENOENT:
-                        report.error(f"cannot remove {quote(dst)}: {e.strerror}")
-                        return False, new_dst
-                dest_errno = errno.ENOENT
-            if dst_fd < 0 and dest_errno == errno.ENOENT:
-                new_dst = True
-                old_st = None
-            elif dst_fd < 0:
-                report.error(f"cannot create regular file {quote(dst)}: {dest_error.strerror}")
-                return False, new_dst
-    if new_dst:
-        # To allow copying xattrs on read-only files, made with u+w (cp does so too).
-        open_mode = (dst_mode & ~omitted) | (
-            stat.S_IWUSR if o.preserve_xattr and not is_root() else 0
-        )
-        extra = open_mode & ~dst_mode
-        try:
-            if o.atomic:
-                if os.path.islink(dst) and not o.open_dangling_dest_symlink:
-                    raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST))
-                temp = _Temporary(dst)
-                dst_fd = temp.fd
-                os.fchmod(dst_fd, open_mode & ~run.umask)
-            else:
-                dst_fd = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_EXCL, open_mode)
-        except OSError as e:
-            code = e.errno
-            if code == errno.EEXIST and os.path.islink(dst):
-                if not o.open_dangling_dest_symlink:
-                    report.error(f"not writing through dangling symlink {quote(dst)}")
-                    return False, new_dst
-                try:
-                    dst_fd = os.open(dst, os.O_WRONLY | os.O_CREAT, open_mode)
-                except OSError as e2:
-                    code = e2.errno
-            if dst_fd < 0:
-                if code == errno.EISDIR and dst.endswith("/"):
-                    code = errno.ENOTDIR
-                message = os.strerror(code or 0)
-                report.error(f"cannot create regular file {quote(dst)}: {message}")
-                return False, new_dst
+        report.error(f"cannot fstat {quote(f.src)}: {e.strerror}")
+        return False
+    if (open_st.st_dev, open_st.st_ino) != (f.src_st.st_dev, f.src_st.st_ino):
+        report.error(f"skipping file {quote(f.src)}, as it was replaced while being copied")
+        return False
+    if not f.new_dst and not _open_old(o, report, f):
+        return False
+    if f.new_dst:
+        if not _open_new(o, report, umask, f):
+            return False
     else:
-        omitted = extra = 0
-
+        f.omitted = f.extra = 0
     try:
-        ok = _fill(
-            run,
-            src,
-            src_fd,
-            open_st,
-            dst,
-            dst_fd,
-            dst_mode,
-            omitted,
-            extra,
-            new_dst,
-            src_st,
-            old_st,
-            temp,
-        )
+        return _fill(o, report, umask, f, open_st)
     except BaseException:
-        if temp is not None:
-            os.close(dst_fd)
-            temp.discard()
+        if f.temp is not None:
+            os.close(f.dst_fd)
+            f.temp.discard()
         raise
-    return ok, new_dst
 
 
-def _fill(
-    run: Run,
-    src: str,
-    src_fd: int,
-    open_st: os.stat_result,
-    dst: str,
-    dst_fd: int,
-    dst_mode: int,
-    omitted: int,
-    extra: int,
-    new_dst: bool,
-    src_st: os.stat_result,
-    old_st: os.stat_result | None,
-    temp: _Temporary | None,
-) -> bool:
-    """The bytes, then the attributes, into the open ``dst_fd``; closes it (and with
+def _open_old(o: Options, report: Reporter, f: _File) -> bool:
+    """The destination that exists, opened for writing in place (``--atomic``: the temporary
+    file beside it, with its owner and mode). One that is gone, or that ``-f`` removed, is to be
+    made anew (``f.new_dst``). False after an error, reported."""
+    dst = f.dst
+    try:
+        f.old_st = os.stat(dst)
+    except OSError:
+        f.old_st = None
+    old_st = f.old_st
+    if o.atomic and old_st is not None and stat.S_ISREG(old_st.st_mode):
+        if not (is_root() or o.force or os.access(dst, os.W_OK)):
+            report.error(f"cannot create regular file {quote(dst)}: Permission denied")
+            return False
+        try:
+            f.temp = _Temporary(os.path.realpath(dst))
+        except OSError as e:
+            report.error(f"cannot create regular file {quote(dst)}: {e.strerror}")
+            return False
+        f.dst_fd = f.temp.fd
+        with contextlib.suppress(OSError):
+            os.fchown(f.dst_fd, old_st.st_uid, old_st.st_gid)
+        os.fchmod(f.dst_fd, stat.S_IMODE(old_st.st_mode))
+        return True
+    flags = os.O_WRONLY | (os.O_TRUNC if o.data_copy_required else 0)
+    dest_errno = 0
+    try:
+        f.dst_fd = _open_existing(report, dst, flags)
+    except OSError as e:
+        dest_errno = e.errno or 0
+        dest_error = e
+    if f.dst_fd < 0 and dest_errno != errno.ENOENT and o.force:
+        try:
+            os.unlink(dst)
+            if o.verbose:
+                report.say(f"removed {quote(dst)}")
+        except OSError as e:
+            if e.errno != errno.ENOENT:
+                report.error(f"cannot remove {quote(dst)}: {e.strerror}")
+                return False
+        dest_errno = errno.ENOENT
+    if f.dst_fd < 0 and dest_errno == errno.ENOENT:
+        f.new_dst = True
+        f.old_st = None
+    elif f.dst_fd < 0:
+        report.error(f"cannot create regular file {quote(dst)}: {dest_error.strerror}")
+        return False
+    return True
+
+
+def _open_new(o: Options, report: Reporter, umask: int, f: _File) -> bool:
+    """The destination made (``--atomic``: the temporary file to become it), with the mode
+    ``f.dst_mode`` less ``f.omitted`` (u+w added when extended attributes are to be copied:
+    ``f.extra``). False after an error, reported."""
+    dst = f.dst
+    # To allow copying xattrs on read-only files, made with u+w (cp does so too).
+    open_mode = (f.dst_mode & ~f.omitted) | (
+        stat.S_IWUSR if o.preserve_xattr and not is_root() else 0
+    )
+    f.extra = open_mode & ~f.dst_mode
+    try:
+        if o.atomic:
+            if os.path.islink(dst) and not o.open_dangling_dest_symlink:
+                raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST))
+            f.temp = _Temporary(dst)
+            f.dst_fd = f.temp.fd
+            os.fchmod(f.dst_fd, open_mode & ~umask)
+        else:
+            f.dst_fd = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_EXCL, open_mode)
+    except OSError as e:
+        code = e.errno
+        if code == errno.EEXIST and os.path.islink(dst):
+            if not o.open_dangling_dest_symlink:
+                report.error(f"not writing through dangling symlink {quote(dst)}")
+                return False
+            try:
+                f.dst_fd = os.open(dst, os.O_WRONLY | os.O_CREAT, open_mode)
+            except OSError as e2:
+                code = e2.errno
+        if f.dst_fd < 0:
+            if code == errno.EISDIR and dst.endswith("/"):
+                code = errno.ENOTDIR
+            message = os.strerror(code or 0)
+            report.error(f"cannot create regular file {quote(dst)}: {message}")
+            return False
+    return True
+
+
+def _fill(o: Options, report: Reporter, umask: int, f: _File, open_st: os.stat_result) -> bool:
+    """The bytes, then the attributes, into the open ``f.dst_fd``; closes it (and with
     ``--atomic`` renames the temporary file over the destination)."""
-    o = run.options
-    report = run.reporter
+    dst = f.dst
+    temp = f.temp
     ok = True
     closed = False
     try:
         if o.data_copy_required:
-            ok = _bytes(run, src, src_fd, open_st, dst, dst_fd, old_st, temp, new_dst)
+            ok = _bytes(o, report, f, open_st)
         if ok:
-            ok = _attributes(
-                run, src, src_fd, dst, dst_fd, dst_mode, omitted, extra, new_dst, src_st
-            )
+            ok = _attributes(o, report, umask, f)
         if temp is not None and ok:
             try:
-                os.fsync(dst_fd)
+                os.fsync(f.dst_fd)
             except OSError as e:
                 report.error(f"error writing {quote(dst)}: {e.strerror}")
                 ok = False
     finally:
         try:
-            os.close(dst_fd)
+            os.close(f.dst_fd)
         except OSError as e:
             report.error(f"failed to close {quote(dst)}: {e.strerror}")
             ok = False
@@ -303,29 +295,18 @@ def _fill(
     return ok and closed
 
 
-def _bytes(
-    run: Run,
-    src: str,
-    src_fd: int,
-    st: os.stat_result,
-    dst: str,
-    dst_fd: int,
-    old_st: os.stat_result | None,
-    temp: _Temporary | None,
-    new_dst: bool,
-) -> bool:
-    o = run.options
-    report = run.reporter
+def _bytes(o: Options, report: Reporter, f: _File, st: os.stat_result) -> bool:
+    src, dst = f.src, f.dst
     sparse_src = st.st_blocks * 512 < st.st_size
     report.log(
         f"copying {src!r} ({_human(st.st_size)}{', sparse' if sparse_src else ''}) "
-        f"to {dst!r} ({_kind(old_st, atomic=temp is not None)})"
+        f"to {dst!r} ({_kind(f.old_st, atomic=f.temp is not None)})"
     )
     report.begin(st.st_size)
     copied: Copied | None = None
     try:
         copied = copy_data(
-            src_fd, dst_fd, reflink=o.reflink, sparse=o.sparse, progress=report.progress
+            f.src_fd, f.dst_fd, reflink=o.reflink, sparse=o.sparse, progress=report.progress
         )
     except DataError as e:
         err = e.error
@@ -334,8 +315,8 @@ def _bytes(
             raise Stopped(141) from None
         if e.step == "clone":
             report.error(f"failed to clone {quote(dst)} from {quote(src)}: {reason}")
-            if o.reflink == "always" and new_dst and temp is None:
-                _remove_failed_clone(run, dst, dst_fd, err)
+            if o.reflink == "always" and f.new_dst and f.temp is None:
+                _remove_failed_clone(report, dst, f.dst_fd, err)
         elif e.step == "read":
             report.error(f"error reading {quote(src)}: {reason}")
         elif e.step == "write":
@@ -354,7 +335,7 @@ def _bytes(
     return True
 
 
-def _remove_failed_clone(run: Run, dst: str, dst_fd: int, err: OSError) -> None:
+def _remove_failed_clone(report: Reporter, dst: str, dst_fd: int, err: OSError) -> None:
     """``--reflink=always`` made ``dst`` and could not clone into it: it goes, as cp 9.2 has
     it, unless the clone failed midway (EIO, ENOSPC...) and left bytes in it."""
     if err.errno in CLONE_FAILURE_ERRNOS:
@@ -367,7 +348,7 @@ def _remove_failed_clone(run: Run, dst: str, dst_fd: int, err: OSError) -> None:
         os.unlink(dst)
     except OSError as e:
         if e.errno != errno.ENOENT:
-            run.reporter.error(f"cannot remove {quote(dst)}: {e.strerror}")
+            report.error(f"cannot remove {quote(dst)}: {e.strerror}")
 
 
 def _debug_line(reflink: str, sparse: str, copied: Copied | None) -> str:
@@ -392,23 +373,9 @@ def _debug_line(reflink: str, sparse: str, copied: Copied | None) -> str:
     return f"copy offload: {offload}, reflink: {shared}, sparse detection: {detection}"
 
 
-def _attributes(
-    run: Run,
-    src: str,
-    src_fd: int,
-    dst: str,
-    dst_fd: int,
-    dst_mode: int,
-    omitted: int,
-    extra: int,
-    new_dst: bool,
-    src_st: os.stat_result,
-) -> bool:
+def _attributes(o: Options, report: Reporter, umask: int, f: _File) -> bool:
     """Times, owner, extended attributes and mode, in cp's order."""
-    o = run.options
-    report = run.reporter
-    ok = True
-    src_mode = src_st.st_mode
+    dst, dst_fd, src_st = f.dst, f.dst_fd, f.src_st
     if o.preserve_timestamps:
         try:
             os.utime(dst_fd, ns=(src_st.st_atime_ns, src_st.st_mtime_ns))
@@ -416,55 +383,45 @@ def _attributes(
             report.error(f"preserving times for {quote(dst)}: {e.strerror}")
             if o.require_preserve:
                 return False
+    dst_st: os.stat_result | None = None
+    chown = False
     if o.preserve_ownership:
         dst_st = os.fstat(dst_fd)
-        if (dst_st.st_uid, dst_st.st_gid) != (src_st.st_uid, src_st.st_gid):
-            done = set_owner(
-                dst_fd,
-                src_st,
-                new=new_dst,
-                old=dst_st,
-                preserve_mode=o.preserve_mode,
-                report=lambda what, e: report.error(f"{what} {quote(dst)}: {e.strerror}"),
-                require=o.require_preserve,
-            )
-            if done < 0:
-                return False
-            if done == 0:
-                src_mode &= ~(stat.S_ISUID | stat.S_ISGID | stat.S_ISVTX)
-    if o.preserve_xattr:
-        everything = o.attributes_only or o.require_preserve_xattr
-        if (
-            not copy_xattrs(
-                src_fd,
-                dst_fd,
-                src,
-                dst,
-                follow=True,
-                report=report.error if everything or not o.reduce_diagnostics else None,
-                report_unsupported=everything,
-            )
-            and o.require_preserve_xattr
-        ):
-            ok = False
+        chown = (dst_st.st_uid, dst_st.st_gid) != (src_st.st_uid, src_st.st_gid)
+    kept = keep_owner_and_xattrs(
+        o,
+        report,
+        f.src_fd,
+        dst_fd,
+        f.src,
+        dst,
+        src_st,
+        dst_st,
+        new=f.new_dst,
+        chown=chown,
+        follow=True,
+    )
+    if kept is None:
+        return False
+    src_mode, ok = kept
     if o.preserve_mode:
         try:
-            copy_acl(src_fd, dst_fd, src_mode, directory=False)
+            copy_acl(f.src_fd, dst_fd, src_mode, directory=False)
         except OSError as e:
             report.error(f"preserving permissions for {quote(dst)}: {e.strerror}")
             if o.require_preserve:
                 ok = False
-    elif o.explicit_no_preserve_mode and new_dst:
+    elif o.explicit_no_preserve_mode and f.new_dst:
         try:
-            os.fchmod(dst_fd, 0o666 & ~run.umask)
+            os.fchmod(dst_fd, 0o666 & ~umask)
         except OSError as e:
             report.error(f"preserving permissions for {quote(dst)}: {e.strerror}")
             ok = False
-    elif omitted | extra:
-        omitted &= ~run.umask
-        if omitted | extra:
+    elif f.omitted | f.extra:
+        omitted = f.omitted & ~umask
+        if omitted | f.extra:
             try:
-                os.fchmod(dst_fd, dst_mode & ~run.umask)
+                os.fchmod(dst_fd, f.dst_mode & ~umask)
             except OSError as e:
                 report.error(f"preserving permissions for {quote(dst)}: {e.strerror}")
                 if o.require_preserve:

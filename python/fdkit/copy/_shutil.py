@@ -171,27 +171,14 @@ def _copytree(
         dstname = os.path.join(dst, entry.name)
         srcobj: Any = entry if use_entry else srcname
         try:
-            if entry.is_symlink():
-                linkto = os.readlink(srcname)
-                if symlinks:
-                    # Not left to copy_function: a custom one may not copy symlinks.
-                    os.symlink(linkto, dstname)
-                    copystat(srcobj, dstname, follow_symlinks=not symlinks)
-                else:
-                    if not os.path.exists(linkto) and ignore_dangling_symlinks:
-                        continue
-                    if entry.is_dir():
-                        copytree(
-                            srcobj,
-                            dstname,
-                            symlinks,
-                            ignore,
-                            copy_function,
-                            ignore_dangling_symlinks,
-                            dirs_exist_ok,
-                        )
-                    else:
-                        copy_function(srcobj, dstname)
+            is_symlink = entry.is_symlink()
+            linkto = os.readlink(srcname) if is_symlink else ""
+            if is_symlink and symlinks:
+                # Not left to copy_function: a custom one may not copy symlinks.
+                os.symlink(linkto, dstname)
+                copystat(srcobj, dstname, follow_symlinks=not symlinks)
+            elif is_symlink and not os.path.exists(linkto) and ignore_dangling_symlinks:
+                continue
             elif entry.is_dir():
                 copytree(
                     srcobj,
@@ -203,7 +190,8 @@ def _copytree(
                     dirs_exist_ok,
                 )
             else:
-                # A SpecialFileError for what cannot be copied (a named pipe).
+                # A symlink not copied as one is copied as what it points to; a
+                # SpecialFileError for what cannot be copied (a named pipe).
                 copy_function(srcobj, dstname)
         except shutil.Error as err:
             errors.extend(err.args[0])

@@ -2,7 +2,7 @@
 status) on :mod:`fdkit.copy`'s engine, each file's bytes by the kernel's paths.
 
 The command reads its arguments itself, as ``getopt_long`` reads cp's (:mod:`._options`), runs
-:class:`fdkit.copy._cp.Run` and shows what it does: ``-v``'s lines on stdout, errors and
+:class:`fdkit.copy.Run` and shows what it does: ``-v``'s lines on stdout, errors and
 prompts on stderr as ``fdkit copy: ...``, a progress line when stdout is a terminal (``-q``:
 none), and with ``--log`` time-stamped details on stderr. What cp lacks is marked as fdkit's
 in ``--help``: ``--atomic``, ``-q``, ``--log``.
@@ -20,9 +20,7 @@ from fdkit import __version__
 from fdkit.cli import _log
 from fdkit.cli.copy._options import Command, parse
 from fdkit.cli.copy._progress import Progress
-from fdkit.copy._cp import Run, UsageError
-from fdkit.copy._data import Copied
-from fdkit.copy._options import Reporter
+from fdkit.copy import Copied, Reporter, Run, UsageError
 
 __all__ = ["HELP", "Progress", "add_parser", "main"]
 

@@ -9,9 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from fdkit.cli.copy._getopt import GetoptError, Option, argmatch, getopt
-from fdkit.copy._backup import CONTROLS, Backup, simple_suffix
-from fdkit.copy._cp import UsageError
-from fdkit.copy._options import Dereference, Interactive, Options, Update
+from fdkit.copy import Backup, Dereference, Interactive, Options, Update, UsageError
 
 OPTIONS: tuple[Option, ...] = (
     # cp's long options, in cp's order (getopt names the ambiguous ones in this order).
@@ -281,6 +279,20 @@ _FLAG_NAMES = {
 }
 
 
+#: The words ``--backup=CONTROL`` and ``VERSION_CONTROL`` take, in cp's order, and the kind each
+#: means.
+CONTROLS: dict[str, Backup] = {
+    "none": "none",
+    "off": "none",
+    "simple": "simple",
+    "never": "simple",
+    "existing": "existing",
+    "nil": "existing",
+    "numbered": "numbered",
+    "t": "numbered",
+}
+
+
 def _backup_type(control: str | None) -> Backup:
     """gnulib's ``xget_version``: ``--backup=CONTROL``, else ``VERSION_CONTROL``, else
     ``existing``."""
@@ -294,3 +306,13 @@ def _backup_type(control: str | None) -> Backup:
     except GetoptError as e:
         raise UsageError(str(e)) from None
     return "existing"
+
+
+def simple_suffix(suffix: str | None) -> str:
+    """The suffix of a simple backup: ``suffix`` (``-S``), else ``SIMPLE_BACKUP_SUFFIX``, else
+    ``~``; one that is empty or holds a ``/`` is ``~``, as cp has it."""
+    if suffix is None:
+        suffix = os.environ.get("SIMPLE_BACKUP_SUFFIX")
+    if not suffix or "/" in suffix:
+        return "~"
+    return suffix
