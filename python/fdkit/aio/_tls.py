@@ -74,7 +74,7 @@ def _thread_buffer(size: Any) -> bytearray:
     ``buffer_updated`` copies what arrived into the incoming BIO first. So the connections of
     one thread can share it; threads cannot (``recv_into`` lets go of the GIL)."""
     if type(size) is not int:
-        return bytearray(size)  # asyncio's error, from asyncio's line
+        return bytearray(size)  # a buffer of its own, or the error asyncio's call would raise
     by_size = _buffers.by_size
     buf = by_size.get(size)
     if buf is None:

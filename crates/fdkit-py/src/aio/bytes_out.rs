@@ -55,7 +55,11 @@ impl<'py> BytesOut<'py> {
             self.resize(grown)?;
         }
         // SAFETY: `obj` is a live `bytes` of `capacity >= len` bytes that no other code holds,
-        // so nothing else reads or writes its storage while the slice lives.
+        // so nothing else reads or writes its storage while the slice lives. Its bytes past
+        // what was written are unset: the slice goes only to code that writes before it reads
+        // (OpenSSL's `SSL_read_ex` and `BIO_read`, `_ssl`'s `read` into a memoryview), and
+        // `finish` keeps only the written prefix. (A `MaybeUninit` slice would say so in the
+        // type; the callers' signatures take `&mut [u8]`.)
         Ok(unsafe {
             std::slice::from_raw_parts_mut(ffi::PyBytes_AsString(self.obj).cast::<u8>(), len)
         })
