@@ -8,6 +8,10 @@ Everything here uses the real kernel: real sockets on 127.0.0.1 / ::1, real pipe
 
 from __future__ import annotations
 
+# libffi built with static trampolines (Debian's, under its CPython 3.14 and 3.15) keeps an fd
+# open on its own library from ctypes' import on, for the life of the process: imported here,
+# before any module's listing of its fds, it is no module's leak whichever test imports it first.
+import ctypes  # noqa: F401
 import gc
 import os
 import shutil
