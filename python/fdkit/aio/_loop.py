@@ -244,19 +244,19 @@ class EventLoop(asyncio.SelectorEventLoop):
         # no transport; from 3.15 it passes the callbacks' context on.
         if _SSL_ENSURES_FD:
             self._ensure_fd_no_transport(rawsock)  # type: ignore[attr-defined]
-        if _tls.init_shares_buffer():
-            ssl_protocol = _tls.SSLProtocol(
-                self, protocol, sslcontext, waiter, server_side, server_hostname,
-                ssl_handshake_timeout=ssl_handshake_timeout,
-                ssl_shutdown_timeout=ssl_shutdown_timeout,
-            )  # fmt: skip
-        else:  # asyncio's __init__, as a program left it
-            ssl_protocol = _tls.SSLProtocol.__new__(_tls.SSLProtocol)
-            sslproto.SSLProtocol.__init__(
-                ssl_protocol, self, protocol, sslcontext, waiter, server_side, server_hostname,
-                ssl_handshake_timeout=ssl_handshake_timeout,
-                ssl_shutdown_timeout=ssl_shutdown_timeout,
-            )  # fmt: skip
+        # fdkit's __init__ (asyncio's code, the receive buffer shared), or asyncio's __init__
+        # as a program left it.
+        ssl_protocol = _tls.SSLProtocol.__new__(_tls.SSLProtocol)
+        init = (
+            _tls.SSLProtocol.__init__
+            if _tls.init_shares_buffer()
+            else sslproto.SSLProtocol.__init__
+        )
+        init(
+            ssl_protocol, self, protocol, sslcontext, waiter, server_side, server_hostname,
+            ssl_handshake_timeout=ssl_handshake_timeout,
+            ssl_shutdown_timeout=ssl_shutdown_timeout,
+        )  # fmt: skip
         _tls.adopt(ssl_protocol._app_transport)
         if context is None:
             SocketTransport(self, rawsock, ssl_protocol, extra=extra, server=server)
